@@ -1,0 +1,101 @@
+//! The embedded default configuration used when `gatehouse serve` gets no `--config`.
+//!
+//! Loopback only, on [`DEFAULT_LOCAL_PORT`]; SQLite in the user data directory; one
+//! Anthropic upstream whose key comes from `ANTHROPIC_API_KEY`. Callers authenticate with
+//! the per-install local key kept (as a hash) in the store. Without an upstream key the
+//! gateway still starts and answers inference with a 503 that says what to set.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use super::validate::{
+    ANTHROPIC_BASE_URL, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_URL_LENGTH,
+};
+use super::{
+    AccessControl, Config, ConfigError, Limits, Listen, LoggingConfig, ModelsConfig,
+    PricingConfig, Provider, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+};
+use crate::deps::Environment;
+use crate::secret::Secret;
+
+/// The documented port of the embedded default (loopback only).
+pub const DEFAULT_LOCAL_PORT: u16 = 8788;
+
+/// Builds the embedded default. `GATEHOUSE_ANTHROPIC_BASE_URL` may point the one upstream
+/// somewhere other than api.anthropic.com (an operator proxy, or a test's fake upstream).
+pub fn embedded_default(
+    env: &dyn Environment,
+    data_dir: &Path,
+    port: Option<u16>,
+) -> Result<Config, ConfigError> {
+    let key = env
+        .var("ANTHROPIC_API_KEY")
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty());
+    let base = env
+        .var("GATEHOUSE_ANTHROPIC_BASE_URL")
+        .unwrap_or_else(|| ANTHROPIC_BASE_URL.to_owned());
+    let mut base_url = url::Url::parse(&base).map_err(|e| {
+        ConfigError::at(
+            "GATEHOUSE_ANTHROPIC_BASE_URL",
+            format!("invalid URL: {e}"),
+        )
+    })?;
+    if !matches!(base_url.scheme(), "http" | "https") {
+        return Err(ConfigError::at(
+            "GATEHOUSE_ANTHROPIC_BASE_URL",
+            "URL scheme must be http or https",
+        ));
+    }
+    if !base_url.path().ends_with('/') {
+        let p = format!("{}/", base_url.path());
+        base_url.set_path(&p);
+    }
+    let missing_credential_hint = key.is_none().then(|| {
+        "no upstream credential: set ANTHROPIC_API_KEY in the environment of `gatehouse serve` \
+         and restart it"
+            .to_owned()
+    });
+    Ok(Config {
+        listen: Listen {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: port.unwrap_or(DEFAULT_LOCAL_PORT),
+            public_url: None,
+            trusted_proxies: Vec::new(),
+        },
+        access: AccessControl::default(),
+        limits: Limits {
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_url_length: DEFAULT_MAX_URL_LENGTH,
+        },
+        timeouts: Timeouts {
+            upstream_ttfb: std::time::Duration::from_secs(120),
+            upstream_connect: std::time::Duration::from_secs(10),
+            shutdown_drain: std::time::Duration::from_secs(30),
+            disconnect_drain: std::time::Duration::from_secs(300),
+        },
+        store: StoreConfig::Sqlite {
+            path: data_dir.join("gatehouse.db"),
+        },
+        upstreams: vec![UpstreamConfig {
+            name: "anthropic".into(),
+            provider: Provider::Anthropic,
+            base_url,
+            credential: key.map(|k| UpstreamCredential::ApiKey(Secret::new(k))),
+            missing_credential_hint,
+        }],
+        models: ModelsConfig {
+            rows: Vec::new(),
+            auto_include_builtin: true,
+        },
+        client_keys: Vec::new(),
+        pricing: PricingConfig {
+            multiplier: 1.0,
+            overrides: Vec::new(),
+        },
+        logging: LoggingConfig::default(),
+        local_key: true,
+    })
+}

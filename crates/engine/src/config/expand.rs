@@ -1,0 +1,209 @@
+//! Reference expansion inside the parsed YAML tree, before typed deserialisation.
+//!
+//! - `${NAME}` may appear anywhere inside a string; an undefined variable is an error.
+//! - `${file:/absolute/path}` must be the whole string; the file is read and trimmed.
+//! - `${keyring:service/account}` must be the whole string; it is read from the injected
+//!   credential store (the OS keychain on the desktop; refused on a headless server).
+//!
+//! Expansion recurses through sequences and mappings. Errors name the field path and the
+//! reference, never the value it resolved to.
+
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+
+use super::ConfigError;
+use crate::deps::{CredentialStore, Environment};
+
+pub struct Expander<'a> {
+    pub env: &'a dyn Environment,
+    pub credentials: &'a dyn CredentialStore,
+}
+
+impl Expander<'_> {
+    /// Expands every string in `value` in place.
+    pub fn expand(&self, value: &mut Value, path: &str) -> Result<(), ConfigError> {
+        match value {
+            Value::String(s) => {
+                if s.contains("${") {
+                    *s = self.expand_str(s, path)?;
+                }
+                Ok(())
+            }
+            Value::Sequence(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    self.expand(item, &format!("{path}[{i}]"))?;
+                }
+                Ok(())
+            }
+            Value::Mapping(map) => {
+                for (k, v) in map.iter_mut() {
+                    let key = match k {
+                        Value::String(s) => s.clone(),
+                        other => format!("{other:?}"),
+                    };
+                    let child = if path.is_empty() {
+                        key
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    self.expand(v, &child)?;
+                }
+                Ok(())
+            }
+            Value::Tagged(tagged) => self.expand(&mut tagged.value, path),
+            Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+        }
+    }
+
+    fn expand_str(&self, s: &str, path: &str) -> Result<String, ConfigError> {
+        if let Some(inner) = whole_reference(s) {
+            if let Some(file) = inner.strip_prefix("file:") {
+                return self.read_file(file.trim(), path);
+            }
+            if let Some(entry) = inner.strip_prefix("keyring:") {
+                return self.read_keyring(entry.trim(), path);
+            }
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after.find('}').ok_or_else(|| {
+                ConfigError::at(path, "unterminated `${` reference (expected `}`)")
+            })?;
+            let name = &after[..end];
+            if name.starts_with("file:") || name.starts_with("keyring:") {
+                return Err(ConfigError::at(
+                    path,
+                    format!(
+                        "`${{{}:...}}` must be the whole value, not part of a string",
+                        name.split(':').next().unwrap_or_default()
+                    ),
+                ));
+            }
+            if !is_env_name(name) {
+                return Err(ConfigError::at(
+                    path,
+                    format!("`${{{name}}}` is not a valid environment variable reference"),
+                ));
+            }
+            let value = self.env.var(name).ok_or_else(|| {
+                ConfigError::at(path, format!("environment variable {name} is not set"))
+            })?;
+            out.push_str(&value);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn read_file(&self, file: &str, path: &str) -> Result<String, ConfigError> {
+        let p = Path::new(file);
+        if !p.is_absolute() {
+            return Err(ConfigError::at(
+                path,
+                format!("`${{file:{file}}}` must name an absolute path"),
+            ));
+        }
+        self.env
+            .read_file(p)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| ConfigError::at(path, format!("cannot read `${{file:{file}}}`: {e}")))
+    }
+
+    fn read_keyring(&self, entry: &str, path: &str) -> Result<String, ConfigError> {
+        let (service, account) = entry.split_once('/').ok_or_else(|| {
+            ConfigError::at(path, "`${keyring:...}` must be `service/account`")
+        })?;
+        match self.credentials.get(service, account) {
+            Ok(Some(secret)) => Ok(secret.expose().to_owned()),
+            Ok(None) => Err(ConfigError::at(
+                path,
+                format!("no keychain entry for `{service}/{account}`"),
+            )),
+            Err(e) => Err(ConfigError::at(
+                path,
+                format!("cannot read keychain entry `{service}/{account}`: {e}"),
+            )),
+        }
+    }
+}
+
+fn whole_reference(s: &str) -> Option<&str> {
+    let inner = s.strip_prefix("${")?.strip_suffix('}')?;
+    (!inner.contains("${") && !inner.contains('}')).then_some(inner)
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::deps::{MapEnvironment, NoCredentialStore};
+
+    fn expand(yaml: &str, env: MapEnvironment) -> Result<Value, ConfigError> {
+        let mut v: Value = serde_yaml_ng::from_str(yaml).unwrap();
+        Expander {
+            env: &env,
+            credentials: &NoCredentialStore,
+        }
+        .expand(&mut v, "")?;
+        Ok(v)
+    }
+
+    #[test]
+    fn env_inside_strings_and_nested() {
+        let env = MapEnvironment::default()
+            .with_var("HOST", "gw")
+            .with_var("K", "v");
+        let v = expand("a: https://${HOST}.example/${K}\nb: [{c: '${K}'}]", env).unwrap();
+        assert_eq!(v["a"].as_str(), Some("https://gw.example/v"));
+        assert_eq!(v["b"][0]["c"].as_str(), Some("v"));
+    }
+
+    #[test]
+    fn undefined_env_names_the_path() {
+        let err = expand("up: [{auth: {api_key: '${NOPE}'}}]", MapEnvironment::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "up[0].auth.api_key: environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn file_must_be_whole_and_absolute_and_is_trimmed() {
+        let env = MapEnvironment::default().with_file("/run/k", "  secret\n");
+        let v = expand("k: ${file:/run/k}", env.clone()).unwrap();
+        assert_eq!(v["k"].as_str(), Some("secret"));
+        let e = expand("k: x${file:/run/k}", env.clone()).unwrap_err();
+        assert!(e.to_string().contains("whole value"), "{e}");
+        let e = expand("k: ${file:run/k}", env.clone()).unwrap_err();
+        assert!(e.to_string().contains("absolute"), "{e}");
+        let e = expand("k: ${file:/missing}", env).unwrap_err();
+        assert!(e.to_string().starts_with("k: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn keyring_without_store_is_a_clear_error() {
+        let e = expand("k: ${keyring:gatehouse/anthropic}", MapEnvironment::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keychain entry `gatehouse/anthropic`"), "{e}");
+    }
+
+    #[test]
+    fn error_never_contains_resolved_value() {
+        let env = MapEnvironment::default().with_var("SECRET", "sk-very-secret");
+        let e = expand("k: '${SECRET}${'", env).unwrap_err().to_string();
+        assert!(!e.contains("sk-very"), "{e}");
+    }
+}

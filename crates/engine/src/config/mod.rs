@@ -1,0 +1,225 @@
+//! Configuration in two phases: the file as written ([`raw`]) and the validated form
+//! ([`Config`]) that the rest of the engine uses.
+//!
+//! Loading is `YAML text -> tree -> reference expansion -> typed raw structs -> validation`.
+//! Every error names the field path (`upstreams[1].base_url: ...`); the binary prints it
+//! with a `gatehouse:` prefix and exits with status 1.
+
+mod default;
+mod expand;
+pub mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use url::Url;
+
+use crate::deps::{CredentialStore, Environment};
+use crate::secret::Secret;
+
+pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
+use expand::Expander;
+
+/// A configuration error: where, and what is wrong there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn at(path: &str, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn not_supported(path: &str) -> Self {
+        Self::at("", format!("not supported yet: {path}"))
+    }
+}
+
+/// What loading needs from the outside world.
+pub struct LoadContext<'a> {
+    pub env: &'a dyn Environment,
+    pub credentials: &'a dyn CredentialStore,
+    /// Where the SQLite file goes when `store.sqlite_path` is absent.
+    pub default_data_dir: PathBuf,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: Listen,
+    pub access: AccessControl,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub store: StoreConfig,
+    pub upstreams: Vec<UpstreamConfig>,
+    pub models: ModelsConfig,
+    pub client_keys: Vec<ClientKeyConfig>,
+    pub pricing: PricingConfig,
+    pub logging: LoggingConfig,
+    /// Accept the per-install local key whose hash is kept in the store (embedded default).
+    pub local_key: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub host: IpAddr,
+    pub port: u16,
+    /// Origin without trailing slash, e.g. `https://gw.corp.example`.
+    pub public_url: Option<Url>,
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AccessControl {
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_request_bytes: u64,
+    pub max_header_bytes: usize,
+    pub max_url_length: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    pub upstream_ttfb: Duration,
+    pub upstream_connect: Duration,
+    pub shutdown_drain: Duration,
+    pub disconnect_drain: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub enum StoreConfig {
+    Sqlite { path: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+}
+
+#[derive(Debug, Clone)]
+pub enum UpstreamCredential {
+    /// Sent as `x-api-key`.
+    ApiKey(Secret),
+    /// Sent as `Authorization: Bearer`.
+    Bearer(Secret),
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub provider: Provider,
+    pub base_url: Url,
+    pub credential: Option<UpstreamCredential>,
+    /// When set, the upstream cannot be used and inference answers 503 with this text
+    /// (the embedded default without `ANTHROPIC_API_KEY`).
+    pub missing_credential_hint: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelRow {
+    pub id: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub upstream_model: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelsConfig {
+    pub rows: Vec<ModelRow>,
+    pub auto_include_builtin: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientKeyConfig {
+    pub id: String,
+    /// SHA-256 of the key; the key itself is not kept.
+    pub hash: [u8; 32],
+}
+
+/// A price override, in nano-USD per token (USD per million tokens x 1000).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceOverride {
+    pub model: String,
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write_5m: u64,
+    pub cache_write_1h: u64,
+    /// Nano-USD per web search request.
+    pub web_search: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct PricingConfig {
+    pub multiplier: f64,
+    pub overrides: Vec<PriceOverride>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    Daily,
+    Hourly,
+    Never,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LoggingConfig {
+    pub dir: Option<(PathBuf, Rotation)>,
+}
+
+impl Config {
+    /// Parses, expands and validates a YAML configuration.
+    pub fn from_yaml(text: &str, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
+        let mut tree: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::at("", yaml_message(&e)))?;
+        if tree.is_null() {
+            tree = serde_yaml_ng::Value::Mapping(Default::default());
+        }
+        Expander {
+            env: ctx.env,
+            credentials: ctx.credentials,
+        }
+        .expand(&mut tree, "")?;
+        let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            ConfigError::at(&path, e.into_inner().to_string())
+        })?;
+        validate::validate(raw, ctx)
+    }
+
+    /// The JSON schema of the configuration file, generated from the raw types.
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(raw::RawConfig)).unwrap_or_default()
+    }
+
+    /// Whether this listener is on a loopback address (desktop and local use).
+    pub fn is_loopback(&self) -> bool {
+        self.listen.host.is_loopback()
+    }
+}
+
+fn yaml_message(e: &serde_yaml_ng::Error) -> String {
+    match e.location() {
+        Some(loc) => format!(
+            "invalid YAML at line {} column {}: {e}",
+            loc.line(),
+            loc.column()
+        ),
+        None => format!("invalid YAML: {e}"),
+    }
+}

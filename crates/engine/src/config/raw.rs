@@ -1,0 +1,228 @@
+//! The configuration file as written: serde structs that refuse unknown keys.
+//!
+//! Key names follow the Claude apps gateway's `gateway.yaml`, so a team can bring its file.
+//! Blocks that a later part of Gatehouse implements are accepted here as opaque values and
+//! refused by validation with `not supported yet: <path>`, never silently ignored.
+//! The JSON schema in `config.schema.json` is generated from these types.
+
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Opaque value for a block that is recognised but not implemented yet.
+pub type Reserved = Option<serde_json::Value>;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub listen: RawListen,
+    #[serde(default)]
+    pub access_control: RawAccessControl,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub store: RawStore,
+    /// Ordered: the first upstream that can serve a model is tried first.
+    #[serde(default)]
+    pub upstreams: Vec<RawUpstream>,
+    /// The operator's model allowlist and per-upstream model ids.
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+    /// Also accept the built-in Claude model ids (default true).
+    pub auto_include_builtin_models: Option<bool>,
+    /// Static bearer keys for callers such as CI or the desktop app (Gatehouse addition).
+    #[serde(default)]
+    pub client_keys: Vec<RawClientKey>,
+    #[serde(default)]
+    pub pricing: RawPricing,
+    /// Rotating file logs (Gatehouse addition).
+    #[serde(default)]
+    pub logging: RawLogging,
+    /// Reserved: session tokens (identity).
+    pub session: Reserved,
+    /// Reserved: OIDC sign-in (identity).
+    pub oidc: Reserved,
+    /// Reserved: managed settings and policies.
+    pub managed: Reserved,
+    /// Reserved: spend admin API.
+    pub admin: Reserved,
+    /// Reserved: spend enforcement.
+    pub enforcement: Reserved,
+    /// Reserved: OTLP relay.
+    pub telemetry: Reserved,
+    /// Reserved: device-flow rate limits (identity).
+    pub rate_limits: Reserved,
+    /// Reserved: workload-token admission and the policy webhook.
+    pub cri: Reserved,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawListen {
+    /// Bind address (default 0.0.0.0; a non-loopback bind requires `public_url`).
+    pub host: Option<String>,
+    /// Bind port (default 8080; 0 picks a free port).
+    pub port: Option<u16>,
+    /// The origin clients and browsers use to reach this gateway.
+    pub public_url: Option<String>,
+    /// Socket peers in these CIDRs may set X-Forwarded-For.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub trusted_proxies: Vec<IpNet>,
+    /// Reserved: TLS termination.
+    pub tls: Reserved,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessControl {
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub allow_cidrs: Vec<IpNet>,
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub deny_cidrs: Vec<IpNet>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Largest request body accepted (default 33554432 = 32 MiB).
+    pub max_request_bytes: Option<u64>,
+    /// Largest sum of header name + value + 4 (default 65536).
+    pub max_request_header_bytes: Option<usize>,
+    /// Longest request target (default 8192).
+    pub max_url_length: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    /// Time allowed until the upstream's response headers (default 120000).
+    pub upstream_ttfb_ms: Option<u64>,
+    /// TCP/TLS connect timeout to an upstream (default 10000).
+    pub upstream_connect_ms: Option<u64>,
+    /// On shutdown, how long in-flight streams may finish (default 30000).
+    pub shutdown_drain_ms: Option<u64>,
+    /// After a client disconnects mid-stream, how long the gateway keeps reading the
+    /// upstream to record the usage it reports (default 300000; 0 disables).
+    pub disconnect_drain_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// SQLite database file (the embedded default).
+    pub sqlite_path: Option<String>,
+    /// Reserved: PostgreSQL for several replicas.
+    pub postgres_url: Option<String>,
+    pub max_connections: Option<u32>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub name: String,
+    pub provider: RawProvider,
+    pub base_url: Option<String>,
+    pub region: Option<String>,
+    #[serde(default)]
+    pub auth: RawUpstreamAuth,
+    /// Reserved: identity headers for operator-owned proxies.
+    pub forward_user_identity: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+pub enum RawProvider {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "bedrock")]
+    Bedrock,
+    #[serde(rename = "anthropicAws")]
+    AnthropicAws,
+    #[serde(rename = "vertex")]
+    Vertex,
+    #[serde(rename = "foundry")]
+    Foundry,
+    #[serde(rename = "openai")]
+    OpenAi,
+}
+
+impl RawProvider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::Bedrock => "bedrock",
+            Self::AnthropicAws => "anthropicAws",
+            Self::Vertex => "vertex",
+            Self::Foundry => "foundry",
+            Self::OpenAi => "openai",
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamAuth {
+    /// Sent as `x-api-key`.
+    pub api_key: Option<String>,
+    /// Sent as `Authorization: Bearer` (OAuth or gateway tokens).
+    pub auth_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub id: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    /// Upstream name -> the model id that upstream expects.
+    #[serde(default)]
+    pub upstream_model: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientKey {
+    pub id: String,
+    pub key: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPricing {
+    /// Scales every price; in (0, 1] (default 1).
+    pub multiplier: Option<f64>,
+    #[serde(default)]
+    pub overrides: Vec<RawPriceOverride>,
+}
+
+/// Prices in USD per million tokens; omitted cache prices derive from `input`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPriceOverride {
+    pub model: String,
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: Option<f64>,
+    pub cache_write_5m: Option<f64>,
+    pub cache_write_1h: Option<f64>,
+    /// USD per web search request.
+    pub web_search: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLogging {
+    /// Directory for rotating file logs (operator lines and events). Off when absent.
+    pub dir: Option<String>,
+    /// `daily` (default), `hourly` or `never`.
+    pub rotation: Option<String>,
+}

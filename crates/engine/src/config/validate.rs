@@ -1,0 +1,457 @@
+//! Raw configuration -> validated [`Config`], with field paths in every error.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use super::raw::{RawConfig, RawPriceOverride, RawProvider, RawUpstream};
+use super::{
+    AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
+    LoggingConfig, ModelRow, ModelsConfig, PriceOverride, PricingConfig, Provider, Rotation,
+    StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+};
+use crate::secret::Secret;
+
+pub const DEFAULT_PORT: u16 = 8080;
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// Client keys shorter than this are refused: they must not be guessable.
+pub const MIN_CLIENT_KEY_LEN: usize = 32;
+
+pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
+    reject_reserved(&raw)?;
+    let listen = listen(&raw)?;
+    let store = store(&raw, ctx)?;
+    let upstreams = upstreams(&raw.upstreams)?;
+    let models = models(&raw, &upstreams)?;
+    let client_keys = client_keys(&raw)?;
+    let pricing = pricing(&raw)?;
+    let logging = logging(&raw)?;
+    let t = &raw.timeouts;
+    let timeouts = Timeouts {
+        upstream_ttfb: Duration::from_millis(positive(
+            t.upstream_ttfb_ms,
+            120_000,
+            "timeouts.upstream_ttfb_ms",
+        )?),
+        upstream_connect: Duration::from_millis(positive(
+            t.upstream_connect_ms,
+            10_000,
+            "timeouts.upstream_connect_ms",
+        )?),
+        shutdown_drain: Duration::from_millis(t.shutdown_drain_ms.unwrap_or(30_000)),
+        disconnect_drain: Duration::from_millis(t.disconnect_drain_ms.unwrap_or(300_000)),
+    };
+    let l = &raw.limits;
+    let limits = Limits {
+        max_request_bytes: positive(
+            l.max_request_bytes,
+            DEFAULT_MAX_REQUEST_BYTES,
+            "limits.max_request_bytes",
+        )?,
+        max_header_bytes: positive(
+            l.max_request_header_bytes.map(|v| v as u64),
+            DEFAULT_MAX_HEADER_BYTES as u64,
+            "limits.max_request_header_bytes",
+        )? as usize,
+        max_url_length: positive(
+            l.max_url_length.map(|v| v as u64),
+            DEFAULT_MAX_URL_LENGTH as u64,
+            "limits.max_url_length",
+        )? as usize,
+    };
+    if upstreams.is_empty() {
+        return Err(ConfigError::at(
+            "upstreams",
+            "at least one upstream is required",
+        ));
+    }
+    Ok(Config {
+        listen,
+        access: AccessControl {
+            allow: raw.access_control.allow_cidrs.clone(),
+            deny: raw.access_control.deny_cidrs.clone(),
+        },
+        limits,
+        timeouts,
+        store,
+        upstreams,
+        models,
+        client_keys,
+        pricing,
+        logging,
+        local_key: false,
+    })
+}
+
+fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError> {
+    match v {
+        Some(0) => Err(ConfigError::at(path, "must be greater than 0")),
+        Some(v) => Ok(v),
+        None => Ok(default),
+    }
+}
+
+fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
+    let reserved = [
+        ("session", raw.session.is_some()),
+        ("oidc", raw.oidc.is_some()),
+        ("managed", raw.managed.is_some()),
+        ("admin", raw.admin.is_some()),
+        ("enforcement", raw.enforcement.is_some()),
+        ("telemetry", raw.telemetry.is_some()),
+        ("rate_limits", raw.rate_limits.is_some()),
+        ("cri", raw.cri.is_some()),
+        ("listen.tls", raw.listen.tls.is_some()),
+        ("store.postgres_url", raw.store.postgres_url.is_some()),
+        ("store.username", raw.store.username.is_some()),
+        ("store.password", raw.store.password.is_some()),
+        ("store.max_connections", raw.store.max_connections.is_some()),
+    ];
+    for (path, present) in reserved {
+        if present {
+            return Err(ConfigError::not_supported(path));
+        }
+    }
+    for (i, u) in raw.upstreams.iter().enumerate() {
+        if u.forward_user_identity.is_some() {
+            return Err(ConfigError::not_supported(&format!(
+                "upstreams[{i}].forward_user_identity"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
+    let host = match raw.listen.host.as_deref() {
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some(h) => h.parse().map_err(|_| {
+            ConfigError::at("listen.host", format!("`{h}` is not an IP address"))
+        })?,
+    };
+    let public_url = match raw.listen.public_url.as_deref() {
+        None => None,
+        Some(s) => Some(origin_url(s, "listen.public_url")?),
+    };
+    if !host.is_loopback() && public_url.is_none() {
+        return Err(ConfigError::at(
+            "listen.public_url",
+            format!("required when listen.host ({host}) is not a loopback address"),
+        ));
+    }
+    Ok(Listen {
+        host,
+        port: raw.listen.port.unwrap_or(DEFAULT_PORT),
+        public_url,
+        trusted_proxies: raw.listen.trusted_proxies.clone(),
+    })
+}
+
+/// An http(s) origin: scheme, host, optional port, nothing else.
+fn origin_url(s: &str, path: &str) -> Result<Url, ConfigError> {
+    let url = http_url(s, path)?;
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::at(
+            path,
+            "must be an origin (scheme://host[:port]) without path, query or fragment",
+        ));
+    }
+    Ok(url)
+}
+
+fn http_url(s: &str, path: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(s).map_err(|e| ConfigError::at(path, format!("invalid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::at(path, "URL scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::at(path, "URL must have a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::at(
+            path,
+            "URL must not carry credentials; use the auth block",
+        ));
+    }
+    Ok(url)
+}
+
+fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigError> {
+    let path = match raw.store.sqlite_path.as_deref() {
+        Some("") => return Err(ConfigError::at("store.sqlite_path", "must not be empty")),
+        Some(p) => PathBuf::from(p),
+        None => ctx.default_data_dir.join("gatehouse.db"),
+    };
+    Ok(StoreConfig::Sqlite { path })
+}
+
+fn upstreams(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
+    let mut names = HashSet::new();
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, u) in raw.iter().enumerate() {
+        let at = |field: &str| format!("upstreams[{i}].{field}");
+        if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
+            return Err(ConfigError::at(
+                &at("name"),
+                "must be a non-empty name without spaces",
+            ));
+        }
+        if !names.insert(u.name.as_str()) {
+            return Err(ConfigError::at(
+                &at("name"),
+                format!("duplicate upstream name `{}`", u.name),
+            ));
+        }
+        if u.provider != RawProvider::Anthropic {
+            return Err(ConfigError::not_supported(&format!(
+                "{} (provider {})",
+                at("provider"),
+                u.provider.as_str()
+            )));
+        }
+        if u.region.is_some() {
+            return Err(ConfigError::at(
+                &at("region"),
+                "only cloud providers take a region",
+            ));
+        }
+        let base = u.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
+        let mut base_url = http_url(base, &at("base_url"))?;
+        if base_url.query().is_some() || base_url.fragment().is_some() {
+            return Err(ConfigError::at(
+                &at("base_url"),
+                "must not have a query or fragment",
+            ));
+        }
+        if !base_url.path().ends_with('/') {
+            let p = format!("{}/", base_url.path());
+            base_url.set_path(&p);
+        }
+        let credential = match (&u.auth.api_key, &u.auth.auth_token) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::at(
+                    &at("auth"),
+                    "set either api_key or auth_token, not both",
+                ));
+            }
+            (Some(k), None) => Some(UpstreamCredential::ApiKey(non_empty_secret(
+                k,
+                &at("auth.api_key"),
+            )?)),
+            (None, Some(t)) => Some(UpstreamCredential::Bearer(non_empty_secret(
+                t,
+                &at("auth.auth_token"),
+            )?)),
+            (None, None) => None,
+        };
+        out.push(UpstreamConfig {
+            name: u.name.clone(),
+            provider: Provider::Anthropic,
+            base_url,
+            credential,
+            missing_credential_hint: None,
+        });
+    }
+    Ok(out)
+}
+
+fn non_empty_secret(value: &str, path: &str) -> Result<Secret, ConfigError> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(ConfigError::at(path, "must not be empty"));
+    }
+    if v.chars().any(|c| c.is_control()) {
+        return Err(ConfigError::at(path, "must not contain control characters"));
+    }
+    Ok(Secret::new(v))
+}
+
+fn models(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<ModelsConfig, ConfigError> {
+    let mut ids = HashSet::new();
+    let mut rows = Vec::with_capacity(raw.models.len());
+    for (i, m) in raw.models.iter().enumerate() {
+        let at = |field: &str| format!("models[{i}].{field}");
+        if m.id.trim().is_empty() || m.id.contains(char::is_whitespace) {
+            return Err(ConfigError::at(
+                &at("id"),
+                "must be a non-empty model id without spaces",
+            ));
+        }
+        if !ids.insert(m.id.as_str()) {
+            return Err(ConfigError::at(
+                &at("id"),
+                format!("duplicate model id `{}`", m.id),
+            ));
+        }
+        for (name, target) in &m.upstream_model {
+            if !upstreams.iter().any(|u| &u.name == name) {
+                return Err(ConfigError::at(
+                    &at(&format!("upstream_model.{name}")),
+                    format!("no upstream is named `{name}`"),
+                ));
+            }
+            if target.trim().is_empty() {
+                return Err(ConfigError::at(
+                    &at(&format!("upstream_model.{name}")),
+                    "must not be empty",
+                ));
+            }
+        }
+        rows.push(ModelRow {
+            id: m.id.clone(),
+            label: m.label.clone(),
+            description: m.description.clone(),
+            upstream_model: m.upstream_model.clone(),
+        });
+    }
+    let auto = raw.auto_include_builtin_models.unwrap_or(true);
+    if !auto && rows.is_empty() {
+        return Err(ConfigError::at(
+            "models",
+            "empty while auto_include_builtin_models is false: no model could be served",
+        ));
+    }
+    Ok(ModelsConfig {
+        rows,
+        auto_include_builtin: auto,
+    })
+}
+
+fn client_keys(raw: &RawConfig) -> Result<Vec<ClientKeyConfig>, ConfigError> {
+    let mut ids = HashSet::new();
+    let mut hashes = HashSet::new();
+    let mut out = Vec::with_capacity(raw.client_keys.len());
+    for (i, k) in raw.client_keys.iter().enumerate() {
+        let at = |field: &str| format!("client_keys[{i}].{field}");
+        if k.id.trim().is_empty() {
+            return Err(ConfigError::at(&at("id"), "must not be empty"));
+        }
+        if !ids.insert(k.id.as_str()) {
+            return Err(ConfigError::at(
+                &at("id"),
+                format!("duplicate client key id `{}`", k.id),
+            ));
+        }
+        if k.key.len() < MIN_CLIENT_KEY_LEN || !k.key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ConfigError::at(
+                &at("key"),
+                format!(
+                    "must be at least {MIN_CLIENT_KEY_LEN} printable characters without spaces"
+                ),
+            ));
+        }
+        let hash: [u8; 32] = Sha256::digest(k.key.as_bytes()).into();
+        if !hashes.insert(hash) {
+            return Err(ConfigError::at(
+                &at("key"),
+                "the same key is listed twice",
+            ));
+        }
+        out.push(ClientKeyConfig {
+            id: k.id.clone(),
+            hash,
+        });
+    }
+    Ok(out)
+}
+
+fn pricing(raw: &RawConfig) -> Result<PricingConfig, ConfigError> {
+    let multiplier = raw.pricing.multiplier.unwrap_or(1.0);
+    if !(multiplier > 0.0 && multiplier <= 1.0) {
+        return Err(ConfigError::at(
+            "pricing.multiplier",
+            "must be in (0, 1]",
+        ));
+    }
+    let mut seen = HashSet::new();
+    let overrides = raw
+        .pricing
+        .overrides
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            if !seen.insert(o.model.as_str()) {
+                return Err(ConfigError::at(
+                    &format!("pricing.overrides[{i}].model"),
+                    format!("duplicate override for `{}`", o.model),
+                ));
+            }
+            price_override(o, &format!("pricing.overrides[{i}]"))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(PricingConfig {
+        multiplier,
+        overrides,
+    })
+}
+
+fn price_override(o: &RawPriceOverride, at: &str) -> Result<PriceOverride, ConfigError> {
+    if o.model.trim().is_empty() {
+        return Err(ConfigError::at(&format!("{at}.model"), "must not be empty"));
+    }
+    let per_mtok = |v: f64, field: &str| -> Result<u64, ConfigError> {
+        if !v.is_finite() || v < 0.0 || v > 1_000_000.0 {
+            return Err(ConfigError::at(
+                &format!("{at}.{field}"),
+                "must be a price in USD per million tokens (0 or more)",
+            ));
+        }
+        // USD per million tokens equals micro-USD per token; keep three more digits.
+        Ok((v * 1000.0).round() as u64)
+    };
+    let input = per_mtok(o.input, "input")?;
+    Ok(PriceOverride {
+        model: o.model.clone(),
+        input,
+        output: per_mtok(o.output, "output")?,
+        cache_read: o
+            .cache_read
+            .map_or(Ok(input / 10), |v| per_mtok(v, "cache_read"))?,
+        cache_write_5m: o
+            .cache_write_5m
+            .map_or(Ok(input * 5 / 4), |v| per_mtok(v, "cache_write_5m"))?,
+        cache_write_1h: o
+            .cache_write_1h
+            .map_or(Ok(input * 2), |v| per_mtok(v, "cache_write_1h"))?,
+        web_search: match o.web_search {
+            None => 10_000_000,
+            Some(v) if v.is_finite() && (0.0..=1000.0).contains(&v) => {
+                (v * 1_000_000_000.0).round() as u64
+            }
+            Some(_) => {
+                return Err(ConfigError::at(
+                    &format!("{at}.web_search"),
+                    "must be a price in USD per search (0 or more)",
+                ));
+            }
+        },
+    })
+}
+
+fn logging(raw: &RawConfig) -> Result<LoggingConfig, ConfigError> {
+    let rotation = match raw.logging.rotation.as_deref() {
+        None | Some("daily") => Rotation::Daily,
+        Some("hourly") => Rotation::Hourly,
+        Some("never") => Rotation::Never,
+        Some(other) => {
+            return Err(ConfigError::at(
+                "logging.rotation",
+                format!("`{other}` is not one of daily, hourly, never"),
+            ));
+        }
+    };
+    let dir = match raw.logging.dir.as_deref() {
+        None => None,
+        Some("") => return Err(ConfigError::at("logging.dir", "must not be empty")),
+        Some(d) => Some((PathBuf::from(d), rotation)),
+    };
+    Ok(LoggingConfig { dir })
+}

@@ -1,0 +1,90 @@
+//! Edge guards: who is calling (client IP), CIDR access lists, size limits, request ids,
+//! loopback Host checks and the security headers every response carries.
+
+pub mod client_ip;
+pub mod limits;
+pub mod request_id;
+pub mod response_headers;
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// Whether `ip` falls in any of `nets` (IPv4-mapped IPv6 is compared as IPv4).
+pub fn in_any(ip: IpAddr, nets: &[IpNet]) -> bool {
+    let ip = client_ip::canonical(ip);
+    nets.iter()
+        .any(|n| n.contains(&ip) || canonical_net(n).is_some_and(|n| n.contains(&ip)))
+}
+
+fn canonical_net(net: &IpNet) -> Option<IpNet> {
+    match net {
+        IpNet::V6(v6) => {
+            let mapped = v6.addr().to_ipv4_mapped()?;
+            let prefix = v6.prefix_len().checked_sub(96)?;
+            IpNet::new(IpAddr::V4(mapped), prefix).ok()
+        }
+        IpNet::V4(_) => None,
+    }
+}
+
+/// On a loopback listener, only loopback Host names are served: a web page that rebinds
+/// its own DNS name to 127.0.0.1 cannot reach the gateway from a browser.
+pub fn host_is_loopback(host: Option<&str>) -> bool {
+    let Some(host) = host else { return false };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| client_ip::canonical(ip).is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn cidr_match_normalises_mapped_addresses() {
+        let nets: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        assert!(in_any("10.1.2.3".parse().unwrap(), &nets));
+        assert!(in_any("::ffff:10.1.2.3".parse().unwrap(), &nets));
+        assert!(!in_any("11.0.0.1".parse().unwrap(), &nets));
+        let mapped: Vec<IpNet> = vec!["::ffff:192.168.0.0/112".parse().unwrap()];
+        assert!(in_any("192.168.3.4".parse().unwrap(), &mapped));
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "127.0.0.1:8788",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:80",
+            "a.localhost",
+            "127.0.0.2",
+        ] {
+            assert!(host_is_loopback(Some(ok)), "{ok}");
+        }
+        for bad in [
+            "evil.example:8788",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:80",
+            "10.0.0.1",
+        ] {
+            assert!(!host_is_loopback(Some(bad)), "{bad}");
+        }
+        assert!(!host_is_loopback(None));
+    }
+}

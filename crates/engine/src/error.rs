@@ -1,0 +1,132 @@
+//! Gateway errors and the one place they become HTTP responses.
+//!
+//! Each module returns its own error type; they convert into [`ApiError`], whose
+//! [`ApiError::into_response`] maps every case to a status, an Anthropic error type and
+//! `x-should-retry`. Upstream error bodies never pass through here: they are relayed as
+//! they came (Claude Code's recovery matches their wording).
+
+use axum::body::Body;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::json;
+
+/// A request the gateway answers itself with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("request target longer than {limit} bytes")]
+    UriTooLong { limit: usize },
+    #[error("request headers larger than {limit} bytes")]
+    HeadersTooLarge { limit: usize },
+    #[error("Transfer-Encoding without Content-Length is not accepted; send Content-Length")]
+    LengthRequired,
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{message}")]
+    Unauthenticated {
+        message: &'static str,
+        /// Stable reason for events (`missing`, `unknown_key`, ...).
+        reason: &'static str,
+    },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method {0} is not allowed on this path")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    #[error("all upstreams failed ({attempted} attempted)")]
+    AllUpstreamsFailed { attempted: usize },
+    #[error("upstream did not answer within {0} ms")]
+    UpstreamTimeout(u64),
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    /// Status, Anthropic `error.type`, and whether the client may retry.
+    pub fn outcome(&self) -> (StatusCode, &'static str, Option<bool>) {
+        use ApiError::*;
+        match self {
+            UriTooLong { .. } => (StatusCode::URI_TOO_LONG, "invalid_request_error", Some(false)),
+            HeadersTooLarge { .. } => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "invalid_request_error",
+                Some(false),
+            ),
+            LengthRequired => (StatusCode::LENGTH_REQUIRED, "invalid_request_error", Some(false)),
+            PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", Some(false)),
+            InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", Some(false)),
+            Unauthenticated { .. } => (StatusCode::UNAUTHORIZED, "authentication_error", Some(false)),
+            Forbidden(_) => (StatusCode::FORBIDDEN, "permission_error", Some(false)),
+            NotFound(_) => (StatusCode::NOT_FOUND, "not_found_error", Some(false)),
+            MethodNotAllowed(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                Some(false),
+            ),
+            UpstreamUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", Some(false)),
+            AllUpstreamsFailed { .. } => (StatusCode::BAD_GATEWAY, "api_error", None),
+            UpstreamTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "api_error", None),
+            ServiceUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", None),
+            Internal => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", None),
+        }
+    }
+
+    /// The Anthropic error envelope with status and retry hint.
+    pub fn into_response(self) -> Response<Body> {
+        let (status, kind, retry) = self.outcome();
+        let body = json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        let mut resp = Response::new(Body::from(body.to_string()));
+        *resp.status_mut() = status;
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(retry) = retry {
+            h.insert(
+                "x-should-retry",
+                HeaderValue::from_static(if retry { "true" } else { "false" }),
+            );
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_has_an_error_envelope_status() {
+        let cases = [
+            (ApiError::UriTooLong { limit: 1 }, 414),
+            (ApiError::HeadersTooLarge { limit: 1 }, 431),
+            (ApiError::LengthRequired, 411),
+            (ApiError::PayloadTooLarge("x".into()), 413),
+            (ApiError::InvalidRequest("x".into()), 400),
+            (
+                ApiError::Unauthenticated {
+                    message: "m",
+                    reason: "r",
+                },
+                401,
+            ),
+            (ApiError::Forbidden("x".into()), 403),
+            (ApiError::NotFound("x".into()), 404),
+            (ApiError::MethodNotAllowed("GET".into()), 405),
+            (ApiError::UpstreamUnavailable("x".into()), 503),
+            (ApiError::AllUpstreamsFailed { attempted: 2 }, 502),
+            (ApiError::UpstreamTimeout(5), 504),
+            (ApiError::ServiceUnavailable("x".into()), 503),
+            (ApiError::Internal, 500),
+        ];
+        for (err, status) in cases {
+            assert_eq!(err.into_response().status().as_u16(), status);
+        }
+    }
+}

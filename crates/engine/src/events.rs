@@ -1,0 +1,136 @@
+//! Structured events: one JSON object per line with `ts`, `evt` and the event's fields.
+//!
+//! Events are for attribution (who did what, why a request was refused, what it cost) and
+//! are separate from operator log lines, which go through `tracing`. No event ever holds a
+//! secret: callers put identifiers (key ids, request ids), never credentials, into fields.
+//! JSON encoding escapes control characters, so a field cannot forge a second line.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use chrono::{SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+/// One event. Build with [`Event::new`] and [`Event::with`].
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub evt: &'static str,
+    pub fields: Map<String, Value>,
+}
+
+impl Event {
+    pub fn new(evt: &'static str) -> Self {
+        Self {
+            evt,
+            fields: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.fields.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The event as the single JSON object that is written out.
+    pub fn to_json(&self) -> Value {
+        let mut obj = Map::with_capacity(self.fields.len() + 2);
+        obj.insert(
+            "ts".into(),
+            Utc::now()
+                .to_rfc3339_opts(SecondsFormat::Millis, true)
+                .into(),
+        );
+        obj.insert("evt".into(), self.evt.into());
+        for (k, v) in &self.fields {
+            obj.insert(k.clone(), v.clone());
+        }
+        Value::Object(obj)
+    }
+}
+
+/// Where events go.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: &Event);
+}
+
+/// One line per event on stderr (the default for `gatehouse serve`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StderrEventSink;
+
+impl EventSink for StderrEventSink {
+    fn emit(&self, event: &Event) {
+        let mut line = event.to_json().to_string();
+        line.push('\n');
+        // A closed stderr must not take the gateway down.
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+/// Keeps events in memory (tests, and the desktop app's live view).
+#[derive(Debug, Default)]
+pub struct MemoryEventSink {
+    events: Mutex<Vec<Value>>,
+}
+
+impl MemoryEventSink {
+    pub fn events(&self) -> Vec<Value> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Events whose `evt` equals `name`.
+    pub fn named(&self, name: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.get("evt").and_then(Value::as_str) == Some(name))
+            .collect()
+    }
+}
+
+impl EventSink for MemoryEventSink {
+    fn emit(&self, event: &Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event.to_json());
+        }
+    }
+}
+
+/// Sends every event to several sinks (e.g. stderr and a rotating file).
+pub struct FanoutEventSink(pub Vec<std::sync::Arc<dyn EventSink>>);
+
+impl EventSink for FanoutEventSink {
+    fn emit(&self, event: &Event) {
+        for sink in &self.0 {
+            sink.emit(event);
+        }
+    }
+}
+
+/// Writes event lines to any writer, e.g. a `tracing_appender` rolling file.
+pub struct WriterEventSink<W: Write + Send>(pub Mutex<W>);
+
+impl<W: Write + Send> EventSink for WriterEventSink<W> {
+    fn emit(&self, event: &Event) {
+        let mut line = event.to_json().to_string();
+        line.push('\n');
+        if let Ok(mut w) = self.0.lock() {
+            let _ = w.write_all(line.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn control_characters_stay_on_one_line() {
+        let e = Event::new("auth.denied").with("reason", "bad\nline\u{1b}[31m");
+        let s = e.to_json().to_string();
+        assert!(!s.contains('\n'));
+        assert!(s.contains("\\n"));
+        assert!(s.contains("\\u001b"));
+        let v: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["evt"], "auth.denied");
+    }
+}

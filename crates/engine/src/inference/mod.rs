@@ -1,0 +1,222 @@
+//! Inference: `POST /v1/messages` and `/v1/messages/count_tokens`.
+//!
+//! Read the body (bounded), check it is a JSON object naming a model, resolve the model to
+//! upstream legs, route with failover, and relay the answer as it arrives while the meter
+//! reads usage on the side.
+
+pub mod body;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use chrono::Utc;
+use futures_util::StreamExt;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts};
+use crate::server::Gateway;
+use crate::upstream::headers;
+use crate::upstream::router::{self, Leg, Routed};
+
+/// Which inference endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Messages,
+    CountTokens,
+}
+
+impl Endpoint {
+    fn upstream_path(self) -> &'static str {
+        match self {
+            Endpoint::Messages => "v1/messages",
+            Endpoint::CountTokens => "v1/messages/count_tokens",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Endpoint::Messages => "messages",
+            Endpoint::CountTokens => "count_tokens",
+        }
+    }
+}
+
+pub async fn handle(
+    gw: &Arc<Gateway>,
+    request_id: &str,
+    principal: &Principal,
+    endpoint: Endpoint,
+    req: Request<Body>,
+) -> Result<Response<Body>, ApiError> {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let limit = usize::try_from(gw.config.limits.max_request_bytes).unwrap_or(usize::MAX);
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "request body exceeds the limit of {limit} bytes"
+            )));
+        }
+        Err(_) => {
+            return Err(ApiError::InvalidRequest(
+                "the request body could not be read".into(),
+            ));
+        }
+    };
+    let head = body::parse_head(&bytes)?;
+    let resolution = gw.catalog.resolve(&head.model).map_err(|e| {
+        gw.deps.emit(
+            Event::new("access.denied")
+                .with("request_id", request_id)
+                .with("principal", principal.label())
+                .with("reason", "model_not_allowed")
+                .with("layer", "operator")
+                .with("model", head.model.clone()),
+        );
+        ApiError::InvalidRequest(e.to_string())
+    })?;
+    let mut legs = Vec::with_capacity(resolution.targets.len());
+    for (upstream, upstream_model) in resolution.targets {
+        let body = if upstream_model == head.model {
+            bytes.clone()
+        } else {
+            body::with_model(&bytes, &upstream_model)?
+        };
+        legs.push(Leg {
+            upstream,
+            upstream_model,
+            body,
+        });
+    }
+    let upstream_models: Vec<(usize, String)> =
+        legs.iter().map(|l| (l.upstream, l.upstream_model.clone())).collect();
+    let facts = RequestFacts {
+        request_id: request_id.to_owned(),
+        created_at: gw.deps.clock.now(),
+        started,
+        principal: principal.label(),
+        endpoint: endpoint.name(),
+        model: head.model.clone(),
+        stream: head.stream,
+    };
+    let routed = router::route(
+        &gw.upstreams,
+        endpoint.upstream_path(),
+        parts.uri.query(),
+        &parts.headers,
+        legs,
+        &resolution.not_configured,
+    )
+    .await;
+    let leg_facts = |leg: usize| {
+        let (i, model) = &upstream_models[leg];
+        (
+            Some(gw.upstreams.list[*i].name.clone()),
+            Some(model.clone()),
+        )
+    };
+    match routed {
+        Routed::Answer {
+            response,
+            leg,
+            attempts,
+            ttfb,
+            route_reason,
+        } => {
+            let (upstream, upstream_model) = leg_facts(leg);
+            let status = response.status();
+            let mut out_headers = headers::to_caller(response.headers());
+            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+            let format = BodyFormat::from_content_type(
+                response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            let route = RouteFacts {
+                upstream,
+                upstream_model,
+                status: status.as_u16(),
+                route_reason,
+                ttfb: Some(ttfb),
+                attempts,
+            };
+            let meter = Meter::new(facts, route, format, gw.recorder.clone());
+            let stream = MeteredStream::new(
+                response.bytes_stream().boxed(),
+                meter,
+                gw.config.timeouts.disconnect_drain,
+                gw.tracker.clone(),
+            );
+            let mut resp = Response::new(Body::from_stream(stream));
+            *resp.status_mut() = status;
+            *resp.headers_mut() = out_headers;
+            Ok(resp)
+        }
+        Routed::Retained {
+            status,
+            headers: upstream_headers,
+            body,
+            leg,
+            attempts,
+            route_reason,
+        } => {
+            let (upstream, upstream_model) = leg_facts(leg);
+            let mut out_headers = headers::to_caller(&upstream_headers);
+            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+            record_without_body(gw, facts, upstream, upstream_model, status, route_reason, attempts);
+            let mut resp = Response::new(Body::from(body));
+            *resp.status_mut() = status;
+            *resp.headers_mut() = out_headers;
+            Ok(resp)
+        }
+        Routed::Failed {
+            error,
+            attempts,
+            route_reason,
+        } => {
+            let status = error.outcome().0;
+            record_without_body(gw, facts, None, None, status, route_reason, attempts);
+            let mut resp = error.into_response();
+            add_route_headers(resp.headers_mut(), None, attempts);
+            Ok(resp)
+        }
+    }
+}
+
+fn add_route_headers(h: &mut http::HeaderMap, upstream: Option<&str>, attempts: usize) {
+    if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
+        h.insert("x-gatehouse-upstream", v);
+    }
+    h.insert(
+        "x-gatehouse-failover-count",
+        HeaderValue::from(attempts.saturating_sub(1)),
+    );
+}
+
+fn record_without_body(
+    gw: &Gateway,
+    facts: RequestFacts,
+    upstream: Option<String>,
+    upstream_model: Option<String>,
+    status: StatusCode,
+    route_reason: String,
+    attempts: usize,
+) {
+    let route = RouteFacts {
+        upstream,
+        upstream_model,
+        status: status.as_u16(),
+        route_reason,
+        ttfb: None,
+        attempts,
+    };
+    Meter::new(facts, route, BodyFormat::Other, gw.recorder.clone()).finish(false, true);
+    let _ = Utc::now;
+}

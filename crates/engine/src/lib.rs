@@ -1,0 +1,27 @@
+//! The Gatehouse engine: an LLM gateway for Claude Code and other coding agents.
+//!
+//! The engine has no GUI, keychain or Tauri dependency. Binaries build a validated
+//! [`config::Config`], choose their [`deps::Deps`] (clock, credential store, event sink,
+//! environment) and call [`start`], which binds, runs background jobs and returns a
+//! [`Handle`]. The request pipeline, in the order that gives it its meaning, lives in
+//! [`pipeline`].
+
+pub mod auth;
+pub mod config;
+pub mod deps;
+pub mod edge;
+pub mod error;
+pub mod events;
+pub mod inference;
+pub mod metering;
+pub mod models;
+pub mod pipeline;
+pub mod secret;
+pub mod server;
+pub mod status_page;
+pub mod store;
+pub mod upstream;
+
+pub use config::Config;
+pub use deps::Deps;
+pub use server::{Handle, StartError, start};

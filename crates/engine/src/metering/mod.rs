@@ -1,0 +1,231 @@
+//! Usage metering: read usage from a response as it passes, price it, persist one row per
+//! request and emit one `inference` event.
+//!
+//! The response body is wrapped in a [`MeteredStream`] that hands every chunk to the
+//! client unchanged and lets the [`Meter`] look at it on the side. Pricing, the store write
+//! and the event happen on the [`recorder`] task, never on the byte path. If the client
+//! goes away mid-stream, the rest of the upstream stream is drained in the background (for
+//! at most `timeouts.disconnect_drain_ms`) so the row holds the usage the upstream reported.
+
+pub mod pricing;
+pub mod recorder;
+pub mod usage;
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures_util::{Stream, StreamExt};
+use tokio_util::task::TaskTracker;
+
+pub use recorder::Recorder;
+use usage::{SseUsageScanner, Usage, UsageSource};
+
+/// What the response's bytes are, for usage extraction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    Sse,
+    Json,
+    Other,
+}
+
+impl BodyFormat {
+    pub fn from_content_type(ct: Option<&str>) -> Self {
+        match ct.map(|c| c.split(';').next().unwrap_or_default().trim()) {
+            Some("text/event-stream") => BodyFormat::Sse,
+            Some("application/json") => BodyFormat::Json,
+            _ => BodyFormat::Other,
+        }
+    }
+}
+
+/// Facts about a request known before its response body flows.
+#[derive(Debug, Clone)]
+pub struct RequestFacts {
+    pub request_id: String,
+    pub created_at: DateTime<Utc>,
+    pub started: Instant,
+    pub principal: String,
+    /// `messages` or `count_tokens`.
+    pub endpoint: &'static str,
+    pub model: String,
+    pub stream: bool,
+}
+
+/// Facts about the upstream leg that answered.
+#[derive(Debug, Clone, Default)]
+pub struct RouteFacts {
+    pub upstream: Option<String>,
+    pub upstream_model: Option<String>,
+    pub status: u16,
+    pub route_reason: String,
+    pub ttfb: Option<Duration>,
+    pub attempts: usize,
+}
+
+/// A finished request, before pricing.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub request: RequestFacts,
+    pub route: RouteFacts,
+    pub usage: Usage,
+    pub source: UsageSource,
+    pub latency: Duration,
+    pub client_disconnected: bool,
+    /// The upstream stream ended in an error event or a broken connection.
+    pub upstream_error: bool,
+}
+
+enum Extract {
+    Sse(Box<SseUsageScanner>),
+    Json(Vec<u8>),
+    Nothing,
+}
+
+/// Watches one response's bytes.
+pub struct Meter {
+    request: RequestFacts,
+    route: RouteFacts,
+    extract: Extract,
+    recorder: Recorder,
+}
+
+impl Meter {
+    pub fn new(request: RequestFacts, route: RouteFacts, format: BodyFormat, recorder: Recorder) -> Self {
+        let extract = match format {
+            BodyFormat::Sse => Extract::Sse(Box::default()),
+            BodyFormat::Json => Extract::Json(Vec::new()),
+            BodyFormat::Other => Extract::Nothing,
+        };
+        Self {
+            request,
+            route,
+            extract,
+            recorder,
+        }
+    }
+
+    pub fn observe(&mut self, chunk: &[u8]) {
+        match &mut self.extract {
+            Extract::Sse(s) => s.feed(chunk),
+            Extract::Json(buf) => {
+                if buf.len() + chunk.len() <= usage::MAX_BUFFER {
+                    buf.extend_from_slice(chunk);
+                } else {
+                    self.extract = Extract::Nothing;
+                }
+            }
+            Extract::Nothing => {}
+        }
+    }
+
+    pub fn finish(self, client_disconnected: bool, broken: bool) {
+        let (usage, source, error_event) = match &self.extract {
+            Extract::Sse(s) => {
+                let (u, src) = s.result();
+                (u, src, s.saw_error())
+            }
+            Extract::Json(buf) => match usage::from_json_body(buf) {
+                Some(u) => (u, UsageSource::Reported, false),
+                None => (Usage::default(), UsageSource::None, false),
+            },
+            Extract::Nothing => (Usage::default(), UsageSource::None, false),
+        };
+        let finished = Finished {
+            latency: self.request.started.elapsed(),
+            request: self.request,
+            route: self.route,
+            usage,
+            source,
+            client_disconnected,
+            upstream_error: broken || error_event,
+        };
+        self.recorder.record(finished);
+    }
+}
+
+type Inner = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+/// The response body handed to the client: the upstream's chunks, unchanged, one by one.
+pub struct MeteredStream {
+    inner: Option<Inner>,
+    meter: Option<Meter>,
+    drain: Duration,
+    tracker: TaskTracker,
+}
+
+impl MeteredStream {
+    pub fn new(inner: Inner, meter: Meter, drain: Duration, tracker: TaskTracker) -> Self {
+        Self {
+            inner: Some(inner),
+            meter: Some(meter),
+            drain,
+            tracker,
+        }
+    }
+}
+
+impl Stream for MeteredStream {
+    type Item = Result<Bytes, reqwest::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match inner.as_mut().poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(m) = self.meter.as_mut() {
+                    m.observe(&chunk);
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.inner = None;
+                if let Some(m) = self.meter.take() {
+                    m.finish(false, true);
+                }
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                self.inner = None;
+                if let Some(m) = self.meter.take() {
+                    m.finish(false, false);
+                }
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+impl Drop for MeteredStream {
+    fn drop(&mut self) {
+        // Dropped before the end: the client went away. Keep reading the upstream on the
+        // side so the usage it reports is recorded.
+        let (Some(mut inner), Some(mut meter)) = (self.inner.take(), self.meter.take()) else {
+            return;
+        };
+        let drain = self.drain;
+        if drain.is_zero() || tokio::runtime::Handle::try_current().is_err() {
+            meter.finish(true, false);
+            return;
+        }
+        self.tracker.spawn(async move {
+            let deadline = tokio::time::Instant::now() + drain;
+            let mut broken = false;
+            loop {
+                match tokio::time::timeout_at(deadline, inner.next()).await {
+                    Ok(Some(Ok(chunk))) => meter.observe(&chunk),
+                    Ok(None) => break,
+                    Ok(Some(Err(_))) | Err(_) => {
+                        broken = true;
+                        break;
+                    }
+                }
+            }
+            meter.finish(true, broken);
+        });
+    }
+}

@@ -1,0 +1,145 @@
+//! The recorder task: prices finished requests, writes usage rows in batches and emits the
+//! `inference` event, off the request path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Finished;
+use super::pricing::{PriceSource, Pricing};
+use crate::events::{Event, EventSink};
+use crate::store::{Store, UsageRecord};
+
+/// Cheap handle for sending finished requests to the recorder task.
+#[derive(Clone)]
+pub struct Recorder {
+    tx: mpsc::UnboundedSender<Finished>,
+}
+
+impl Recorder {
+    pub fn record(&self, finished: Finished) {
+        if self.tx.send(finished).is_err() {
+            tracing::error!("usage recorder is gone; a usage row was lost");
+        }
+    }
+}
+
+const BATCH: usize = 256;
+
+/// Starts the recorder. It runs until `stop` is cancelled, then writes what is queued.
+pub fn spawn(
+    store: Arc<dyn Store>,
+    pricing: Arc<Pricing>,
+    events: Arc<dyn EventSink>,
+    stop: CancellationToken,
+) -> (Recorder, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
+    let task = tokio::spawn(async move {
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            let first = tokio::select! {
+                f = rx.recv() => f,
+                () = stop.cancelled() => { rx.close(); rx.recv().await }
+            };
+            let Some(first) = first else { break };
+            batch.push(price(first, &pricing, events.as_ref()));
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(f) => batch.push(price(f, &pricing, events.as_ref())),
+                    Err(_) => break,
+                }
+            }
+            write(store.as_ref(), std::mem::take(&mut batch)).await;
+        }
+    });
+    (Recorder { tx }, task)
+}
+
+async fn write(store: &dyn Store, rows: Vec<UsageRecord>) {
+    let mut delay = Duration::from_millis(50);
+    for attempt in 1..=5 {
+        match store.insert_usage(rows.clone()).await {
+            Ok(()) => return,
+            Err(e) if attempt < 5 => {
+                tracing::warn!(attempt, error = %e, "writing usage rows failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                tracing::error!(rows = rows.len(), error = %e, "usage rows could not be written");
+            }
+        }
+    }
+}
+
+fn price(f: Finished, pricing: &Pricing, events: &dyn EventSink) -> UsageRecord {
+    let priced_model = f.route.upstream_model.as_deref().filter(|_| {
+        // Operators price what callers ask for; fall back to the upstream id only when the
+        // requested id is unknown.
+        pricing.tier(&f.request.model).1 == PriceSource::Default
+    });
+    let model = priced_model.unwrap_or(&f.request.model);
+    let (cost, source) = if f.request.endpoint == "count_tokens" {
+        (0, PriceSource::Builtin)
+    } else {
+        pricing.cost_micro_usd(model, &f.usage)
+    };
+    if source == PriceSource::Default && f.usage != Default::default() {
+        events.emit(
+            &Event::new("pricing.unknown_model")
+                .with("request_id", f.request.request_id.clone())
+                .with("model", model.to_owned()),
+        );
+    }
+    let rec = UsageRecord {
+        request_id: f.request.request_id,
+        created_at: f.request.created_at,
+        principal: f.request.principal,
+        endpoint: f.request.endpoint.to_owned(),
+        model: f.request.model,
+        upstream: f.route.upstream,
+        upstream_model: f.route.upstream_model,
+        status: f.route.status,
+        route_reason: f.route.route_reason,
+        stream: f.request.stream,
+        input_tokens: f.usage.input_tokens,
+        output_tokens: f.usage.output_tokens,
+        cache_read_tokens: f.usage.cache_read_tokens,
+        cache_write_5m_tokens: f.usage.cache_write_5m_tokens,
+        cache_write_1h_tokens: f.usage.cache_write_1h_tokens,
+        web_search_requests: f.usage.web_search_requests,
+        cost_micro_usd: cost,
+        usage_source: f.source.as_str().to_owned(),
+        latency_ms: f.latency.as_millis() as u64,
+        ttfb_ms: f.route.ttfb.map(|d| d.as_millis() as u64),
+        client_disconnected: f.client_disconnected,
+    };
+    events.emit(
+        &Event::new("inference")
+            .with("request_id", rec.request_id.clone())
+            .with("principal", rec.principal.clone())
+            .with("endpoint", rec.endpoint.clone())
+            .with("model", rec.model.clone())
+            .with("upstream", rec.upstream.clone())
+            .with("upstream_model", rec.upstream_model.clone())
+            .with("status", rec.status)
+            .with("route_reason", rec.route_reason.clone())
+            .with("attempts", f.route.attempts)
+            .with("stream", rec.stream)
+            .with("input_tokens", rec.input_tokens)
+            .with("output_tokens", rec.output_tokens)
+            .with("cache_read_tokens", rec.cache_read_tokens)
+            .with("cache_write_5m_tokens", rec.cache_write_5m_tokens)
+            .with("cache_write_1h_tokens", rec.cache_write_1h_tokens)
+            .with("web_search_requests", rec.web_search_requests)
+            .with("cost_micro_usd", rec.cost_micro_usd)
+            .with("usage_source", rec.usage_source.clone())
+            .with("latency_ms", rec.latency_ms)
+            .with("ttfb_ms", rec.ttfb_ms)
+            .with("client_disconnected", rec.client_disconnected)
+            .with("upstream_error", f.upstream_error),
+    );
+    rec
+}

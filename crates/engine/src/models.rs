@@ -1,0 +1,387 @@
+//! Model catalog: which model ids the gateway serves, what each upstream calls them, and
+//! the built-in table of current Claude models (ids, names, prices, output limits).
+//!
+//! Resolution, per upstream and in order: the operator's `models[]` row (by full id or by
+//! the id without its date suffix) -> that row's `upstream_model.<upstream>` -> for a known
+//! Claude family (when `auto_include_builtin_models` allows) the id as requested -> "not
+//! configured for this upstream". A model with no row that is not a known Claude model is
+//! "not in the operator's model allowlist". The two refusals are worded differently so an
+//! operator can tell which list said no.
+
+use serde_json::{Value, json};
+
+use crate::config::{ModelsConfig, UpstreamConfig};
+
+/// Prices in nano-USD per token (USD per million tokens x 1000); web search per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tier {
+    pub input: u64,
+    pub output: u64,
+    pub cache_write_5m: u64,
+    pub cache_write_1h: u64,
+    pub cache_read: u64,
+    pub web_search: u64,
+    /// Above this many prompt tokens the `long` prices apply to the whole request.
+    pub long_prompt: Option<(u64, LongPrompt)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongPrompt {
+    pub input: u64,
+    pub output: u64,
+    pub cache_write_5m: u64,
+    pub cache_write_1h: u64,
+    pub cache_read: u64,
+}
+
+/// $10 per thousand searches.
+const WEB_SEARCH: u64 = 10_000_000;
+
+/// A tier from USD-per-million prices, with the usual cache multipliers
+/// (5-minute write 1.25x input, 1-hour write 2x input).
+const fn tier(input_milli: u64, output_milli: u64, cache_read_milli: u64) -> Tier {
+    Tier {
+        input: input_milli,
+        output: output_milli,
+        cache_write_5m: input_milli * 5 / 4,
+        cache_write_1h: input_milli * 2,
+        cache_read: cache_read_milli,
+        web_search: WEB_SEARCH,
+        long_prompt: None,
+    }
+}
+
+pub const TIER_2_10: Tier = tier(2_000, 10_000, 200);
+pub const TIER_2_10_CR_010: Tier = tier(2_000, 10_000, 100);
+pub const TIER_3_15: Tier = tier(3_000, 15_000, 300);
+pub const TIER_4_20_CR_020: Tier = tier(4_000, 20_000, 200);
+pub const TIER_5_25: Tier = tier(5_000, 25_000, 500);
+pub const TIER_8_40_CR_020: Tier = tier(8_000, 40_000, 200);
+pub const TIER_10_50: Tier = tier(10_000, 50_000, 1_000);
+pub const TIER_10_50_CR_025: Tier = tier(10_000, 50_000, 250);
+pub const TIER_15_75: Tier = tier(15_000, 75_000, 1_500);
+pub const HAIKU_35: Tier = tier(800, 4_000, 80);
+pub const HAIKU_45: Tier = tier(1_000, 5_000, 100);
+pub const HAIKU_55: Tier = Tier {
+    long_prompt: Some((
+        100_000,
+        LongPrompt {
+            input: 500,
+            output: 2_500,
+            cache_write_5m: 625,
+            cache_write_1h: 1_000,
+            cache_read: 50,
+        },
+    )),
+    ..tier(100, 500, 10)
+};
+/// Price used for a model nobody priced: $5 / $25 per million tokens.
+pub const DEFAULT_TIER: Tier = TIER_5_25;
+
+/// One built-in Claude model.
+#[derive(Debug, Clone, Copy)]
+pub struct BuiltinModel {
+    pub id: &'static str,
+    pub family: &'static str,
+    pub display_name: &'static str,
+    /// Other first-party spellings (dated ids, short forms).
+    pub aliases: &'static [&'static str],
+    pub tier: Tier,
+    /// Default and largest `max_tokens`.
+    pub max_output: (u32, u32),
+    /// Listed in `/v1/models` (older models are served but not advertised).
+    pub listed: bool,
+}
+
+const fn m(
+    id: &'static str,
+    family: &'static str,
+    display_name: &'static str,
+    aliases: &'static [&'static str],
+    tier: Tier,
+    max_output: (u32, u32),
+    listed: bool,
+) -> BuiltinModel {
+    BuiltinModel {
+        id,
+        family,
+        display_name,
+        aliases,
+        tier,
+        max_output,
+        listed,
+    }
+}
+
+/// Current Claude models, newest first within each family (as Claude Code 2.1.332 knows them).
+pub const BUILTIN: &[BuiltinModel] = &[
+    m("claude-opus-5-5", "opus", "Opus 5.5", &[], TIER_4_20_CR_020, (128_000, 128_000), true),
+    m("claude-opus-5", "opus", "Opus 5", &[], TIER_5_25, (64_000, 128_000), true),
+    m("claude-opus-4-8", "opus", "Opus 4.8", &[], TIER_5_25, (64_000, 128_000), true),
+    m("claude-opus-4-7", "opus", "Opus 4.7", &[], TIER_5_25, (64_000, 128_000), true),
+    m("claude-opus-4-6", "opus", "Opus 4.6", &[], TIER_5_25, (64_000, 128_000), true),
+    m("claude-opus-4-5", "opus", "Opus 4.5", &["claude-opus-4-5-20251101"], TIER_5_25, (32_000, 64_000), true),
+    m("claude-opus-4-1", "opus", "Opus 4.1", &["claude-opus-4-1-20250805"], TIER_15_75, (32_000, 32_000), false),
+    m("claude-opus-4-0", "opus", "Opus 4", &["claude-opus-4", "claude-opus-4-20250514"], TIER_15_75, (32_000, 32_000), false),
+    m("claude-sonnet-5-5", "sonnet", "Sonnet 5.5", &[], TIER_2_10_CR_010, (128_000, 128_000), true),
+    m("claude-sonnet-5", "sonnet", "Sonnet 5", &[], TIER_2_10, (64_000, 128_000), true),
+    m("claude-sonnet-4-6", "sonnet", "Sonnet 4.6", &[], TIER_3_15, (32_000, 128_000), true),
+    m("claude-sonnet-4-5", "sonnet", "Sonnet 4.5", &["claude-sonnet-4-5-20250929"], TIER_3_15, (32_000, 64_000), true),
+    m("claude-sonnet-4-0", "sonnet", "Sonnet 4", &["claude-sonnet-4", "claude-sonnet-4-20250514"], TIER_3_15, (32_000, 64_000), false),
+    m("claude-3-7-sonnet", "sonnet", "Sonnet 3.7", &["claude-3-7-sonnet-20250219"], TIER_3_15, (32_000, 64_000), false),
+    m("claude-3-5-sonnet", "sonnet", "Sonnet 3.5", &["claude-3-5-sonnet-20241022"], TIER_3_15, (8_192, 8_192), false),
+    m("claude-haiku-5-5", "haiku", "Haiku 5.5", &[], HAIKU_55, (128_000, 128_000), true),
+    m("claude-haiku-4-5", "haiku", "Haiku 4.5", &["claude-haiku-4-5-20251001"], HAIKU_45, (32_000, 64_000), true),
+    m("claude-3-5-haiku", "haiku", "Haiku 3.5", &["claude-3-5-haiku-20241022"], HAIKU_35, (8_192, 8_192), false),
+    m("claude-fable-5-2", "fable", "Fable 5.2", &[], TIER_8_40_CR_020, (128_000, 128_000), true),
+    m("claude-fable-5-1", "fable", "Fable 5.1", &[], TIER_10_50_CR_025, (64_000, 128_000), true),
+    m("claude-fable-5", "fable", "Fable 5", &[], TIER_10_50, (64_000, 128_000), true),
+    m("claude-mythos-5-2", "mythos", "Mythos 5.2", &[], TIER_8_40_CR_020, (128_000, 128_000), true),
+    m("claude-mythos-5-1", "mythos", "Mythos 5.1", &[], TIER_10_50_CR_025, (64_000, 128_000), true),
+    m("claude-mythos-5", "mythos", "Mythos 5", &[], TIER_10_50, (64_000, 128_000), true),
+];
+
+const FAMILIES: &[&str] = &["opus", "sonnet", "haiku", "fable", "mythos"];
+
+/// Lower-case, without a `[1m]`-style suffix or a trailing `-YYYYMMDD` date.
+pub fn normalize(id: &str) -> String {
+    let mut s = id.trim().to_ascii_lowercase();
+    if let Some(i) = s.find('[') {
+        s.truncate(i);
+    }
+    if let Some((head, tail)) = s.rsplit_once('-')
+        && tail.len() == 8
+        && tail.bytes().all(|b| b.is_ascii_digit())
+    {
+        s.truncate(head.len());
+    }
+    s
+}
+
+/// The built-in model an id names, if any.
+pub fn builtin(id: &str) -> Option<&'static BuiltinModel> {
+    let lower = id.trim().to_ascii_lowercase();
+    let norm = normalize(id);
+    BUILTIN.iter().find(|b| {
+        b.id == norm || b.aliases.iter().any(|a| *a == lower || *a == norm)
+    })
+}
+
+/// The Claude family an id belongs to (`claude-opus-9` -> `opus`), known model or not.
+pub fn family(id: &str) -> Option<&'static str> {
+    if let Some(b) = builtin(id) {
+        return Some(b.family);
+    }
+    let norm = normalize(id);
+    let rest = norm.strip_prefix("claude-")?;
+    let (fam, version) = rest.split_once('-')?;
+    let fam = FAMILIES.iter().find(|f| **f == fam)?;
+    let version_ok = !version.is_empty()
+        && version
+            .split('-')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    version_ok.then_some(*fam)
+}
+
+/// Why no upstream can take a model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error(
+        "model `{0}` is not in the operator's model allowlist (gateway config `models`); ask the operator to add it"
+    )]
+    NotInOperatorAllowlist(String),
+    #[error(
+        "model `{0}` is not configured for any upstream (gateway config `models[].upstream_model`)"
+    )]
+    NotConfigured(String),
+}
+
+/// Where a request for a model can go: `(upstream index, model id for that upstream)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub targets: Vec<(usize, String)>,
+    /// Upstreams skipped because the model has no id there.
+    pub not_configured: Vec<String>,
+}
+
+/// The operator's catalog, checked against the upstream list.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    config: ModelsConfig,
+    upstream_names: Vec<String>,
+}
+
+impl Catalog {
+    pub fn new(config: &ModelsConfig, upstreams: &[UpstreamConfig]) -> Self {
+        Self {
+            config: config.clone(),
+            upstream_names: upstreams.iter().map(|u| u.name.clone()).collect(),
+        }
+    }
+
+    pub fn resolve(&self, requested: &str) -> Result<Resolution, ModelError> {
+        let norm = normalize(requested);
+        let row = self
+            .config
+            .rows
+            .iter()
+            .find(|r| r.id == requested)
+            .or_else(|| self.config.rows.iter().find(|r| normalize(&r.id) == norm));
+        let builtin_ok = self.config.auto_include_builtin && family(requested).is_some();
+        if row.is_none() && !builtin_ok {
+            return Err(ModelError::NotInOperatorAllowlist(requested.to_owned()));
+        }
+        let mut res = Resolution {
+            targets: Vec::new(),
+            not_configured: Vec::new(),
+        };
+        for (i, name) in self.upstream_names.iter().enumerate() {
+            if let Some(target) = row.and_then(|r| r.upstream_model.get(name)) {
+                res.targets.push((i, target.clone()));
+            } else if builtin_ok || row.is_some_and(|_| family(requested).is_some()) {
+                res.targets.push((i, requested.to_owned()));
+            } else {
+                res.not_configured.push(name.clone());
+            }
+        }
+        if res.targets.is_empty() {
+            return Err(ModelError::NotConfigured(requested.to_owned()));
+        }
+        Ok(res)
+    }
+
+    /// `/v1/models` body, in the shape Claude Code's model discovery reads.
+    pub fn list(&self) -> Value {
+        let mut data: Vec<Value> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
+        for r in &self.config.rows {
+            let display = r
+                .label
+                .clone()
+                .or_else(|| builtin(&r.id).map(|b| format!("Claude {}", b.display_name)))
+                .unwrap_or_else(|| r.id.clone());
+            let mut entry = json!({"type": "model", "id": r.id, "display_name": display});
+            if let Some(d) = &r.description {
+                entry["description"] = Value::String(d.clone());
+            }
+            seen.push(normalize(&r.id));
+            data.push(entry);
+        }
+        if self.config.auto_include_builtin {
+            for b in BUILTIN.iter().filter(|b| b.listed) {
+                if !seen.iter().any(|s| s == b.id) {
+                    data.push(json!({
+                        "type": "model",
+                        "id": b.id,
+                        "display_name": format!("Claude {}", b.display_name),
+                    }));
+                }
+            }
+        }
+        let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+        let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+        json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::{ModelRow, Provider};
+
+    fn upstream(name: &str) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            provider: Provider::Anthropic,
+            base_url: "http://127.0.0.1:1/".parse().unwrap(),
+            credential: None,
+            missing_credential_hint: None,
+        }
+    }
+
+    fn catalog(rows: Vec<ModelRow>, auto: bool) -> Catalog {
+        Catalog::new(
+            &ModelsConfig {
+                rows,
+                auto_include_builtin: auto,
+            },
+            &[upstream("a"), upstream("b")],
+        )
+    }
+
+    #[test]
+    fn normalize_and_family() {
+        assert_eq!(normalize("claude-sonnet-4-5-20250929"), "claude-sonnet-4-5");
+        assert_eq!(normalize("Claude-Opus-4-8[1m]"), "claude-opus-4-8");
+        assert_eq!(builtin("claude-sonnet-4-20250514").unwrap().id, "claude-sonnet-4-0");
+        assert_eq!(family("claude-opus-9-1"), Some("opus"));
+        assert_eq!(family("claude-opus-"), None);
+        assert_eq!(family("gpt-4o"), None);
+        assert_eq!(family("claude-opus-x"), None);
+    }
+
+    #[test]
+    fn builtin_models_pass_through_unchanged() {
+        let c = catalog(vec![], true);
+        let r = c.resolve("claude-sonnet-4-6").unwrap();
+        assert_eq!(
+            r.targets,
+            vec![(0, "claude-sonnet-4-6".into()), (1, "claude-sonnet-4-6".into())]
+        );
+    }
+
+    #[test]
+    fn operator_row_maps_per_upstream_and_refusals_differ() {
+        let mut map = BTreeMap::new();
+        map.insert("b".to_owned(), "corp-sonnet".to_owned());
+        let rows = vec![
+            ModelRow {
+                id: "claude-sonnet-4-6".into(),
+                label: Some("Sonnet".into()),
+                description: None,
+                upstream_model: map.clone(),
+            },
+            ModelRow {
+                id: "corp-model".into(),
+                label: None,
+                description: Some("in-house".into()),
+                upstream_model: map,
+            },
+        ];
+        let c = catalog(rows, false);
+        let r = c.resolve("claude-sonnet-4-6-20260101").unwrap();
+        assert_eq!(
+            r.targets,
+            vec![
+                (0, "claude-sonnet-4-6-20260101".into()),
+                (1, "corp-sonnet".into())
+            ]
+        );
+        let r = c.resolve("corp-model").unwrap();
+        assert_eq!(r.targets, vec![(1, "corp-sonnet".into())]);
+        assert_eq!(r.not_configured, vec!["a".to_owned()]);
+        let e = c.resolve("claude-opus-4-8").unwrap_err();
+        assert!(matches!(e, ModelError::NotInOperatorAllowlist(_)));
+        assert!(e.to_string().contains("operator's model allowlist"));
+        let list = c.list();
+        assert_eq!(list["data"].as_array().unwrap().len(), 2);
+        assert_eq!(list["data"][1]["description"], "in-house");
+    }
+
+    #[test]
+    fn listing_includes_current_builtins() {
+        let list = catalog(vec![], true).list();
+        let ids: Vec<&str> = list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap())
+            .collect();
+        assert!(ids.contains(&"claude-sonnet-4-6"));
+        assert!(!ids.contains(&"claude-3-5-haiku"));
+        assert!(list["data"][0]["display_name"].as_str().unwrap().starts_with("Claude "));
+    }
+}

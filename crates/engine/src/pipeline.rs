@@ -1,0 +1,195 @@
+//! The request pipeline, in the order that gives it its meaning (SPEC 1.2).
+//!
+//! ```text
+//! client address (X-Forwarded-For only from trusted proxies)
+//!  -> deny CIDRs
+//!  -> /healthz, /readyz
+//!  -> allow CIDRs
+//!  -> framing limits (414, 431, 411, 413), loopback Host check
+//!  -> public routes (status page)            -- no credential
+//!  -> bearer admission (client keys)         -- everything below is authenticated
+//!  -> dispatch: /v1/models, inference
+//!  -> inference: JSON parse -> model allowlist/mapping -> routing + failover
+//!     -> response hygiene + usage metering (see `inference`)
+//! ```
+//!
+//! Every response, error or not, leaves through [`handle`], which adds `x-request-id` and
+//! the security headers. Routes that need no credential are listed in [`PUBLIC_ROUTES`];
+//! nothing else is reachable before admission.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use serde_json::json;
+
+use crate::auth::{self, Principal};
+use crate::edge::{self, client_ip, limits, request_id, response_headers};
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::inference::{self, Endpoint};
+use crate::server::Gateway;
+use crate::status_page;
+
+/// Paths served without a credential (after the edge guards).
+pub const PUBLIC_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/status.css"),
+    ("GET", "/favicon.svg"),
+];
+
+pub async fn handle(
+    State(gw): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request<Body>,
+) -> Response<Body> {
+    let request_id = request_id::from_headers(req.headers());
+    let mut resp = match run(&gw, peer, &request_id, req).await {
+        Ok(resp) => resp,
+        Err(err) => err.into_response(),
+    };
+    response_headers::apply(resp.headers_mut(), &request_id, false);
+    resp
+}
+
+async fn run(
+    gw: &Arc<Gateway>,
+    peer: SocketAddr,
+    request_id: &str,
+    req: Request<Body>,
+) -> Result<Response<Body>, ApiError> {
+    let cfg = &gw.config;
+    let path = req.uri().path().to_owned();
+
+    // 1. Who is calling: the socket peer, or X-Forwarded-For when the peer is a trusted proxy.
+    let client_ip = client_ip::resolve(peer.ip(), req.headers(), &cfg.listen.trusted_proxies);
+
+    // 2. Deny list first: a denied address sees nothing, not even health.
+    if edge::in_any(client_ip, &cfg.access.deny) {
+        deny(gw, request_id, &client_ip.to_string(), &path, "deny_cidr");
+        return Err(ApiError::Forbidden("access denied".into()));
+    }
+
+    // 3. Health and readiness sit before the allow list, so a load balancer outside it can probe.
+    match path.as_str() {
+        "/healthz" => return Ok(json_response(StatusCode::OK, json!({"status": "ok"}))),
+        "/readyz" => return Ok(readiness(gw).await),
+        _ => {}
+    }
+
+    // 4. Allow list.
+    if !cfg.access.allow.is_empty() && !edge::in_any(client_ip, &cfg.access.allow) {
+        deny(gw, request_id, &client_ip.to_string(), &path, "allow_cidr");
+        return Err(ApiError::Forbidden("access denied".into()));
+    }
+
+    // 5. Framing limits, before any body byte is read. On a loopback listener, only loopback
+    //    Host names: a web page that rebinds its DNS name to 127.0.0.1 gets nothing.
+    limits::check(req.uri(), req.headers(), &cfg.limits)?;
+    if cfg.is_loopback() {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        if !edge::host_is_loopback(host) {
+            deny(gw, request_id, &client_ip.to_string(), &path, "non_loopback_host");
+            return Err(ApiError::Forbidden(
+                "this gateway only answers requests addressed to a loopback host name".into(),
+            ));
+        }
+    }
+
+    // 6. Public routes: no credential needed.
+    if PUBLIC_ROUTES
+        .iter()
+        .any(|(m, p)| req.method().as_str() == *m && path == *p)
+    {
+        return Ok(status_page::serve(gw, &path).await);
+    }
+
+    // 7. Bearer admission: every route below needs a principal.
+    let principal = auth::admit(&gw.keys, req.headers()).inspect_err(|e| {
+        if let ApiError::Unauthenticated { reason, .. } = e {
+            gw.deps.emit(
+                Event::new("auth.denied")
+                    .with("request_id", request_id)
+                    .with("client_ip", client_ip.to_string())
+                    .with("path", path.clone())
+                    .with("reason", *reason),
+            );
+        }
+    })?;
+
+    // 8. Dispatch.
+    dispatch(gw, request_id, &principal, &path, req).await
+}
+
+async fn dispatch(
+    gw: &Arc<Gateway>,
+    request_id: &str,
+    principal: &Principal,
+    path: &str,
+    req: Request<Body>,
+) -> Result<Response<Body>, ApiError> {
+    let method = req.method().clone();
+    let (allowed, allow_header) = match path {
+        "/v1/models" => (Method::GET, "GET"),
+        "/v1/messages" | "/v1/messages/count_tokens" => (Method::POST, "POST"),
+        _ => return Err(ApiError::NotFound(format!("no route for {method} {path}"))),
+    };
+    if method != allowed {
+        let mut resp = ApiError::MethodNotAllowed(method.to_string()).into_response();
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(allow_header));
+        return Ok(resp);
+    }
+    match path {
+        "/v1/models" => Ok(json_response(StatusCode::OK, gw.catalog.list())),
+        "/v1/messages" => inference::handle(gw, request_id, principal, Endpoint::Messages, req).await,
+        _ => inference::handle(gw, request_id, principal, Endpoint::CountTokens, req).await,
+    }
+}
+
+async fn readiness(gw: &Gateway) -> Response<Body> {
+    let store = gw.store.backend();
+    match tokio::time::timeout(Duration::from_secs(2), gw.store.ready()).await {
+        Ok(Ok(())) => json_response(StatusCode::OK, json!({"status": "ready", "store": store})),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness probe: store read failed");
+            json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"status": "unavailable", "store": store, "reason": "store read failed"}),
+            )
+        }
+        Err(_) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "unavailable", "store": store, "reason": "store read timed out"}),
+        ),
+    }
+}
+
+fn deny(gw: &Gateway, request_id: &str, client_ip: &str, path: &str, reason: &'static str) {
+    gw.deps.emit(
+        Event::new("access.denied")
+            .with("request_id", request_id)
+            .with("client_ip", client_ip)
+            .with("path", path)
+            .with("reason", reason),
+    );
+}
+
+pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}

@@ -1,0 +1,205 @@
+//! Starting and stopping the engine: [`start`] builds the shared [`Gateway`] state, opens
+//! the store, starts the recorder and serves the pipeline; the returned [`Handle`] reports
+//! the bound address and shuts down gracefully (in-flight streams drain, usage is flushed).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::serve::ListenerExt;
+use chrono::{DateTime, Utc};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::ClientKeys;
+use crate::config::{Config, StoreConfig};
+use crate::deps::Deps;
+use crate::events::Event;
+use crate::metering::pricing::Pricing;
+use crate::metering::{Recorder, recorder};
+use crate::models::Catalog;
+use crate::pipeline;
+use crate::secret::Secret;
+use crate::store::{SqliteStore, Store, StoreError};
+use crate::upstream::Upstreams;
+
+/// Shared state of a running gateway.
+pub struct Gateway {
+    pub config: Config,
+    pub deps: Deps,
+    pub store: Arc<dyn Store>,
+    pub keys: ClientKeys,
+    pub catalog: Catalog,
+    pub upstreams: Upstreams,
+    pub recorder: Recorder,
+    /// Background work that shutdown waits for (disconnect drains).
+    pub tracker: TaskTracker,
+    pub started_at: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot build the upstream HTTP client: {0}")]
+    Client(String),
+}
+
+/// A running gateway.
+pub struct Handle {
+    addr: SocketAddr,
+    gateway: Arc<Gateway>,
+    stop: CancellationToken,
+    serve: JoinHandle<()>,
+    recorder_stop: CancellationToken,
+    recorder: JoinHandle<()>,
+    issued_local_key: Option<Secret>,
+}
+
+/// Binds `config.listen` and starts serving.
+pub async fn start(config: Config, deps: Deps) -> Result<Handle, StartError> {
+    let addr = SocketAddr::new(config.listen.host, config.listen.port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    start_on(listener, config, deps).await
+}
+
+/// Starts serving on a listener the caller bound (tests bind port 0).
+pub async fn start_on(listener: TcpListener, config: Config, deps: Deps) -> Result<Handle, StartError> {
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: SocketAddr::new(config.listen.host, config.listen.port),
+        source,
+    })?;
+    let store: Arc<dyn Store> = match &config.store {
+        StoreConfig::Sqlite { path } => {
+            let path = path.clone();
+            let now = deps.clock.now();
+            let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&path, now))
+                .await
+                .map_err(|e| StoreError::Database(e.to_string()))??;
+            Arc::new(opened)
+        }
+    };
+    let mut key_entries: Vec<(String, [u8; 32])> =
+        config.client_keys.iter().map(|k| (k.id.clone(), k.hash)).collect();
+    let mut issued_local_key = None;
+    if config.local_key {
+        let hash = match store.local_key_hash().await? {
+            Some((hash, _)) => hash,
+            None => {
+                let key = crate::auth::client_keys::generate_local_key();
+                let hash = ClientKeys::hash(key.expose());
+                store.set_local_key_hash(hash, deps.clock.now()).await?;
+                deps.emit(Event::new("local_key.issued").with("key_id", "local"));
+                issued_local_key = Some(key);
+                hash
+            }
+        };
+        key_entries.push(("local".into(), hash));
+    }
+    let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
+    let pricing = Arc::new(Pricing::new(config.pricing.clone()));
+    let recorder_stop = CancellationToken::new();
+    let (recorder, recorder_task) = recorder::spawn(
+        store.clone(),
+        pricing,
+        deps.events.clone(),
+        recorder_stop.clone(),
+    );
+    let gateway = Arc::new(Gateway {
+        catalog: Catalog::new(&config.models, &config.upstreams),
+        keys: ClientKeys::new(key_entries),
+        started_at: deps.clock.now(),
+        config,
+        deps,
+        store,
+        upstreams,
+        recorder,
+        tracker: TaskTracker::new(),
+    });
+    let stop = CancellationToken::new();
+    let app = Router::new()
+        .fallback(pipeline::handle)
+        .with_state(gateway.clone());
+    let listener = listener.tap_io(|tcp| {
+        // Nagle's algorithm would hold small SSE events back for up to 40 ms.
+        let _ = tcp.set_nodelay(true);
+    });
+    let serve = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop.clone().cancelled_owned());
+    let serve = tokio::spawn(async move {
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "server stopped with an error");
+        }
+    });
+    gateway.deps.emit(
+        Event::new("gateway.start")
+            .with("addr", addr.to_string())
+            .with("store", gateway.store.backend())
+            .with("upstreams", gateway.upstreams.list.len()),
+    );
+    Ok(Handle {
+        addr,
+        gateway,
+        stop,
+        serve,
+        recorder_stop,
+        recorder: recorder_task,
+        issued_local_key,
+    })
+}
+
+impl Handle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port` of the listener.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.gateway.store.clone()
+    }
+
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// The local key, only on the start that created it (shown to the user once).
+    pub fn issued_local_key(&self) -> Option<&Secret> {
+        self.issued_local_key.as_ref()
+    }
+
+    /// Stops accepting, lets in-flight requests finish (at most `timeouts.shutdown_drain`),
+    /// then flushes usage rows.
+    pub async fn shutdown(self) {
+        let drain = self.gateway.config.timeouts.shutdown_drain;
+        self.stop.cancel();
+        let mut serve = self.serve;
+        if tokio::time::timeout(drain, &mut serve).await.is_err() {
+            tracing::warn!(ms = drain.as_millis() as u64, "in-flight requests did not finish in time; closing them");
+            serve.abort();
+        }
+        self.gateway.tracker.close();
+        if tokio::time::timeout(drain, self.gateway.tracker.wait()).await.is_err() {
+            tracing::warn!("disconnect drains did not finish in time");
+        }
+        self.recorder_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.recorder).await;
+        self.gateway.deps.emit(Event::new("gateway.stop"));
+    }
+}

@@ -1,0 +1,85 @@
+//! Storage behind one interface. SQLite (rusqlite, on its own thread) is the embedded
+//! default; a PostgreSQL implementation joins behind the same [`Store`] trait without
+//! touching callers. Migrations are plain numbered `.sql` files under `migrations/`.
+
+mod migrations;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+pub use sqlite::SqliteStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(String),
+    #[error(
+        "database schema version {found} is newer than this binary supports ({supported}); use a newer gatehouse"
+    )]
+    TooNew { found: i64, supported: i64 },
+    #[error("cannot open database {path}: {message}")]
+    Open { path: String, message: String },
+    #[error("the store is shut down")]
+    Closed,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Database(e.to_string())
+    }
+}
+
+/// One persisted usage row.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UsageRecord {
+    pub request_id: String,
+    pub created_at: DateTime<Utc>,
+    pub principal: String,
+    /// `messages` or `count_tokens`.
+    pub endpoint: String,
+    /// The model as the caller asked for it.
+    pub model: String,
+    pub upstream: Option<String>,
+    pub upstream_model: Option<String>,
+    pub status: u16,
+    pub route_reason: String,
+    pub stream: bool,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_5m_tokens: u64,
+    pub cache_write_1h_tokens: u64,
+    pub web_search_requests: u64,
+    pub cost_micro_usd: u64,
+    /// `reported`, `estimated` or `none`.
+    pub usage_source: String,
+    pub latency_ms: u64,
+    pub ttfb_ms: Option<u64>,
+    pub client_disconnected: bool,
+}
+
+/// Totals over a time range.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UsageTotals {
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_micro_usd: u64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+    /// A real read, for `/readyz`.
+    async fn ready(&self) -> Result<(), StoreError>;
+    async fn insert_usage(&self, rows: Vec<UsageRecord>) -> Result<(), StoreError>;
+    /// Newest first.
+    async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError>;
+    async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError>;
+    /// Hash of the per-install local key, if one was issued.
+    async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError>;
+    /// Replaces the per-install local key.
+    async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError>;
+}

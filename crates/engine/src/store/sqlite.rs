@@ -1,0 +1,324 @@
+//! SQLite store: one connection owned by a dedicated thread, so no SQLite call ever runs on
+//! an async worker. Callers send closures over a channel and await the answer.
+//!
+//! WAL journal, `synchronous=NORMAL`, a 5 s busy timeout, and `BEGIN IMMEDIATE` for writes.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use super::{Store, StoreError, UsageRecord, UsageTotals, migrations};
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+pub struct SqliteStore {
+    jobs: mpsc::Sender<Job>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) and migrates the database. Blocking: call it from a
+    /// blocking context at startup.
+    pub fn open(path: &Path, now: DateTime<Utc>) -> Result<Self, StoreError> {
+        let open_err = |message: String| StoreError::Open {
+            path: path.display().to_string(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+        }
+        create_private(path).map_err(|e| open_err(e.to_string()))?;
+        let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrations::apply_sqlite(&mut conn, now.timestamp_millis())?;
+        let (jobs, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("gatehouse-sqlite".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| open_err(e.to_string()))?;
+        Ok(Self {
+            jobs,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn| {
+                let _ = tx.send(f(conn));
+            }))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// Creates the file readable by its owner only, before SQLite opens it.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path).map(drop)
+}
+
+fn ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.call(|c| {
+            c.query_row(
+                "SELECT value FROM kv WHERE key = '__readyz_probe__'",
+                [],
+                |r| r.get::<_, Vec<u8>>(0),
+            )
+            .optional()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn insert_usage(&self, rows: Vec<UsageRecord>) -> Result<(), StoreError> {
+        self.call(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO usage_events (request_id, created_at, principal, endpoint,
+                        model, upstream, upstream_model, status, route_reason, stream, input_tokens,
+                        output_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+                        web_search_requests, cost_micro_usd, usage_source, latency_ms, ttfb_ms,
+                        client_disconnected)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                        ?17, ?18, ?19, ?20, ?21)",
+                )?;
+                for r in &rows {
+                    stmt.execute(params![
+                        r.request_id,
+                        ms(r.created_at),
+                        r.principal,
+                        r.endpoint,
+                        r.model,
+                        r.upstream,
+                        r.upstream_model,
+                        r.status,
+                        r.route_reason,
+                        r.stream,
+                        i(r.input_tokens),
+                        i(r.output_tokens),
+                        i(r.cache_read_tokens),
+                        i(r.cache_write_5m_tokens),
+                        i(r.cache_write_1h_tokens),
+                        i(r.web_search_requests),
+                        i(r.cost_micro_usd),
+                        r.usage_source,
+                        i(r.latency_ms),
+                        r.ttfb_ms.map(i),
+                        r.client_disconnected,
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT request_id, created_at, principal, endpoint, model, upstream,
+                    upstream_model, status, route_reason, stream, input_tokens, output_tokens,
+                    cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+                    web_search_requests, cost_micro_usd, usage_source, latency_ms, ttfb_ms,
+                    client_disconnected
+                 FROM usage_events ORDER BY created_at DESC, id DESC LIMIT ?1",
+            )?;
+            let rows = stmt
+                .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                    Ok(UsageRecord {
+                        request_id: r.get(0)?,
+                        created_at: from_ms(r.get(1)?),
+                        principal: r.get(2)?,
+                        endpoint: r.get(3)?,
+                        model: r.get(4)?,
+                        upstream: r.get(5)?,
+                        upstream_model: r.get(6)?,
+                        status: r.get(7)?,
+                        route_reason: r.get(8)?,
+                        stream: r.get(9)?,
+                        input_tokens: u(r.get(10)?),
+                        output_tokens: u(r.get(11)?),
+                        cache_read_tokens: u(r.get(12)?),
+                        cache_write_5m_tokens: u(r.get(13)?),
+                        cache_write_1h_tokens: u(r.get(14)?),
+                        web_search_requests: u(r.get(15)?),
+                        cost_micro_usd: u(r.get(16)?),
+                        usage_source: r.get(17)?,
+                        latency_ms: u(r.get(18)?),
+                        ttfb_ms: r.get::<_, Option<i64>>(19)?.map(u),
+                        client_disconnected: r.get(20)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError> {
+        self.call(move |c| {
+            let totals = c.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                        COALESCE(SUM(cost_micro_usd), 0)
+                 FROM usage_events WHERE created_at >= ?1",
+                params![ms(since)],
+                |r| {
+                    Ok(UsageTotals {
+                        requests: u(r.get(0)?),
+                        input_tokens: u(r.get(1)?),
+                        output_tokens: u(r.get(2)?),
+                        cost_micro_usd: u(r.get(3)?),
+                    })
+                },
+            )?;
+            Ok(totals)
+        })
+        .await
+    }
+
+    async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
+        self.call(|c| {
+            let row = c
+                .query_row(
+                    "SELECT key_hash, created_at FROM local_keys WHERE id = 'local'",
+                    [],
+                    |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)),
+                )
+                .optional()?;
+            Ok(row.and_then(|(h, at)| {
+                let hash: [u8; 32] = h.try_into().ok()?;
+                Some((hash, from_ms(at)))
+            }))
+        })
+        .await
+    }
+
+    async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO local_keys (id, key_hash, created_at) VALUES ('local', ?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET key_hash = excluded.key_hash,
+                     created_at = excluded.created_at",
+                params![hash.to_vec(), ms(at)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn record(id: &str, at_ms: i64, cost: u64) -> UsageRecord {
+        UsageRecord {
+            request_id: id.into(),
+            created_at: from_ms(at_ms),
+            principal: "key:ci".into(),
+            endpoint: "messages".into(),
+            model: "claude-sonnet-4-6".into(),
+            upstream: Some("primary".into()),
+            upstream_model: Some("claude-sonnet-4-6".into()),
+            status: 200,
+            route_reason: "primary: first healthy".into(),
+            stream: true,
+            input_tokens: 10,
+            output_tokens: 20,
+            cache_read_tokens: 1,
+            cache_write_5m_tokens: 2,
+            cache_write_1h_tokens: 3,
+            web_search_requests: 0,
+            cost_micro_usd: cost,
+            usage_source: "reported".into(),
+            latency_ms: 12,
+            ttfb_ms: Some(3),
+            client_disconnected: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn usage_round_trip_and_totals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("a/b.db"), Utc::now()).unwrap();
+        store.ready().await.unwrap();
+        store
+            .insert_usage(vec![record("r1", 1_000, 5), record("r2", 2_000, 7)])
+            .await
+            .unwrap();
+        let rows = store.recent_usage(10).await.unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0], record("r2", 2_000, 7));
+        let totals = store.usage_totals(from_ms(1_500)).await.unwrap();
+        assert_eq!(totals.requests, 1);
+        assert_eq!(totals.cost_micro_usd, 7);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "database must be private: {mode:o}");
+        }
+    }
+
+    #[tokio::test]
+    async fn local_key_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("k.db"), Utc::now()).unwrap();
+        assert!(store.local_key_hash().await.unwrap().is_none());
+        store.set_local_key_hash([1; 32], from_ms(5)).await.unwrap();
+        store.set_local_key_hash([2; 32], from_ms(6)).await.unwrap();
+        assert_eq!(store.local_key_hash().await.unwrap(), Some(([2; 32], from_ms(6))));
+    }
+}

@@ -1,0 +1,199 @@
+//! Ordered failover across the upstreams that can serve a model.
+//!
+//! Rules: try upstreams in order; fail over on 5xx, 429, 401, 403, 404, network errors and
+//! the TTFB timeout; never on other 4xx (400 and 413 describe the request, not the
+//! upstream), which pass through as they are. Failover only happens before the first byte
+//! reached the caller: a leg is done once its headers are accepted. When every leg fails,
+//! the highest-priority retained answer is returned (429 with its `retry-after`, then 404);
+//! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
+//! the caller would take them for its own credential failing. Every decision is written
+//! into a `route_reason`.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use super::{Upstreams, anthropic};
+use crate::error::ApiError;
+
+/// A request ready to be sent, per candidate upstream.
+pub struct Leg {
+    pub upstream: usize,
+    pub upstream_model: String,
+    pub body: Bytes,
+}
+
+/// What routing produced.
+pub enum Routed {
+    /// An upstream answered with something to relay as a stream (2xx, or a non-failover error).
+    Answer {
+        response: reqwest::Response,
+        leg: usize,
+        attempts: usize,
+        ttfb: Duration,
+        route_reason: String,
+    },
+    /// Every leg failed; this retained answer is relayed with its body.
+    Retained {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        leg: usize,
+        attempts: usize,
+        route_reason: String,
+    },
+    /// Nothing to relay.
+    Failed {
+        error: ApiError,
+        attempts: usize,
+        route_reason: String,
+    },
+}
+
+pub fn fails_over(status: StatusCode) -> bool {
+    status.is_server_error()
+        || matches!(status.as_u16(), 429 | 401 | 403 | 404)
+}
+
+/// Retained-answer priority; `None` means never relayed.
+fn retain_rank(status: StatusCode) -> Option<u8> {
+    match status.as_u16() {
+        429 => Some(2),
+        404 => Some(1),
+        _ => None,
+    }
+}
+
+/// Largest error body kept while other legs are tried.
+const RETAINED_BODY_LIMIT: usize = 64 * 1024;
+
+pub async fn route(
+    upstreams: &Upstreams,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    legs: Vec<Leg>,
+    skipped: &[String],
+) -> Routed {
+    let mut failures: Vec<String> = skipped
+        .iter()
+        .map(|s| format!("{s}=model not configured"))
+        .collect();
+    let mut retained: Option<(u8, StatusCode, HeaderMap, Bytes, usize)> = None;
+    let mut attempts = 0;
+    let mut hints: Vec<String> = Vec::new();
+    for (i, leg) in legs.into_iter().enumerate() {
+        let up = &upstreams.list[leg.upstream];
+        if let Some(hint) = &up.missing_credential_hint {
+            failures.push(format!("{}=no credential", up.name));
+            hints.push(hint.clone());
+            continue;
+        }
+        attempts += 1;
+        let request = match anthropic::build(&upstreams.client, up, path, query, headers, leg.body) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(upstream = %up.name, error = %e, "could not build upstream request");
+                failures.push(format!("{}=bad request url", up.name));
+                continue;
+            }
+        };
+        let started = Instant::now();
+        let sent = tokio::time::timeout(upstreams.ttfb, upstreams.client.execute(request)).await;
+        let ttfb = started.elapsed();
+        let response = match sent {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let kind = if e.is_connect() { "connect error" } else { "network error" };
+                tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
+                failures.push(format!("{}={kind}", up.name));
+                continue;
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %up.name, ms = upstreams.ttfb.as_millis() as u64, "upstream TTFB timeout");
+                failures.push(format!("{}=ttfb timeout", up.name));
+                continue;
+            }
+        };
+        let status = response.status();
+        if !fails_over(status) {
+            let route_reason = reason(&up.name, &failures, status);
+            return Routed::Answer {
+                response,
+                leg: i,
+                attempts,
+                ttfb,
+                route_reason,
+            };
+        }
+        tracing::warn!(upstream = %up.name, status = status.as_u16(), "upstream answered with a failover status");
+        failures.push(format!("{}={}", up.name, status.as_u16()));
+        if let Some(rank) = retain_rank(status)
+            && retained.as_ref().is_none_or(|r| rank > r.0)
+        {
+            let headers = response.headers().clone();
+            let body = read_limited(response).await;
+            retained = Some((rank, status, headers, body, i));
+        }
+    }
+    let summary = format!("all failed: {}", failures.join(", "));
+    if let Some((_, status, headers, body, leg)) = retained {
+        return Routed::Retained {
+            status,
+            headers,
+            body,
+            leg,
+            attempts,
+            route_reason: summary,
+        };
+    }
+    if attempts == 0 && !hints.is_empty() {
+        return Routed::Failed {
+            error: ApiError::UpstreamUnavailable(hints.join("; ")),
+            attempts,
+            route_reason: summary,
+        };
+    }
+    Routed::Failed {
+        error: ApiError::AllUpstreamsFailed { attempted: attempts },
+        attempts,
+        route_reason: summary,
+    }
+}
+
+fn reason(name: &str, failures: &[String], status: StatusCode) -> String {
+    let how = if status.is_success() { "ok" } else { "relayed" };
+    if failures.is_empty() {
+        format!("{name}: first in order, {how} {}", status.as_u16())
+    } else {
+        format!("{name}: after {}, {how} {}", failures.join(", "), status.as_u16())
+    }
+}
+
+async fn read_limited(mut response: reqwest::Response) -> Bytes {
+    let mut buf = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = RETAINED_BODY_LIMIT.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if buf.len() >= RETAINED_BODY_LIMIT {
+            break;
+        }
+    }
+    Bytes::from(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failover_statuses() {
+        for s in [500, 502, 503, 529, 501, 429, 401, 403, 404] {
+            assert!(fails_over(StatusCode::from_u16(s).unwrap_or_default()), "{s}");
+        }
+        for s in [200, 400, 413, 422] {
+            assert!(!fails_over(StatusCode::from_u16(s).unwrap_or_default()), "{s}");
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! A cheap, in-repo fake of the Anthropic Messages API, used by tests and the
+//! benchmark instead of `api.anthropic.com`.
+//!
+//! It serves `POST /v1/messages` (SSE or JSON), `POST /v1/messages/count_tokens`
+//! and `GET /v1/models`; everything else gets a 404 Anthropic error envelope.
+//! Answers are shaped by a [`FakeConfig`], one-shot failures are injected with
+//! [`Fault`]s, and every request is recorded ([`RecordedRequest`],
+//! [`StreamRecord`]). Out-of-process users drive the same knobs through the
+//! `/_fake/*` control API (see the `control` module docs).
+//!
+//! Built directly on hyper 1 + hyper-util with pre-rendered bytes and no task
+//! per stream so that it costs much less than the gateway in front of it.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use fake_upstream::{FakeConfig, FakeUpstream, Fault};
+//! let fake = FakeUpstream::start(FakeConfig::default()).await?;
+//! fake.push_fault(Fault::Status { status: 529, retry_after: Some(1), error_type: None, message: None });
+//! println!("point the gateway at {}", fake.url());
+//! fake.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod control;
+mod record;
+mod render;
+mod server;
+mod sse;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::{FakeConfig, Fault, default_error_type};
+pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
+
+use server::Shared;
+
+/// A running fake upstream. Dropping it stops the server too (without
+/// waiting); [`FakeUpstream::shutdown`] stops it and waits.
+pub struct FakeUpstream {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    token: CancellationToken,
+    tracker: TaskTracker,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl FakeUpstream {
+    /// Binds `127.0.0.1:0` and serves on the current tokio runtime.
+    pub async fn start(config: FakeConfig) -> anyhow::Result<FakeUpstream> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        Self::start_on(listener, config).await
+    }
+
+    /// Serves on an already bound listener.
+    pub async fn start_on(
+        listener: TcpListener,
+        config: FakeConfig,
+    ) -> anyhow::Result<FakeUpstream> {
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        let token = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let accept = tokio::spawn(server::accept_loop(
+            listener,
+            shared.clone(),
+            token.clone(),
+            tracker.clone(),
+        ));
+        Ok(FakeUpstream {
+            addr,
+            shared,
+            token,
+            tracker,
+            accept: Some(accept),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Replaces the config; requests already being answered keep the old one.
+    pub fn set_config(&self, config: FakeConfig) {
+        self.shared.set_config(config);
+    }
+
+    /// The current config.
+    pub fn config(&self) -> FakeConfig {
+        self.shared.rendered().config.clone()
+    }
+
+    /// Queues a fault; each inference request (`/v1/messages` or
+    /// `/v1/messages/count_tokens`) consumes the oldest queued fault.
+    pub fn push_fault(&self, fault: Fault) {
+        self.shared.push_fault(fault);
+    }
+
+    /// Turns body recording on (default) or off. When off, requests are still
+    /// recorded (method, path, headers, size) but `body` is `Value::Null` and
+    /// the body is never parsed into a `serde_json::Value` — use this for
+    /// benchmarks.
+    pub fn set_recording(&self, on: bool) {
+        self.shared.set_recording(on);
+    }
+
+    /// Recorded requests, oldest first (at most [`MAX_RECORDS`]).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.records.lock().requests()
+    }
+
+    /// One record per `/v1/messages` answer, oldest first (at most [`MAX_RECORDS`]).
+    pub fn streams(&self) -> Vec<StreamRecord> {
+        self.shared.records.lock().streams()
+    }
+
+    /// Forgets recorded requests and streams; indices restart at 0.
+    pub fn clear_records(&self) {
+        self.shared.records.lock().clear();
+    }
+
+    /// Stops accepting, closes every connection and waits for them to end.
+    pub async fn shutdown(mut self) {
+        self.token.cancel();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+impl Drop for FakeUpstream {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+impl std::fmt::Debug for FakeUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeUpstream")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}

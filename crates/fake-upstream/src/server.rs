@@ -1,0 +1,379 @@
+//! Accept loop, per-connection hyper serving and the Anthropic API routes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{FakeConfig, Fault, default_error_message, default_error_type};
+use crate::control;
+use crate::record::{RecordStore, RecordedRequest, StreamTracker};
+use crate::render::{MODELS_BODY, Rendered};
+use crate::sse::{Abort, FakeBody, SseBody, StreamFault};
+
+/// Largest request body accepted (bigger ones get 413 `request_too_large`).
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Headers a real upstream sends that a gateway is expected to strip.
+const UPSTREAM_ONLY_HEADERS: [(&str, &str); 5] = [
+    ("anthropic-ratelimit-requests-limit", "1000"),
+    ("anthropic-ratelimit-tokens-remaining", "99999"),
+    ("cf-ray", "fake"),
+    ("via", "1.1 fake"),
+    ("anthropic-organization-id", "org-fake"),
+];
+
+/// State shared by the handle, the accept loop and every connection.
+pub(crate) struct Shared {
+    rendered: RwLock<Arc<Rendered>>,
+    faults: Mutex<VecDeque<Fault>>,
+    pub(crate) records: RecordStore,
+    recording: AtomicBool,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(config: FakeConfig) -> Shared {
+        Shared {
+            rendered: RwLock::new(Arc::new(Rendered::new(config))),
+            faults: Mutex::new(VecDeque::new()),
+            records: RecordStore::default(),
+            recording: AtomicBool::new(true),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn rendered(&self) -> Arc<Rendered> {
+        self.rendered
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_config(&self, config: FakeConfig) {
+        let r = Arc::new(Rendered::new(config));
+        *self
+            .rendered
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = r;
+    }
+
+    pub(crate) fn push_fault(&self, fault: Fault) {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(fault);
+    }
+
+    fn pop_fault(&self) -> Option<Fault> {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+    }
+
+    pub(crate) fn set_recording(&self, on: bool) {
+        self.recording.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Accepts connections until `token` is cancelled; connections run on `tracker`.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    token: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    loop {
+        let stream = tokio::select! {
+            () = token.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // E.g. out of file descriptors: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let token = token.clone();
+        let builder = builder.clone();
+        tracker.spawn(async move {
+            let svc = service_fn(move |req| handle(shared.clone(), req));
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                () = token.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// Anthropic error envelope response.
+pub(crate) fn error_response(
+    status: StatusCode,
+    error_type: &str,
+    message: &str,
+) -> Response<FakeBody> {
+    let body =
+        serde_json::json!({"type": "error", "error": {"type": error_type, "message": message}});
+    json_response(status, Bytes::from(body.to_string()))
+}
+
+pub(crate) fn json_response(status: StatusCode, body: Bytes) -> Response<FakeBody> {
+    let mut resp = Response::new(FakeBody::full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+pub(crate) fn empty_response(status: StatusCode) -> Response<FakeBody> {
+    let mut resp = Response::new(FakeBody::empty());
+    *resp.status_mut() = status;
+    resp
+}
+
+fn add_request_id(resp: &mut Response<FakeBody>, id: u64) {
+    if let Ok(v) = HeaderValue::try_from(format!("req_fake_{id}")) {
+        resp.headers_mut()
+            .insert(HeaderName::from_static("request-id"), v);
+    }
+}
+
+fn add_upstream_headers(resp: &mut Response<FakeBody>) {
+    for (name, value) in UPSTREAM_ONLY_HEADERS {
+        resp.headers_mut().insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+}
+
+/// Entry point of every request.
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<FakeBody>, Abort> {
+    let (parts, body) = req.into_parts();
+    if parts.uri.path().starts_with("/_fake/") {
+        return control::handle(&shared, &parts, body).await;
+    }
+    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(()),
+        Err(_) => return Err(Abort), // client went away while sending
+    };
+    let recording = shared.recording.load(Ordering::Relaxed);
+    let bytes = body.clone().unwrap_or_default();
+    let value = if recording && !bytes.is_empty() {
+        serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let probe = probe(&bytes, &value);
+    let path = parts.uri.path();
+    let record = RecordedRequest {
+        method: parts.method.as_str().to_owned(),
+        path: path.to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: value,
+        body_bytes: body.as_ref().map_or(MAX_BODY_BYTES, Bytes::len),
+    };
+    let index = shared.records.lock().push_request(record);
+    if body.is_err() {
+        return Ok(error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            default_error_message("request_too_large"),
+        ));
+    }
+    match (&parts.method, path) {
+        (&Method::POST, "/v1/messages") => inference(&shared, false, index, probe).await,
+        (&Method::POST, "/v1/messages/count_tokens") => {
+            inference(&shared, true, index, probe).await
+        }
+        (&Method::GET, "/v1/models") => Ok(json_response(
+            StatusCode::OK,
+            Bytes::from_static(MODELS_BODY.as_bytes()),
+        )),
+        (method, path) => Ok(error_response(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            &format!("Not found: {method} {path}"),
+        )),
+    }
+}
+
+/// The fields of a Messages request the fake cares about.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+/// Extracts model/stream from the already parsed `value` or, when it is not
+/// available (recording off), from the raw bytes. `None` = not a JSON object.
+fn probe(bytes: &[u8], value: &Value) -> Option<Probe> {
+    if let Some(obj) = value.as_object() {
+        return Some(Probe {
+            model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
+            stream: obj.get("stream").and_then(Value::as_bool),
+        });
+    }
+    if !value.is_null() || bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice(bytes).ok()
+}
+
+/// `/v1/messages` (`count_tokens == false`) and `/v1/messages/count_tokens`.
+async fn inference(
+    shared: &Shared,
+    count_tokens: bool,
+    index: usize,
+    probe: Option<Probe>,
+) -> Result<Response<FakeBody>, Abort> {
+    let rendered = shared.rendered();
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut delay = rendered.config.header_delay_ms;
+    let mut stream_fault = StreamFault::None;
+    let mut status_fault = None;
+    match shared.pop_fault() {
+        None => {}
+        Some(Fault::ResetBeforeHeaders) => return Err(Abort),
+        Some(Fault::HangBeforeHeaders { ms }) => delay = delay.saturating_add(ms),
+        Some(Fault::MidStreamError { after_deltas }) => {
+            stream_fault = StreamFault::Error(after_deltas)
+        }
+        Some(Fault::ResetMidStream { after_deltas }) => {
+            stream_fault = StreamFault::Reset(after_deltas)
+        }
+        Some(Fault::Status {
+            status,
+            retry_after,
+            error_type,
+            message,
+        }) => {
+            status_fault = Some((status, retry_after, error_type, message));
+        }
+    }
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let mut resp = if let Some((status, retry_after, error_type, message)) = status_fault {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let error_type =
+            error_type.unwrap_or_else(|| default_error_type(status.as_u16()).to_owned());
+        let message = message.unwrap_or_else(|| default_error_message(&error_type).to_owned());
+        let mut resp = error_response(status, &error_type, &message);
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    } else if let Some(probe) = probe {
+        let mut resp = answer(
+            shared,
+            &rendered,
+            count_tokens,
+            index,
+            id,
+            &probe,
+            stream_fault,
+        );
+        add_upstream_headers(&mut resp);
+        resp
+    } else {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "Request body is not a valid JSON object",
+        )
+    };
+    add_request_id(&mut resp, id);
+    Ok(resp)
+}
+
+/// A successful (possibly mid-stream faulted) answer to a valid request.
+fn answer(
+    shared: &Shared,
+    rendered: &Arc<Rendered>,
+    count_tokens: bool,
+    index: usize,
+    id: u64,
+    probe: &Probe,
+    fault: StreamFault,
+) -> Response<FakeBody> {
+    let overloaded = || {
+        error_response(
+            StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "overloaded_error",
+            "Overloaded",
+        )
+    };
+    if count_tokens {
+        let body = rendered.count_tokens_body.clone();
+        return match fault {
+            StreamFault::None => json_response(StatusCode::OK, body),
+            StreamFault::Error(_) => overloaded(),
+            StreamFault::Reset(_) => truncated_json(body),
+        };
+    }
+    let model = rendered.model_json(probe.model.as_deref());
+    if probe.stream == Some(true) {
+        let tracker = StreamTracker::start(&shared.records, index, rendered.stream_usage.clone());
+        let start = rendered.message_start(id, &model);
+        let body = SseBody::new(rendered.clone(), start, fault, tracker);
+        let mut resp = Response::new(FakeBody::Sse(Box::new(body)));
+        let headers = resp.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return resp;
+    }
+    if let StreamFault::Error(_) = fault {
+        return overloaded();
+    }
+    let tracker = StreamTracker::start(&shared.records, index, rendered.json_usage.clone());
+    let body = rendered.json_message(id, &model);
+    if let StreamFault::Reset(_) = fault {
+        return truncated_json(body);
+    }
+    tracker.complete();
+    json_response(StatusCode::OK, body)
+}
+
+/// 200 JSON answer cut after half its body, then a connection abort.
+fn truncated_json(body: Bytes) -> Response<FakeBody> {
+    let half = body.slice(..body.len() / 2);
+    let mut resp = Response::new(FakeBody::truncated(half));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}

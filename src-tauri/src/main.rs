@@ -1,0 +1,183 @@
+//! `gatehouse`: the one binary. Headless subcommands (`serve`, `check-config`,
+//! `config-schema`, `reset-local-key`) wrap the engine; the desktop tray joins under the
+//! `desktop` feature. All behaviour lives in `gatehouse-engine`; this file only builds the
+//! configuration, picks the dependencies and maps errors to exit status 1.
+
+mod logging;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use gatehouse_engine::config::{self, Config, LoadContext};
+use gatehouse_engine::deps::{Deps, ProcessEnvironment};
+use gatehouse_engine::store::{SqliteStore, Store};
+
+#[derive(Parser)]
+#[command(name = "gatehouse", version, about = "LLM gateway for Claude Code and other coding agents")]
+struct Cli {
+    /// Where state lives when the config does not say (default: the user data directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (headless). Without --config: loopback, SQLite, Anthropic upstream.
+    Serve {
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Port for the embedded default configuration.
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Validate a configuration file without starting.
+    CheckConfig { file: PathBuf },
+    /// Print the JSON schema of the configuration file.
+    ConfigSchema,
+    /// Issue a new local client key for the embedded default (the old one stops working).
+    ResetLocalKey,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("gatehouse: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn data_dir(cli_dir: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(d) = cli_dir {
+        return Ok(d.to_owned());
+    }
+    directories::ProjectDirs::from("dev", "Gatehouse", "gatehouse")
+        .map(|p| p.data_dir().to_owned())
+        .ok_or_else(|| "cannot find a home directory for the data directory; pass --data-dir".into())
+}
+
+fn load(file: &Path, data_dir: PathBuf) -> Result<Config, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let ctx = LoadContext {
+        env: &ProcessEnvironment,
+        credentials: &gatehouse_engine::deps::NoCredentialStore,
+        default_data_dir: data_dir,
+    };
+    Config::from_yaml(&text, &ctx).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let data = data_dir(cli.data_dir.as_deref());
+    match cli.command {
+        Some(Command::CheckConfig { file }) => {
+            load(&file, data?)?;
+            println!("gatehouse: {} is valid", file.display());
+            Ok(())
+        }
+        Some(Command::ConfigSchema) => {
+            let schema = serde_json::to_string_pretty(&Config::json_schema())
+                .map_err(|e| e.to_string())?;
+            println!("{schema}");
+            Ok(())
+        }
+        Some(Command::ResetLocalKey) => reset_local_key(&data?),
+        Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
+        None => {
+            // The desktop tray is not part of this build: run the headless server.
+            serve(None, None, data?)
+        }
+    }
+}
+
+fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), String> {
+    let config = match file {
+        Some(f) => {
+            if port.is_some() {
+                return Err("--port applies to the embedded default; set listen.port in the config file".into());
+            }
+            load(f, data)?
+        }
+        None => config::embedded_default(&ProcessEnvironment, &data, port).map_err(|e| e.to_string())?,
+    };
+    let _guard = logging::init(&config.logging)?;
+    let mut deps = Deps::headless();
+    if let Some(sink) = logging::event_file_sink(&config.logging)? {
+        deps.events = Arc::new(gatehouse_engine::events::FanoutEventSink(vec![deps.events.clone(), sink]));
+    }
+    for u in &config.upstreams {
+        if let Some(hint) = &u.missing_credential_hint {
+            eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
+        }
+    }
+    runtime()?.block_on(async move {
+        let handle = gatehouse_engine::start(config, deps).await.map_err(|e| e.to_string())?;
+        let url = handle.base_url();
+        println!("gatehouse: listening on {url}");
+        if let Some(key) = handle.issued_local_key() {
+            println!("gatehouse: created a local client key for this install; it is shown only this once.");
+            println!("gatehouse: point Claude Code at Gatehouse with:");
+            println!("  export ANTHROPIC_BASE_URL={url}");
+            println!("  export ANTHROPIC_AUTH_TOKEN={}", key.expose());
+            println!("gatehouse: (`gatehouse reset-local-key` issues a new one)");
+        } else if handle.gateway().config.local_key {
+            println!("gatehouse: using the local client key issued earlier (`gatehouse reset-local-key` issues a new one)");
+        }
+        shutdown_signal().await;
+        eprintln!("gatehouse: shutting down; letting in-flight requests finish");
+        handle.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn reset_local_key(data: &Path) -> Result<(), String> {
+    let config = config::embedded_default(&ProcessEnvironment, data, None).map_err(|e| e.to_string())?;
+    let gatehouse_engine::config::StoreConfig::Sqlite { path } = &config.store;
+    let store = SqliteStore::open(path, chrono_now()).map_err(|e| e.to_string())?;
+    let key = gatehouse_engine::auth::client_keys::generate_local_key();
+    let hash = gatehouse_engine::auth::ClientKeys::hash(key.expose());
+    runtime()?.block_on(store.set_local_key_hash(hash, chrono_now())).map_err(|e| e.to_string())?;
+    println!("gatehouse: new local client key (shown only this once; restart `gatehouse serve` to use it):");
+    println!("  export ANTHROPIC_AUTH_TOKEN={}", key.expose());
+    Ok(())
+}
+
+fn chrono_now() -> chrono::DateTime<chrono::Utc> {
+    use gatehouse_engine::deps::Clock;
+    gatehouse_engine::deps::SystemClock.now()
+}
