@@ -10,6 +10,9 @@ mod expand;
 pub mod raw;
 mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
