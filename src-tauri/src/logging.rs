@@ -30,7 +30,8 @@ fn appender(cfg: &LoggingConfig, name: &str) -> Result<Option<RollingFileAppende
 
 /// Installs the operator log subscriber. Keep the guard alive until exit.
 pub fn init(cfg: &LoggingConfig) -> Result<Option<WorkerGuard>, String> {
-    let filter = EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)

@@ -15,7 +15,11 @@ use gatehouse_engine::deps::{Deps, ProcessEnvironment};
 use gatehouse_engine::store::{SqliteStore, Store};
 
 #[derive(Parser)]
-#[command(name = "gatehouse", version, about = "LLM gateway for Claude Code and other coding agents")]
+#[command(
+    name = "gatehouse",
+    version,
+    about = "LLM gateway for Claude Code and other coding agents"
+)]
 struct Cli {
     /// Where state lives when the config does not say (default: the user data directory).
     #[arg(long, global = true, value_name = "DIR")]
@@ -59,7 +63,9 @@ fn data_dir(cli_dir: Option<&Path>) -> Result<PathBuf, String> {
     }
     directories::ProjectDirs::from("dev", "Gatehouse", "gatehouse")
         .map(|p| p.data_dir().to_owned())
-        .ok_or_else(|| "cannot find a home directory for the data directory; pass --data-dir".into())
+        .ok_or_else(|| {
+            "cannot find a home directory for the data directory; pass --data-dir".into()
+        })
 }
 
 fn load(file: &Path, data_dir: PathBuf) -> Result<Config, String> {
@@ -89,8 +95,8 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Some(Command::ConfigSchema) => {
-            let schema = serde_json::to_string_pretty(&Config::json_schema())
-                .map_err(|e| e.to_string())?;
+            let schema =
+                serde_json::to_string_pretty(&Config::json_schema()).map_err(|e| e.to_string())?;
             println!("{schema}");
             Ok(())
         }
@@ -107,16 +113,24 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
     let config = match file {
         Some(f) => {
             if port.is_some() {
-                return Err("--port applies to the embedded default; set listen.port in the config file".into());
+                return Err(
+                    "--port applies to the embedded default; set listen.port in the config file"
+                        .into(),
+                );
             }
             load(f, data)?
         }
-        None => config::embedded_default(&ProcessEnvironment, &data, port).map_err(|e| e.to_string())?,
+        None => {
+            config::embedded_default(&ProcessEnvironment, &data, port).map_err(|e| e.to_string())?
+        }
     };
     let _guard = logging::init(&config.logging)?;
     let mut deps = Deps::headless();
     if let Some(sink) = logging::event_file_sink(&config.logging)? {
-        deps.events = Arc::new(gatehouse_engine::events::FanoutEventSink(vec![deps.events.clone(), sink]));
+        deps.events = Arc::new(gatehouse_engine::events::FanoutEventSink(vec![
+            deps.events.clone(),
+            sink,
+        ]));
     }
     for u in &config.upstreams {
         if let Some(hint) = &u.missing_credential_hint {
@@ -147,13 +161,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -166,13 +181,18 @@ async fn shutdown_signal() {
 }
 
 fn reset_local_key(data: &Path) -> Result<(), String> {
-    let config = config::embedded_default(&ProcessEnvironment, data, None).map_err(|e| e.to_string())?;
+    let config =
+        config::embedded_default(&ProcessEnvironment, data, None).map_err(|e| e.to_string())?;
     let gatehouse_engine::config::StoreConfig::Sqlite { path } = &config.store;
     let store = SqliteStore::open(path, chrono_now()).map_err(|e| e.to_string())?;
     let key = gatehouse_engine::auth::client_keys::generate_local_key();
     let hash = gatehouse_engine::auth::ClientKeys::hash(key.expose());
-    runtime()?.block_on(store.set_local_key_hash(hash, chrono_now())).map_err(|e| e.to_string())?;
-    println!("gatehouse: new local client key (shown only this once; restart `gatehouse serve` to use it):");
+    runtime()?
+        .block_on(store.set_local_key_hash(hash, chrono_now()))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "gatehouse: new local client key (shown only this once; restart `gatehouse serve` to use it):"
+    );
     println!("  export ANTHROPIC_AUTH_TOKEN={}", key.expose());
     Ok(())
 }

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fake_upstream::{FakeConfig, FakeUpstream};
+use gatehouse_engine::Handle;
 use gatehouse_engine::config::{Config, LoadContext};
 use gatehouse_engine::deps::{Deps, MapEnvironment, NoCredentialStore, SystemClock};
 use gatehouse_engine::events::MemoryEventSink;
 use gatehouse_engine::store::UsageRecord;
-use gatehouse_engine::Handle;
 
 /// The key callers present in tests.
 pub const CLIENT_KEY: &str = "test-client-key-0123456789abcdef0123456789";
@@ -61,11 +61,14 @@ pub fn load(yaml: &str, dir: &Path) -> Config {
 impl TestGateway {
     /// Gateway with the base config.
     pub async fn start() -> Self {
-        Self::start_with(FakeConfig::default(), |fake, db| base_yaml(fake, db)).await
+        Self::start_with(FakeConfig::default(), base_yaml).await
     }
 
     /// Gateway whose YAML is built from the fake's URL and a database path.
-    pub async fn start_with(fake_config: FakeConfig, yaml: impl FnOnce(&str, &Path) -> String) -> Self {
+    pub async fn start_with(
+        fake_config: FakeConfig,
+        yaml: impl FnOnce(&str, &Path) -> String,
+    ) -> Self {
         let fake = FakeUpstream::start(fake_config).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("gatehouse.db");
@@ -82,7 +85,9 @@ impl TestGateway {
             events: events.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let handle = gatehouse_engine::server::start_on(listener, config, deps).await.unwrap();
+        let handle = gatehouse_engine::server::start_on(listener, config, deps)
+            .await
+            .unwrap();
         Self {
             handle,
             fake,
@@ -119,7 +124,10 @@ impl TestGateway {
             }
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
-        panic!("expected {n} usage rows, have {}", store.recent_usage(1000).await.unwrap().len());
+        panic!(
+            "expected {n} usage rows, have {}",
+            store.recent_usage(1000).await.unwrap().len()
+        );
     }
 }
 
@@ -134,7 +142,9 @@ pub fn sonnet(stream: bool) -> serde_json::Value {
 
 /// Path of a tool installed by `scripts/test.sh` under `tests/e2e/node_modules/.bin`.
 pub fn e2e_bin(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/node_modules/.bin").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("e2e/node_modules/.bin")
+        .join(name)
 }
 
 pub fn e2e_dir() -> PathBuf {

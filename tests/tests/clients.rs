@@ -36,7 +36,12 @@ async fn claude_code_print_mode_gets_the_upstream_answer() {
     .await;
     let home = tempfile::tempdir().unwrap();
     let child = Command::new(&claude)
-        .args(["-p", "Reply with the magic words.", "--output-format", "json"])
+        .args([
+            "-p",
+            "Reply with the magic words.",
+            "--output-format",
+            "json",
+        ])
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", home.path())
@@ -56,25 +61,61 @@ async fn claude_code_print_mode_gets_the_upstream_answer() {
         .expect("claude -p finished within 120 s")
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "claude failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "claude failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(result["is_error"], false, "{stdout}");
-    assert!(result["result"].as_str().unwrap().contains("GATEHOUSE-E2E-OK"), "{stdout}");
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap()
+            .contains("GATEHOUSE-E2E-OK"),
+        "{stdout}"
+    );
 
     let requests = gw.fake.requests();
-    let inference: Vec<_> = requests.iter().filter(|r| r.path == "/v1/messages").collect();
+    let inference: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .collect();
     assert!(!inference.is_empty());
     for r in &requests {
-        let keys: Vec<&str> = r.headers.iter().filter(|(k, _)| k == "x-api-key").map(|(_, v)| v.as_str()).collect();
-        assert_eq!(keys, vec![OPERATOR_KEY], "the upstream sees the operator key only");
-        assert!(r.headers.iter().all(|(k, v)| k != "authorization" && !v.contains(CLIENT_KEY)));
+        let keys: Vec<&str> = r
+            .headers
+            .iter()
+            .filter(|(k, _)| k == "x-api-key")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            vec![OPERATOR_KEY],
+            "the upstream sees the operator key only"
+        );
+        assert!(
+            r.headers
+                .iter()
+                .all(|(k, v)| k != "authorization" && !v.contains(CLIENT_KEY))
+        );
     }
     // Claude Code's betas and its attribution system block pass through unchanged.
-    let beta = inference[0].headers.iter().find(|(k, _)| k == "anthropic-beta").map(|(_, v)| v.clone());
+    let beta = inference[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "anthropic-beta")
+        .map(|(_, v)| v.clone());
     assert!(beta.unwrap_or_default().contains("claude-code-"));
     let rows = gw.usage_rows(inference.len()).await;
-    assert!(rows.iter().all(|r| r.principal == "key:tester" && r.status == 200));
-    assert!(rows.iter().any(|r| r.output_tokens == 4 && r.cost_micro_usd > 0));
+    assert!(
+        rows.iter()
+            .all(|r| r.principal == "key:tester" && r.status == 200)
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.output_tokens == 4 && r.cost_micro_usd > 0)
+    );
 }
 
 #[tokio::test]
@@ -105,17 +146,35 @@ async fn anthropic_sdk_streams_through_the_gateway() {
     .expect("sdk script finished")
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(v["text"], "streamed through gatehouse");
     assert_eq!(v["stop_reason"], "end_turn");
     assert_eq!(v["usage"]["output_tokens"], 3);
-    let events: Vec<&str> = v["events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    let events: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
     assert_eq!(events.first(), Some(&"message_start"));
     assert_eq!(events.last(), Some(&"message_stop"));
-    assert_eq!(events.iter().filter(|e| **e == "content_block_delta").count(), 3);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| **e == "content_block_delta")
+            .count(),
+        3
+    );
     assert_eq!(v["denied"]["status"], 401);
     assert_eq!(v["denied"]["type"], "authentication_error");
-    let stainless = gw.fake.requests()[0].headers.iter().any(|(k, _)| k.starts_with("x-stainless-"));
+    let stainless = gw.fake.requests()[0]
+        .headers
+        .iter()
+        .any(|(k, _)| k.starts_with("x-stainless-"));
     assert!(stainless, "SDK headers pass through");
 }

@@ -46,7 +46,12 @@ async fn text(gw: &TestGateway) -> (u16, reqwest::header::HeaderMap, String) {
 async fn fails_over_on_each_retryable_status() {
     for status in [500, 502, 503, 529, 429, 401, 403, 404] {
         let (gw, b) = pair(120_000).await;
-        gw.fake.push_fault(Fault::Status { status, retry_after: Some(1), error_type: None, message: None });
+        gw.fake.push_fault(Fault::Status {
+            status,
+            retry_after: Some(1),
+            error_type: None,
+            message: None,
+        });
         let (code, headers, body) = text(&gw).await;
         assert_eq!(code, 200, "after {status}");
         assert!(body.contains("from b"));
@@ -57,7 +62,11 @@ async fn fails_over_on_each_retryable_status() {
         assert_eq!(rows[0].route_reason, format!("b: after a={status}, ok 200"));
         // b got its own credential.
         let breq = &b.requests()[0];
-        assert!(breq.headers.iter().any(|(k, v)| k == "authorization" && v == "Bearer b-token"));
+        assert!(
+            breq.headers
+                .iter()
+                .any(|(k, v)| k == "authorization" && v == "Bearer b-token")
+        );
         assert!(breq.headers.iter().all(|(k, _)| k != "x-api-key"));
     }
 }
@@ -74,20 +83,36 @@ async fn network_errors_and_ttfb_timeout_fail_over() {
     assert_eq!(code, 200);
     let rows = gw.usage_rows(2).await;
     assert_eq!(rows[0].route_reason, "b: after a=ttfb timeout, ok 200");
-    assert!(rows[1].route_reason.starts_with("b: after a=network error"), "{}", rows[1].route_reason);
+    assert!(
+        rows[1].route_reason.starts_with("b: after a=network error"),
+        "{}",
+        rows[1].route_reason
+    );
     assert_eq!(b.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn client_errors_never_fail_over_and_pass_through_verbatim() {
-    for (status, msg) in [(400, "prompt is too long: 210000 tokens > 200000 maximum"), (413, "request too large"), (422, "unprocessable")] {
+    for (status, msg) in [
+        (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+        (413, "request too large"),
+        (422, "unprocessable"),
+    ] {
         let (gw, b) = pair(120_000).await;
-        gw.fake.push_fault(Fault::Status { status, retry_after: None, error_type: None, message: Some(msg.into()) });
+        gw.fake.push_fault(Fault::Status {
+            status,
+            retry_after: None,
+            error_type: None,
+            message: Some(msg.into()),
+        });
         let (code, headers, body) = text(&gw).await;
         assert_eq!(code, status);
         assert_eq!(headers["x-gatehouse-upstream"], "a");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["error"]["message"], msg, "upstream error body must pass unmodified");
+        assert_eq!(
+            v["error"]["message"], msg,
+            "upstream error body must pass unmodified"
+        );
         assert!(b.requests().is_empty(), "{status} must not fail over");
     }
 }
@@ -95,8 +120,18 @@ async fn client_errors_never_fail_over_and_pass_through_verbatim() {
 #[tokio::test]
 async fn all_failed_is_502_and_429_is_retained_with_retry_after() {
     let (gw, b) = pair(120_000).await;
-    gw.fake.push_fault(Fault::Status { status: 500, retry_after: None, error_type: None, message: None });
-    b.push_fault(Fault::Status { status: 529, retry_after: None, error_type: None, message: None });
+    gw.fake.push_fault(Fault::Status {
+        status: 500,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    b.push_fault(Fault::Status {
+        status: 529,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
     let (code, headers, body) = text(&gw).await;
     assert_eq!(code, 502);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -104,8 +139,18 @@ async fn all_failed_is_502_and_429_is_retained_with_retry_after() {
     assert_eq!(v["error"]["message"], "all upstreams failed (2 attempted)");
     assert_eq!(headers["x-gatehouse-failover-count"], "1");
 
-    gw.fake.push_fault(Fault::Status { status: 529, retry_after: None, error_type: None, message: None });
-    b.push_fault(Fault::Status { status: 429, retry_after: Some(17), error_type: None, message: Some("rate limited at b".into()) });
+    gw.fake.push_fault(Fault::Status {
+        status: 529,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    b.push_fault(Fault::Status {
+        status: 429,
+        retry_after: Some(17),
+        error_type: None,
+        message: Some("rate limited at b".into()),
+    });
     let (code, headers, body) = text(&gw).await;
     assert_eq!(code, 429);
     assert_eq!(headers["retry-after"], "17");
@@ -113,8 +158,18 @@ async fn all_failed_is_502_and_429_is_retained_with_retry_after() {
     assert!(headers.get("anthropic-ratelimit-requests-limit").is_none());
 
     // Upstream 401s are never relayed: the caller would take them for its own credential.
-    gw.fake.push_fault(Fault::Status { status: 401, retry_after: None, error_type: None, message: None });
-    b.push_fault(Fault::Status { status: 403, retry_after: None, error_type: None, message: None });
+    gw.fake.push_fault(Fault::Status {
+        status: 401,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    b.push_fault(Fault::Status {
+        status: 403,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
     let (code, _, body) = text(&gw).await;
     assert_eq!(code, 502);
     assert!(body.contains("all upstreams failed (2 attempted)"));
@@ -152,5 +207,8 @@ client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
     assert_eq!(b.requests()[0].body["model"], "corp-model-v2");
     assert!(gw.fake.requests().is_empty());
     let rows = gw.usage_rows(1).await;
-    assert_eq!(rows[0].route_reason, "b: after a=model not configured, ok 200");
+    assert_eq!(
+        rows[0].route_reason,
+        "b: after a=model not configured, ok 200"
+    );
 }

@@ -40,10 +40,15 @@ async fn stream_arrives_event_by_event_and_is_metered() {
     }
     assert!(text.contains("event: message_stop"));
     let streams = gw.fake.streams();
-    let last_sent = streams[0].last_event_sent_at.expect("fake finished the stream");
+    let last_sent = streams[0]
+        .last_event_sent_at
+        .expect("fake finished the stream");
     // The first delta reached the client before the upstream had even sent its last event:
     // nothing was buffered.
-    assert!(first_delta_at.unwrap() < last_sent, "first event was held back");
+    assert!(
+        first_delta_at.unwrap() < last_sent,
+        "first event was held back"
+    );
 
     let rows = gw.usage_rows(1).await;
     let row = &rows[0];
@@ -60,7 +65,11 @@ async fn stream_arrives_event_by_event_and_is_metered() {
     // Sonnet 4.6: $3 in, $15 out, $0.30 cache read, $3.75 5m write, $6 1h write per MTok.
     // 1200*3 + 6*15 + 300*0.3 + 40*3.75 + 50*6 = 3600 + 90 + 90 + 150 + 300 = 4230 micro-USD
     assert_eq!(row.cost_micro_usd, 4230);
-    assert!(row.route_reason.starts_with("primary: first in order"), "{}", row.route_reason);
+    assert!(
+        row.route_reason.starts_with("primary: first in order"),
+        "{}",
+        row.route_reason
+    );
     let ev = gw.events.named("inference");
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0]["cost_micro_usd"], 4230);
@@ -74,7 +83,10 @@ async fn upstream_sees_operator_key_never_the_callers() {
         .post(gw.url("/v1/messages"))
         .header("authorization", format!("Bearer {CLIENT_KEY}"))
         .header("x-api-key", CLIENT_KEY)
-        .header("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14")
+        .header(
+            "anthropic-beta",
+            "claude-code-20250219,interleaved-thinking-2025-05-14",
+        )
         .header("anthropic-version", "2023-06-01")
         .header("x-stainless-lang", "js")
         .header("x-claude-code-session-id", "sess-1")
@@ -86,22 +98,44 @@ async fn upstream_sees_operator_key_never_the_callers() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    for gone in ["anthropic-ratelimit-requests-limit", "anthropic-ratelimit-tokens-remaining", "cf-ray", "via", "anthropic-organization-id", "request-id"] {
-        assert!(resp.headers().get(gone).is_none(), "{gone} leaked to the caller");
+    for gone in [
+        "anthropic-ratelimit-requests-limit",
+        "anthropic-ratelimit-tokens-remaining",
+        "cf-ray",
+        "via",
+        "anthropic-organization-id",
+        "request-id",
+    ] {
+        assert!(
+            resp.headers().get(gone).is_none(),
+            "{gone} leaked to the caller"
+        );
     }
     let body: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(body["content"][0]["text"], "Hello from the fake upstream.");
     let req = &gw.fake.requests()[0];
-    let header = |n: &str| req.headers.iter().filter(|(k, _)| k == n).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+    let header = |n: &str| {
+        req.headers
+            .iter()
+            .filter(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(header("x-api-key"), vec![OPERATOR_KEY]);
     assert!(header("authorization").is_empty());
-    assert_eq!(header("anthropic-beta"), vec!["claude-code-20250219,interleaved-thinking-2025-05-14"]);
+    assert_eq!(
+        header("anthropic-beta"),
+        vec!["claude-code-20250219,interleaved-thinking-2025-05-14"]
+    );
     assert_eq!(header("x-stainless-lang"), vec!["js"]);
     assert_eq!(header("x-claude-code-session-id"), vec!["sess-1"]);
     for gone in ["cookie", "x-forwarded-for", "x-app"] {
         assert!(header(gone).is_empty(), "{gone} reached the upstream");
     }
-    assert!(req.headers.iter().all(|(_, v)| !v.contains(CLIENT_KEY)), "caller key reached the upstream");
+    assert!(
+        req.headers.iter().all(|(_, v)| !v.contains(CLIENT_KEY)),
+        "caller key reached the upstream"
+    );
     assert_eq!(req.path, "/v1/messages");
     let rows = gw.usage_rows(1).await;
     assert_eq!(rows[0].output_tokens, 8);
@@ -175,8 +209,17 @@ async fn operator_mapping_rewrites_the_model_per_upstream() {
     assert_eq!(resp.headers()["x-should-retry"], "false");
     let err: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(err["error"]["type"], "invalid_request_error");
-    assert!(err["error"]["message"].as_str().unwrap().contains("operator's model allowlist"));
-    assert_eq!(gw.fake.requests().len(), 1, "a refused model never reaches the upstream");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("operator's model allowlist")
+    );
+    assert_eq!(
+        gw.fake.requests().len(),
+        1,
+        "a refused model never reaches the upstream"
+    );
 
     let models: serde_json::Value = gw
         .client
@@ -213,7 +256,10 @@ async fn client_disconnect_mid_stream_still_records_reported_usage() {
     drop(body);
     let rows = gw.usage_rows(1).await;
     assert!(rows[0].client_disconnected);
-    assert_eq!(rows[0].output_tokens, 20, "usage reported at the end of the upstream stream");
+    assert_eq!(
+        rows[0].output_tokens, 20,
+        "usage reported at the end of the upstream stream"
+    );
     assert_eq!(rows[0].usage_source, "reported");
     assert!(gw.fake.streams()[0].completed);
 }
@@ -221,8 +267,16 @@ async fn client_disconnect_mid_stream_still_records_reported_usage() {
 #[tokio::test]
 async fn mid_stream_error_event_is_relayed_and_usage_estimated() {
     let gw = TestGateway::start().await;
-    gw.fake.push_fault(fake_upstream::Fault::MidStreamError { after_deltas: 3 });
-    let text = gw.messages(sonnet(true)).send().await.unwrap().text().await.unwrap();
+    gw.fake
+        .push_fault(fake_upstream::Fault::MidStreamError { after_deltas: 3 });
+    let text = gw
+        .messages(sonnet(true))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(text.contains("event: error"));
     assert!(text.contains("overloaded_error"));
     let rows = gw.usage_rows(1).await;
@@ -243,11 +297,16 @@ async fn shutdown_lets_an_open_stream_finish() {
     let resp = gw.messages(sonnet(true)).send().await.unwrap();
     let reader = tokio::spawn(async move { resp.text().await.unwrap() });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let TestGateway { handle, fake, dir, .. } = gw;
+    let TestGateway {
+        handle, fake, dir, ..
+    } = gw;
     let store = handle.store();
     handle.shutdown().await;
     let text = reader.await.unwrap();
-    assert!(text.contains("event: message_stop"), "stream was cut by shutdown");
+    assert!(
+        text.contains("event: message_stop"),
+        "stream was cut by shutdown"
+    );
     let rows = store.recent_usage(10).await.unwrap();
     assert_eq!(rows.len(), 1, "usage flushed before shutdown returned");
     drop((fake, dir));

@@ -51,16 +51,36 @@ impl ApiError {
     pub fn outcome(&self) -> (StatusCode, &'static str, Option<bool>) {
         use ApiError::*;
         match self {
-            UriTooLong { .. } => (StatusCode::URI_TOO_LONG, "invalid_request_error", Some(false)),
+            UriTooLong { .. } => (
+                StatusCode::URI_TOO_LONG,
+                "invalid_request_error",
+                Some(false),
+            ),
             HeadersTooLarge { .. } => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "invalid_request_error",
                 Some(false),
             ),
-            LengthRequired => (StatusCode::LENGTH_REQUIRED, "invalid_request_error", Some(false)),
-            PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", Some(false)),
-            InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", Some(false)),
-            Unauthenticated { .. } => (StatusCode::UNAUTHORIZED, "authentication_error", Some(false)),
+            LengthRequired => (
+                StatusCode::LENGTH_REQUIRED,
+                "invalid_request_error",
+                Some(false),
+            ),
+            PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                Some(false),
+            ),
+            InvalidRequest(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(false),
+            ),
+            Unauthenticated { .. } => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                Some(false),
+            ),
             Forbidden(_) => (StatusCode::FORBIDDEN, "permission_error", Some(false)),
             NotFound(_) => (StatusCode::NOT_FOUND, "not_found_error", Some(false)),
             MethodNotAllowed(_) => (

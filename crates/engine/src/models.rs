@@ -115,30 +115,222 @@ const fn m(
 
 /// Current Claude models, newest first within each family (as Claude Code 2.1.332 knows them).
 pub const BUILTIN: &[BuiltinModel] = &[
-    m("claude-opus-5-5", "opus", "Opus 5.5", &[], TIER_4_20_CR_020, (128_000, 128_000), true),
-    m("claude-opus-5", "opus", "Opus 5", &[], TIER_5_25, (64_000, 128_000), true),
-    m("claude-opus-4-8", "opus", "Opus 4.8", &[], TIER_5_25, (64_000, 128_000), true),
-    m("claude-opus-4-7", "opus", "Opus 4.7", &[], TIER_5_25, (64_000, 128_000), true),
-    m("claude-opus-4-6", "opus", "Opus 4.6", &[], TIER_5_25, (64_000, 128_000), true),
-    m("claude-opus-4-5", "opus", "Opus 4.5", &["claude-opus-4-5-20251101"], TIER_5_25, (32_000, 64_000), true),
-    m("claude-opus-4-1", "opus", "Opus 4.1", &["claude-opus-4-1-20250805"], TIER_15_75, (32_000, 32_000), false),
-    m("claude-opus-4-0", "opus", "Opus 4", &["claude-opus-4", "claude-opus-4-20250514"], TIER_15_75, (32_000, 32_000), false),
-    m("claude-sonnet-5-5", "sonnet", "Sonnet 5.5", &[], TIER_2_10_CR_010, (128_000, 128_000), true),
-    m("claude-sonnet-5", "sonnet", "Sonnet 5", &[], TIER_2_10, (64_000, 128_000), true),
-    m("claude-sonnet-4-6", "sonnet", "Sonnet 4.6", &[], TIER_3_15, (32_000, 128_000), true),
-    m("claude-sonnet-4-5", "sonnet", "Sonnet 4.5", &["claude-sonnet-4-5-20250929"], TIER_3_15, (32_000, 64_000), true),
-    m("claude-sonnet-4-0", "sonnet", "Sonnet 4", &["claude-sonnet-4", "claude-sonnet-4-20250514"], TIER_3_15, (32_000, 64_000), false),
-    m("claude-3-7-sonnet", "sonnet", "Sonnet 3.7", &["claude-3-7-sonnet-20250219"], TIER_3_15, (32_000, 64_000), false),
-    m("claude-3-5-sonnet", "sonnet", "Sonnet 3.5", &["claude-3-5-sonnet-20241022"], TIER_3_15, (8_192, 8_192), false),
-    m("claude-haiku-5-5", "haiku", "Haiku 5.5", &[], HAIKU_55, (128_000, 128_000), true),
-    m("claude-haiku-4-5", "haiku", "Haiku 4.5", &["claude-haiku-4-5-20251001"], HAIKU_45, (32_000, 64_000), true),
-    m("claude-3-5-haiku", "haiku", "Haiku 3.5", &["claude-3-5-haiku-20241022"], HAIKU_35, (8_192, 8_192), false),
-    m("claude-fable-5-2", "fable", "Fable 5.2", &[], TIER_8_40_CR_020, (128_000, 128_000), true),
-    m("claude-fable-5-1", "fable", "Fable 5.1", &[], TIER_10_50_CR_025, (64_000, 128_000), true),
-    m("claude-fable-5", "fable", "Fable 5", &[], TIER_10_50, (64_000, 128_000), true),
-    m("claude-mythos-5-2", "mythos", "Mythos 5.2", &[], TIER_8_40_CR_020, (128_000, 128_000), true),
-    m("claude-mythos-5-1", "mythos", "Mythos 5.1", &[], TIER_10_50_CR_025, (64_000, 128_000), true),
-    m("claude-mythos-5", "mythos", "Mythos 5", &[], TIER_10_50, (64_000, 128_000), true),
+    m(
+        "claude-opus-5-5",
+        "opus",
+        "Opus 5.5",
+        &[],
+        TIER_4_20_CR_020,
+        (128_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-opus-5",
+        "opus",
+        "Opus 5",
+        &[],
+        TIER_5_25,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-opus-4-8",
+        "opus",
+        "Opus 4.8",
+        &[],
+        TIER_5_25,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-opus-4-7",
+        "opus",
+        "Opus 4.7",
+        &[],
+        TIER_5_25,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-opus-4-6",
+        "opus",
+        "Opus 4.6",
+        &[],
+        TIER_5_25,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-opus-4-5",
+        "opus",
+        "Opus 4.5",
+        &["claude-opus-4-5-20251101"],
+        TIER_5_25,
+        (32_000, 64_000),
+        true,
+    ),
+    m(
+        "claude-opus-4-1",
+        "opus",
+        "Opus 4.1",
+        &["claude-opus-4-1-20250805"],
+        TIER_15_75,
+        (32_000, 32_000),
+        false,
+    ),
+    m(
+        "claude-opus-4-0",
+        "opus",
+        "Opus 4",
+        &["claude-opus-4", "claude-opus-4-20250514"],
+        TIER_15_75,
+        (32_000, 32_000),
+        false,
+    ),
+    m(
+        "claude-sonnet-5-5",
+        "sonnet",
+        "Sonnet 5.5",
+        &[],
+        TIER_2_10_CR_010,
+        (128_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-sonnet-5",
+        "sonnet",
+        "Sonnet 5",
+        &[],
+        TIER_2_10,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-sonnet-4-6",
+        "sonnet",
+        "Sonnet 4.6",
+        &[],
+        TIER_3_15,
+        (32_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-sonnet-4-5",
+        "sonnet",
+        "Sonnet 4.5",
+        &["claude-sonnet-4-5-20250929"],
+        TIER_3_15,
+        (32_000, 64_000),
+        true,
+    ),
+    m(
+        "claude-sonnet-4-0",
+        "sonnet",
+        "Sonnet 4",
+        &["claude-sonnet-4", "claude-sonnet-4-20250514"],
+        TIER_3_15,
+        (32_000, 64_000),
+        false,
+    ),
+    m(
+        "claude-3-7-sonnet",
+        "sonnet",
+        "Sonnet 3.7",
+        &["claude-3-7-sonnet-20250219"],
+        TIER_3_15,
+        (32_000, 64_000),
+        false,
+    ),
+    m(
+        "claude-3-5-sonnet",
+        "sonnet",
+        "Sonnet 3.5",
+        &["claude-3-5-sonnet-20241022"],
+        TIER_3_15,
+        (8_192, 8_192),
+        false,
+    ),
+    m(
+        "claude-haiku-5-5",
+        "haiku",
+        "Haiku 5.5",
+        &[],
+        HAIKU_55,
+        (128_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-haiku-4-5",
+        "haiku",
+        "Haiku 4.5",
+        &["claude-haiku-4-5-20251001"],
+        HAIKU_45,
+        (32_000, 64_000),
+        true,
+    ),
+    m(
+        "claude-3-5-haiku",
+        "haiku",
+        "Haiku 3.5",
+        &["claude-3-5-haiku-20241022"],
+        HAIKU_35,
+        (8_192, 8_192),
+        false,
+    ),
+    m(
+        "claude-fable-5-2",
+        "fable",
+        "Fable 5.2",
+        &[],
+        TIER_8_40_CR_020,
+        (128_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-fable-5-1",
+        "fable",
+        "Fable 5.1",
+        &[],
+        TIER_10_50_CR_025,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-fable-5",
+        "fable",
+        "Fable 5",
+        &[],
+        TIER_10_50,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-mythos-5-2",
+        "mythos",
+        "Mythos 5.2",
+        &[],
+        TIER_8_40_CR_020,
+        (128_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-mythos-5-1",
+        "mythos",
+        "Mythos 5.1",
+        &[],
+        TIER_10_50_CR_025,
+        (64_000, 128_000),
+        true,
+    ),
+    m(
+        "claude-mythos-5",
+        "mythos",
+        "Mythos 5",
+        &[],
+        TIER_10_50,
+        (64_000, 128_000),
+        true,
+    ),
 ];
 
 const FAMILIES: &[&str] = &["opus", "sonnet", "haiku", "fable", "mythos"];
@@ -162,9 +354,9 @@ pub fn normalize(id: &str) -> String {
 pub fn builtin(id: &str) -> Option<&'static BuiltinModel> {
     let lower = id.trim().to_ascii_lowercase();
     let norm = normalize(id);
-    BUILTIN.iter().find(|b| {
-        b.id == norm || b.aliases.iter().any(|a| *a == lower || *a == norm)
-    })
+    BUILTIN
+        .iter()
+        .find(|b| b.id == norm || b.aliases.iter().any(|a| *a == lower || *a == norm))
 }
 
 /// The Claude family an id belongs to (`claude-opus-9` -> `opus`), known model or not.
@@ -316,7 +508,10 @@ mod tests {
     fn normalize_and_family() {
         assert_eq!(normalize("claude-sonnet-4-5-20250929"), "claude-sonnet-4-5");
         assert_eq!(normalize("Claude-Opus-4-8[1m]"), "claude-opus-4-8");
-        assert_eq!(builtin("claude-sonnet-4-20250514").unwrap().id, "claude-sonnet-4-0");
+        assert_eq!(
+            builtin("claude-sonnet-4-20250514").unwrap().id,
+            "claude-sonnet-4-0"
+        );
         assert_eq!(family("claude-opus-9-1"), Some("opus"));
         assert_eq!(family("claude-opus-"), None);
         assert_eq!(family("gpt-4o"), None);
@@ -329,7 +524,10 @@ mod tests {
         let r = c.resolve("claude-sonnet-4-6").unwrap();
         assert_eq!(
             r.targets,
-            vec![(0, "claude-sonnet-4-6".into()), (1, "claude-sonnet-4-6".into())]
+            vec![
+                (0, "claude-sonnet-4-6".into()),
+                (1, "claude-sonnet-4-6".into())
+            ]
         );
     }
 
@@ -382,6 +580,11 @@ mod tests {
             .collect();
         assert!(ids.contains(&"claude-sonnet-4-6"));
         assert!(!ids.contains(&"claude-3-5-haiku"));
-        assert!(list["data"][0]["display_name"].as_str().unwrap().starts_with("Claude "));
+        assert!(
+            list["data"][0]["display_name"]
+                .as_str()
+                .unwrap()
+                .starts_with("Claude ")
+        );
     }
 }

@@ -96,7 +96,13 @@ async fn run(
             .and_then(|h| h.to_str().ok())
             .or_else(|| req.uri().authority().map(|a| a.as_str()));
         if !edge::host_is_loopback(host) {
-            deny(gw, request_id, &client_ip.to_string(), &path, "non_loopback_host");
+            deny(
+                gw,
+                request_id,
+                &client_ip.to_string(),
+                &path,
+                "non_loopback_host",
+            );
             return Err(ApiError::Forbidden(
                 "this gateway only answers requests addressed to a loopback host name".into(),
             ));
@@ -149,7 +155,9 @@ async fn dispatch(
     }
     match path {
         "/v1/models" => Ok(json_response(StatusCode::OK, gw.catalog.list())),
-        "/v1/messages" => inference::handle(gw, request_id, principal, Endpoint::Messages, req).await,
+        "/v1/messages" => {
+            inference::handle(gw, request_id, principal, Endpoint::Messages, req).await
+        }
         _ => inference::handle(gw, request_id, principal, Endpoint::CountTokens, req).await,
     }
 }

@@ -74,7 +74,11 @@ pub async fn start(config: Config, deps: Deps) -> Result<Handle, StartError> {
 }
 
 /// Starts serving on a listener the caller bound (tests bind port 0).
-pub async fn start_on(listener: TcpListener, config: Config, deps: Deps) -> Result<Handle, StartError> {
+pub async fn start_on(
+    listener: TcpListener,
+    config: Config,
+    deps: Deps,
+) -> Result<Handle, StartError> {
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
@@ -89,8 +93,11 @@ pub async fn start_on(listener: TcpListener, config: Config, deps: Deps) -> Resu
             Arc::new(opened)
         }
     };
-    let mut key_entries: Vec<(String, [u8; 32])> =
-        config.client_keys.iter().map(|k| (k.id.clone(), k.hash)).collect();
+    let mut key_entries: Vec<(String, [u8; 32])> = config
+        .client_keys
+        .iter()
+        .map(|k| (k.id.clone(), k.hash))
+        .collect();
     let mut issued_local_key = None;
     if config.local_key {
         let hash = match store.local_key_hash().await? {
@@ -191,11 +198,17 @@ impl Handle {
         self.stop.cancel();
         let mut serve = self.serve;
         if tokio::time::timeout(drain, &mut serve).await.is_err() {
-            tracing::warn!(ms = drain.as_millis() as u64, "in-flight requests did not finish in time; closing them");
+            tracing::warn!(
+                ms = drain.as_millis() as u64,
+                "in-flight requests did not finish in time; closing them"
+            );
             serve.abort();
         }
         self.gateway.tracker.close();
-        if tokio::time::timeout(drain, self.gateway.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(drain, self.gateway.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("disconnect drains did not finish in time");
         }
         self.recorder_stop.cancel();

@@ -69,8 +69,14 @@ async fn page(gw: &Gateway) -> Response<Body> {
     let uptime = (now - gw.started_at).num_seconds().max(0);
     let html = TEMPLATE
         .replace("{{version}}", env!("CARGO_PKG_VERSION"))
-        .replace("{{uptime}}", &format!("{}h {}m", uptime / 3600, (uptime % 3600) / 60))
-        .replace("{{store}}", &format!("{} ({store_state})", gw.store.backend()))
+        .replace(
+            "{{uptime}}",
+            &format!("{}h {}m", uptime / 3600, (uptime % 3600) / 60),
+        )
+        .replace(
+            "{{store}}",
+            &format!("{} ({store_state})", gw.store.backend()),
+        )
         .replace("{{usage}}", &escape(&usage))
         .replace("{{upstreams}}", &upstreams);
     let mut resp = Response::new(Body::from(html));

@@ -9,12 +9,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use super::validate::{
-    ANTHROPIC_BASE_URL, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_URL_LENGTH,
+    ANTHROPIC_BASE_URL, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_URL_LENGTH,
 };
 use super::{
-    AccessControl, Config, ConfigError, Limits, Listen, LoggingConfig, ModelsConfig,
-    PricingConfig, Provider, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+    AccessControl, Config, ConfigError, Limits, Listen, LoggingConfig, ModelsConfig, PricingConfig,
+    Provider, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
 };
 use crate::deps::Environment;
 use crate::secret::Secret;
@@ -37,10 +36,7 @@ pub fn embedded_default(
         .var("GATEHOUSE_ANTHROPIC_BASE_URL")
         .unwrap_or_else(|| ANTHROPIC_BASE_URL.to_owned());
     let mut base_url = url::Url::parse(&base).map_err(|e| {
-        ConfigError::at(
-            "GATEHOUSE_ANTHROPIC_BASE_URL",
-            format!("invalid URL: {e}"),
-        )
+        ConfigError::at("GATEHOUSE_ANTHROPIC_BASE_URL", format!("invalid URL: {e}"))
     })?;
     if !matches!(base_url.scheme(), "http" | "https") {
         return Err(ConfigError::at(

@@ -114,9 +114,9 @@ impl Expander<'_> {
     }
 
     fn read_keyring(&self, entry: &str, path: &str) -> Result<String, ConfigError> {
-        let (service, account) = entry.split_once('/').ok_or_else(|| {
-            ConfigError::at(path, "`${keyring:...}` must be `service/account`")
-        })?;
+        let (service, account) = entry
+            .split_once('/')
+            .ok_or_else(|| ConfigError::at(path, "`${keyring:...}` must be `service/account`"))?;
         match self.credentials.get(service, account) {
             Ok(Some(secret)) => Ok(secret.expose().to_owned()),
             Ok(None) => Err(ConfigError::at(
@@ -170,9 +170,12 @@ mod tests {
 
     #[test]
     fn undefined_env_names_the_path() {
-        let err = expand("up: [{auth: {api_key: '${NOPE}'}}]", MapEnvironment::default())
-            .unwrap_err()
-            .to_string();
+        let err = expand(
+            "up: [{auth: {api_key: '${NOPE}'}}]",
+            MapEnvironment::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             err,
             "up[0].auth.api_key: environment variable NOPE is not set"
@@ -194,9 +197,12 @@ mod tests {
 
     #[test]
     fn keyring_without_store_is_a_clear_error() {
-        let e = expand("k: ${keyring:gatehouse/anthropic}", MapEnvironment::default())
-            .unwrap_err()
-            .to_string();
+        let e = expand(
+            "k: ${keyring:gatehouse/anthropic}",
+            MapEnvironment::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("keychain entry `gatehouse/anthropic`"), "{e}");
     }
 

@@ -1,6 +1,6 @@
 //! Configuration loading: examples load, and every kind of mistake names its field path.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
 use crate::deps::{MapEnvironment, NoCredentialStore};
@@ -9,9 +9,15 @@ fn env() -> MapEnvironment {
     MapEnvironment::default()
         .with_var("ANTHROPIC_API_KEY", "sk-example")
         .with_var("CORP_PROXY_TOKEN", "corp-token")
-        .with_var("GATEHOUSE_CLIENT_KEY", "local-client-key-0123456789abcdef0123")
+        .with_var(
+            "GATEHOUSE_CLIENT_KEY",
+            "local-client-key-0123456789abcdef0123",
+        )
         .with_file("/run/secrets/anthropic_api_key", "sk-from-file\n")
-        .with_file("/run/secrets/gatehouse_ci_key", "ci-client-key-0123456789abcdef012345")
+        .with_file(
+            "/run/secrets/gatehouse_ci_key",
+            "ci-client-key-0123456789abcdef012345",
+        )
 }
 
 fn load(yaml: &str) -> Result<Config, ConfigError> {
@@ -53,10 +59,21 @@ fn example_values_are_applied() {
     let c = load(text).unwrap();
     assert_eq!(c.listen.port, 8080);
     assert_eq!(c.upstreams.len(), 2);
-    assert!(matches!(&c.upstreams[0].credential, Some(UpstreamCredential::ApiKey(k)) if k.expose() == "sk-from-file"));
-    assert_eq!(c.upstreams[0].base_url.as_str(), "https://api.anthropic.com/");
-    assert_eq!(c.upstreams[1].base_url.as_str(), "https://llm-proxy.corp.example/");
-    assert_eq!(c.models.rows[0].upstream_model["corp-proxy"], "sonnet-4-6-corp");
+    assert!(
+        matches!(&c.upstreams[0].credential, Some(UpstreamCredential::ApiKey(k)) if k.expose() == "sk-from-file")
+    );
+    assert_eq!(
+        c.upstreams[0].base_url.as_str(),
+        "https://api.anthropic.com/"
+    );
+    assert_eq!(
+        c.upstreams[1].base_url.as_str(),
+        "https://llm-proxy.corp.example/"
+    );
+    assert_eq!(
+        c.models.rows[0].upstream_model["corp-proxy"],
+        "sonnet-4-6-corp"
+    );
     assert_eq!(c.pricing.overrides[0].input, 3_000);
     assert_eq!(c.pricing.overrides[0].cache_write_1h, 6_000);
     assert_eq!(c.client_keys[0].id, "ci");
@@ -71,43 +88,117 @@ fn defaults_follow_the_reference() {
     assert_eq!(c.limits.max_header_bytes, 65_536);
     assert_eq!(c.limits.max_url_length, 8192);
     assert_eq!(c.timeouts.upstream_ttfb.as_millis(), 120_000);
-    assert!(matches!(&c.store, StoreConfig::Sqlite { path } if path == std::path::Path::new("/data/gatehouse.db")));
+    assert!(
+        matches!(&c.store, StoreConfig::Sqlite { path } if path == std::path::Path::new("/data/gatehouse.db"))
+    );
     assert!(c.models.auto_include_builtin);
 }
 
 #[test]
 fn errors_name_the_field_path() {
     let cases: &[(&str, &str)] = &[
-        ("listen: {host: 127.0.0.1, prot: 1}\n", "listen.prot: unknown field `prot`"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, bse_url: x}]", "upstreams[0].bse_url: unknown field `bse_url`"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: azure}]", "upstreams[0].provider: unknown variant `azure`"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}, {name: a, provider: anthropic}]", "upstreams[1].name: duplicate upstream name `a`"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'ftp://x'}]", "upstreams[0].base_url: URL scheme must be http or https"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'not a url'}]", "upstreams[0].base_url: invalid URL"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'https://u:p@h'}]", "upstreams[0].base_url: URL must not carry credentials"),
-        ("listen: {host: 127.0.0.1}\naccess_control: {allow_cidrs: [10.0.0.0/33]}\n", "access_control.allow_cidrs[0]: invalid IP address syntax"),
-        ("listen: {host: 0.0.0.0}\n", "listen.public_url: required when listen.host (0.0.0.0) is not a loopback address"),
-        ("listen: {host: 10.0.0.1, public_url: 'https://gw/x'}\n", "listen.public_url: must be an origin"),
-        ("listen: {host: 127.0.0.1}\n", "upstreams: at least one upstream is required"),
-        ("listen: {host: 127.0.0.1}\nclient_keys: [{id: a, key: short}]\n", "client_keys[0].key: must be at least 32"),
-        ("listen: {host: 127.0.0.1}\npricing: {multiplier: 1.5}\n", "pricing.multiplier: must be in (0, 1]"),
-        ("listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1}]}\n", "pricing.overrides[0].input"),
-        ("listen: {host: 127.0.0.1}\nmodels: [{id: m, upstream_model: {nope: x}}]\n", "models[0].upstream_model.nope: no upstream is named `nope`"),
-        ("listen: {host: 127.0.0.1}\nauto_include_builtin_models: false\n", "models: empty while auto_include_builtin_models is false"),
-        ("listen: {host: 127.0.0.1}\nlimits: {max_request_bytes: 0}\n", "limits.max_request_bytes: must be greater than 0"),
-        ("listen: {host: 127.0.0.1}\nlimits: {max_request_bytes: -4}\n", "limits.max_request_bytes: invalid value"),
-        ("listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, auth: {api_key: '${MISSING}'}}]", "upstreams[0].auth.api_key: environment variable MISSING is not set"),
-        ("listen: {host: 127.0.0.1}\nlogging: {dir: /x, rotation: weekly}\n", "logging.rotation: `weekly` is not one of daily, hourly, never"),
-        ("listen: {host: 127.0.0.1}\nunknown_block: {}\n", "unknown field `unknown_block`"),
-        ("listen: {host: 127.0.0.1}\nlisten: {host: 127.0.0.1}\n", "duplicate"),
+        (
+            "listen: {host: 127.0.0.1, prot: 1}\n",
+            "listen.prot: unknown field `prot`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, bse_url: x}]",
+            "upstreams[0].bse_url: unknown field `bse_url`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: azure}]",
+            "upstreams[0].provider: unknown variant `azure`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}, {name: a, provider: anthropic}]",
+            "upstreams[1].name: duplicate upstream name `a`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'ftp://x'}]",
+            "upstreams[0].base_url: URL scheme must be http or https",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'not a url'}]",
+            "upstreams[0].base_url: invalid URL",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'https://u:p@h'}]",
+            "upstreams[0].base_url: URL must not carry credentials",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\naccess_control: {allow_cidrs: [10.0.0.0/33]}\n",
+            "access_control.allow_cidrs[0]: invalid IP address syntax",
+        ),
+        (
+            "listen: {host: 0.0.0.0}\n",
+            "listen.public_url: required when listen.host (0.0.0.0) is not a loopback address",
+        ),
+        (
+            "listen: {host: 10.0.0.1, public_url: 'https://gw/x'}\n",
+            "listen.public_url: must be an origin",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\n",
+            "upstreams: at least one upstream is required",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nclient_keys: [{id: a, key: short}]\n",
+            "client_keys[0].key: must be at least 32",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\npricing: {multiplier: 1.5}\n",
+            "pricing.multiplier: must be in (0, 1]",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1}]}\n",
+            "pricing.overrides[0].input",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nmodels: [{id: m, upstream_model: {nope: x}}]\n",
+            "models[0].upstream_model.nope: no upstream is named `nope`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nauto_include_builtin_models: false\n",
+            "models: empty while auto_include_builtin_models is false",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nlimits: {max_request_bytes: 0}\n",
+            "limits.max_request_bytes: must be greater than 0",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nlimits: {max_request_bytes: -4}\n",
+            "limits.max_request_bytes: invalid value",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, auth: {api_key: '${MISSING}'}}]",
+            "upstreams[0].auth.api_key: environment variable MISSING is not set",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nlogging: {dir: /x, rotation: weekly}\n",
+            "logging.rotation: `weekly` is not one of daily, hourly, never",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nunknown_block: {}\n",
+            "unknown field `unknown_block`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nlisten: {host: 127.0.0.1}\n",
+            "duplicate",
+        ),
         ("listen: [1, 2\n", "invalid YAML at line"),
     ];
     let mut failures = Vec::new();
     for (yaml, expected) in cases {
-        let yaml = if yaml.contains("upstreams") || expected.starts_with("upstreams:") { yaml.to_string() } else { format!("{yaml}{UP}") };
+        let yaml = if yaml.contains("upstreams") || expected.starts_with("upstreams:") {
+            yaml.to_string()
+        } else {
+            format!("{yaml}{UP}")
+        };
         let got = err(&yaml);
         if !got.contains(expected) {
-            failures.push(format!("for {yaml:?}\n  expected: {expected}\n  got:      {got}"));
+            failures.push(format!(
+                "for {yaml:?}\n  expected: {expected}\n  got:      {got}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -124,13 +215,21 @@ fn later_blocks_are_refused_not_ignored() {
         ("telemetry: {forward_to: []}\n", "telemetry"),
         ("rate_limits: {}\n", "rate_limits"),
         ("cri: {enabled: true}\n", "cri"),
-        ("store: {postgres_url: 'postgres://x'}\n", "store.postgres_url"),
+        (
+            "store: {postgres_url: 'postgres://x'}\n",
+            "store.postgres_url",
+        ),
     ] {
         let got = err(&format!("listen: {{host: 127.0.0.1}}\n{UP}{block}"));
         assert_eq!(got, format!("not supported yet: {path}"));
     }
-    let got = err("listen: {host: 127.0.0.1}\nupstreams: [{name: b, provider: bedrock, region: us-east-1}]");
-    assert_eq!(got, "not supported yet: upstreams[0].provider (provider bedrock)");
+    let got = err(
+        "listen: {host: 127.0.0.1}\nupstreams: [{name: b, provider: bedrock, region: us-east-1}]",
+    );
+    assert_eq!(
+        got,
+        "not supported yet: upstreams[0].provider (provider bedrock)"
+    );
 }
 
 #[test]
@@ -149,7 +248,15 @@ fn secrets_never_appear_in_errors() {
 fn schema_is_generated_from_the_types() {
     let schema = Config::json_schema();
     let props = &schema["properties"];
-    for key in ["listen", "upstreams", "models", "client_keys", "pricing", "oidc", "cri"] {
+    for key in [
+        "listen",
+        "upstreams",
+        "models",
+        "client_keys",
+        "pricing",
+        "oidc",
+        "cri",
+    ] {
         assert!(props.get(key).is_some(), "schema lacks {key}");
     }
     let committed: serde_json::Value =

@@ -133,9 +133,9 @@ fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
     let host = match raw.listen.host.as_deref() {
         None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        Some(h) => h.parse().map_err(|_| {
-            ConfigError::at("listen.host", format!("`{h}` is not an IP address"))
-        })?,
+        Some(h) => h
+            .parse()
+            .map_err(|_| ConfigError::at("listen.host", format!("`{h}` is not an IP address")))?,
     };
     let public_url = match raw.listen.public_url.as_deref() {
         None => None,
@@ -350,10 +350,7 @@ fn client_keys(raw: &RawConfig) -> Result<Vec<ClientKeyConfig>, ConfigError> {
         }
         let hash: [u8; 32] = Sha256::digest(k.key.as_bytes()).into();
         if !hashes.insert(hash) {
-            return Err(ConfigError::at(
-                &at("key"),
-                "the same key is listed twice",
-            ));
+            return Err(ConfigError::at(&at("key"), "the same key is listed twice"));
         }
         out.push(ClientKeyConfig {
             id: k.id.clone(),
@@ -366,10 +363,7 @@ fn client_keys(raw: &RawConfig) -> Result<Vec<ClientKeyConfig>, ConfigError> {
 fn pricing(raw: &RawConfig) -> Result<PricingConfig, ConfigError> {
     let multiplier = raw.pricing.multiplier.unwrap_or(1.0);
     if !(multiplier > 0.0 && multiplier <= 1.0) {
-        return Err(ConfigError::at(
-            "pricing.multiplier",
-            "must be in (0, 1]",
-        ));
+        return Err(ConfigError::at("pricing.multiplier", "must be in (0, 1]"));
     }
     let mut seen = HashSet::new();
     let overrides = raw
@@ -398,7 +392,7 @@ fn price_override(o: &RawPriceOverride, at: &str) -> Result<PriceOverride, Confi
         return Err(ConfigError::at(&format!("{at}.model"), "must not be empty"));
     }
     let per_mtok = |v: f64, field: &str| -> Result<u64, ConfigError> {
-        if !v.is_finite() || v < 0.0 || v > 1_000_000.0 {
+        if !v.is_finite() || !(0.0..=1_000_000.0).contains(&v) {
             return Err(ConfigError::at(
                 &format!("{at}.{field}"),
                 "must be a price in USD per million tokens (0 or more)",

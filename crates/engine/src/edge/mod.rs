@@ -46,7 +46,9 @@ pub fn host_is_loopback(host: Option<&str>) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost"
         || name.ends_with(".localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| client_ip::canonical(ip).is_loopback())
+        || name
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| client_ip::canonical(ip).is_loopback())
 }
 
 #[cfg(test)]

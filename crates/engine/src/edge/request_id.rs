@@ -13,8 +13,7 @@ pub fn from_headers(headers: &HeaderMap) -> String {
 
 fn is_valid(s: &str) -> bool {
     (1..=64).contains(&s.len())
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 

@@ -10,7 +10,10 @@ pub fn apply(headers: &mut HeaderMap, request_id: &str, tls: bool) {
     if let Ok(v) = HeaderValue::from_str(request_id) {
         headers.insert("x-request-id", v);
     }
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     headers.insert(

@@ -50,10 +50,9 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
     };
     let max_tokens = match top.get("max_tokens") {
         None => None,
-        Some(raw) => Some(
-            serde_json::from_str::<u64>(raw.get())
-                .map_err(|_| ApiError::InvalidRequest("max_tokens: must be a non-negative integer".into()))?,
-        ),
+        Some(raw) => Some(serde_json::from_str::<u64>(raw.get()).map_err(|_| {
+            ApiError::InvalidRequest("max_tokens: must be a non-negative integer".into())
+        })?),
     };
     Ok(Head {
         model,
@@ -93,7 +92,10 @@ mod tests {
 
     #[test]
     fn head_fields() {
-        let h = parse_head(br#"{"model":"claude-sonnet-4-6","max_tokens":10,"stream":true,"messages":[]}"#).unwrap();
+        let h = parse_head(
+            br#"{"model":"claude-sonnet-4-6","max_tokens":10,"stream":true,"messages":[]}"#,
+        )
+        .unwrap();
         assert_eq!(
             h,
             Head {

@@ -94,8 +94,10 @@ pub async fn handle(
             body,
         });
     }
-    let upstream_models: Vec<(usize, String)> =
-        legs.iter().map(|l| (l.upstream, l.upstream_model.clone())).collect();
+    let upstream_models: Vec<(usize, String)> = legs
+        .iter()
+        .map(|l| (l.upstream, l.upstream_model.clone()))
+        .collect();
     let facts = RequestFacts {
         request_id: request_id.to_owned(),
         created_at: gw.deps.clock.now(),
@@ -170,7 +172,15 @@ pub async fn handle(
             let (upstream, upstream_model) = leg_facts(leg);
             let mut out_headers = headers::to_caller(&upstream_headers);
             add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
-            record_without_body(gw, facts, upstream, upstream_model, status, route_reason, attempts);
+            record_without_body(
+                gw,
+                facts,
+                upstream,
+                upstream_model,
+                status,
+                route_reason,
+                attempts,
+            );
             let mut resp = Response::new(Body::from(body));
             *resp.status_mut() = status;
             *resp.headers_mut() = out_headers;

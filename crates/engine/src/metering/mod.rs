@@ -93,7 +93,12 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn new(request: RequestFacts, route: RouteFacts, format: BodyFormat, recorder: Recorder) -> Self {
+    pub fn new(
+        request: RequestFacts,
+        route: RouteFacts,
+        format: BodyFormat,
+        recorder: Recorder,
+    ) -> Self {
         let extract = match format {
             BodyFormat::Sse => Extract::Sse(Box::default()),
             BodyFormat::Json => Extract::Json(Vec::new()),

@@ -75,7 +75,8 @@ impl Pricing {
 }
 
 fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
-    let prompt = u.input_tokens + u.cache_read_tokens + u.cache_write_5m_tokens + u.cache_write_1h_tokens;
+    let prompt =
+        u.input_tokens + u.cache_read_tokens + u.cache_write_5m_tokens + u.cache_write_1h_tokens;
     let (input, output, cw5, cw1, cr) = match tier.long_prompt {
         Some((above, long)) if prompt > above => (
             long.input,
@@ -159,7 +160,10 @@ mod tests {
             output_tokens: 1000,
             ..Usage::default()
         };
-        assert_eq!(p.cost_micro_usd("claude-opus-4-8-20261001", &u), (1_500, PriceSource::Override));
+        assert_eq!(
+            p.cost_micro_usd("claude-opus-4-8-20261001", &u),
+            (1_500, PriceSource::Override)
+        );
         assert_eq!(p.tier("claude-opus-9").1, PriceSource::Family);
         assert_eq!(p.tier("mystery").1, PriceSource::Default);
         // $5 + $25 per million at half price.
@@ -187,6 +191,11 @@ mod tests {
             input_tokens: 1,
             ..Usage::default()
         };
-        assert_eq!(pricing(1.0, vec![]).cost_micro_usd("claude-haiku-5-5", &u).0, 1);
+        assert_eq!(
+            pricing(1.0, vec![])
+                .cost_micro_usd("claude-haiku-5-5", &u)
+                .0,
+            1
+        );
     }
 }

@@ -36,9 +36,11 @@ pub fn apply_sqlite(conn: &mut Connection, clock_ms: i64) -> Result<i64, StoreEr
     // BEGIN IMMEDIATE takes the write lock first, so two processes opening the same file
     // cannot both apply the same migration.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row("SELECT COALESCE(MAX(version), 0) FROM _migrations", [], |r| {
-        r.get(0)
-    })?;
+    let current: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM _migrations",
+        [],
+        |r| r.get(0),
+    )?;
     let supported = latest(SQLITE);
     if current > supported {
         return Err(StoreError::TooNew {
@@ -91,7 +93,10 @@ mod tests {
         .unwrap();
         assert!(matches!(
             apply_sqlite(&mut conn, 0),
-            Err(StoreError::TooNew { found: 99, supported: 1 })
+            Err(StoreError::TooNew {
+                found: 99,
+                supported: 1
+            })
         ));
     }
 }

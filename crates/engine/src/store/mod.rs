@@ -81,5 +81,6 @@ pub trait Store: Send + Sync {
     /// Hash of the per-install local key, if one was issued.
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError>;
     /// Replaces the per-install local key.
-    async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>)
+    -> Result<(), StoreError>;
 }

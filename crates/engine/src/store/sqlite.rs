@@ -244,7 +244,11 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn set_local_key_hash(
+        &self,
+        hash: [u8; 32],
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         self.call(move |c| {
             c.execute(
                 "INSERT INTO local_keys (id, key_hash, created_at) VALUES ('local', ?1, ?2)
@@ -307,7 +311,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+            let mode = std::fs::metadata(store.path())
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o077, 0, "database must be private: {mode:o}");
         }
     }
@@ -319,6 +326,9 @@ mod tests {
         assert!(store.local_key_hash().await.unwrap().is_none());
         store.set_local_key_hash([1; 32], from_ms(5)).await.unwrap();
         store.set_local_key_hash([2; 32], from_ms(6)).await.unwrap();
-        assert_eq!(store.local_key_hash().await.unwrap(), Some(([2; 32], from_ms(6))));
+        assert_eq!(
+            store.local_key_hash().await.unwrap(),
+            Some(([2; 32], from_ms(6)))
+        );
     }
 }

@@ -100,7 +100,10 @@ mod tests {
     fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
         for (k, v) in pairs {
-            m.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            m.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         m
     }

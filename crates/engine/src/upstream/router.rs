@@ -52,8 +52,7 @@ pub enum Routed {
 }
 
 pub fn fails_over(status: StatusCode) -> bool {
-    status.is_server_error()
-        || matches!(status.as_u16(), 429 | 401 | 403 | 404)
+    status.is_server_error() || matches!(status.as_u16(), 429 | 401 | 403 | 404)
 }
 
 /// Retained-answer priority; `None` means never relayed.
@@ -91,7 +90,8 @@ pub async fn route(
             continue;
         }
         attempts += 1;
-        let request = match anthropic::build(&upstreams.client, up, path, query, headers, leg.body) {
+        let request = match anthropic::build(&upstreams.client, up, path, query, headers, leg.body)
+        {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(upstream = %up.name, error = %e, "could not build upstream request");
@@ -105,7 +105,11 @@ pub async fn route(
         let response = match sent {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                let kind = if e.is_connect() { "connect error" } else { "network error" };
+                let kind = if e.is_connect() {
+                    "connect error"
+                } else {
+                    "network error"
+                };
                 tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
                 failures.push(format!("{}={kind}", up.name));
                 continue;
@@ -156,7 +160,9 @@ pub async fn route(
         };
     }
     Routed::Failed {
-        error: ApiError::AllUpstreamsFailed { attempted: attempts },
+        error: ApiError::AllUpstreamsFailed {
+            attempted: attempts,
+        },
         attempts,
         route_reason: summary,
     }
@@ -167,7 +173,11 @@ fn reason(name: &str, failures: &[String], status: StatusCode) -> String {
     if failures.is_empty() {
         format!("{name}: first in order, {how} {}", status.as_u16())
     } else {
-        format!("{name}: after {}, {how} {}", failures.join(", "), status.as_u16())
+        format!(
+            "{name}: after {}, {how} {}",
+            failures.join(", "),
+            status.as_u16()
+        )
     }
 }
 
@@ -190,10 +200,16 @@ mod tests {
     #[test]
     fn failover_statuses() {
         for s in [500, 502, 503, 529, 501, 429, 401, 403, 404] {
-            assert!(fails_over(StatusCode::from_u16(s).unwrap_or_default()), "{s}");
+            assert!(
+                fails_over(StatusCode::from_u16(s).unwrap_or_default()),
+                "{s}"
+            );
         }
         for s in [200, 400, 413, 422] {
-            assert!(!fails_over(StatusCode::from_u16(s).unwrap_or_default()), "{s}");
+            assert!(
+                !fails_over(StatusCode::from_u16(s).unwrap_or_default()),
+                "{s}"
+            );
         }
     }
 }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up and runs Gatehouse. With no arguments: the headless server with the embedded
+# default configuration (loopback, SQLite in the user data directory, Anthropic upstream
+# with ANTHROPIC_API_KEY). Arguments are passed to `gatehouse`, e.g.
+#   scripts/run.sh serve --config examples/local.yaml
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+cargo build --release -p gatehouse
+exec target/release/gatehouse "$@"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up what the tests need, builds the workspace and runs every test: unit, in-process
+# integration (port 0, parallel) and end-to-end with the real Claude Code CLI and SDK.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export AWS_EC2_METADATA_DISABLED=true
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi

@@ -1,0 +1,163 @@
+//! The `gatehouse` binary as a user runs it: exit status 1 with a `gatehouse:` prefix on
+//! bad configs, the embedded default printing what to give Claude Code, and a clean stop
+//! on SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn gatehouse() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    c.env_clear().env("PATH", "/usr/bin:/bin");
+    c
+}
+
+#[test]
+fn bad_config_exits_1_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, base_url: 'ftp://x'}]\n").unwrap();
+    for args in [
+        vec!["check-config", file.to_str().unwrap()],
+        vec!["serve", "--config", file.to_str().unwrap()],
+    ] {
+        let out = gatehouse().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("gatehouse: "), "{err}");
+        assert!(
+            err.contains("upstreams[0].base_url: URL scheme must be http or https"),
+            "{err}"
+        );
+    }
+    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\noidc: {issuer: x}\n").unwrap();
+    let out = gatehouse()
+        .args(["check-config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet: oidc"));
+
+    let out = gatehouse()
+        .args(["check-config", "/nonexistent/gateway.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("gatehouse: cannot read /nonexistent/gateway.yaml")
+    );
+}
+
+#[test]
+fn examples_pass_check_config() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let ci_key = dir.path().join("ci_key");
+    std::fs::write(&ci_key, "ci-client-key-0123456789abcdef012345").unwrap();
+    let out = gatehouse()
+        .args([
+            "check-config",
+            root.join("examples/local.yaml").to_str().unwrap(),
+        ])
+        .env("ANTHROPIC_API_KEY", "sk-x")
+        .env(
+            "GATEHOUSE_CLIENT_KEY",
+            "local-client-key-0123456789abcdef0123",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+}
+
+#[test]
+fn schema_command_prints_the_committed_schema() {
+    let out = gatehouse().arg("config-schema").output().unwrap();
+    assert!(out.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config.schema.json");
+    let committed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root).unwrap()).unwrap();
+    assert_eq!(printed, committed);
+}
+
+#[test]
+fn embedded_default_prints_claude_code_settings_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = gatehouse()
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "serve",
+            "--port",
+            "0",
+        ])
+        .env("HOME", dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        seen.push(line.clone());
+        if line.contains("reset-local-key") {
+            break;
+        }
+    }
+    let text = seen.join("\n");
+    assert!(
+        text.contains("gatehouse: listening on http://127.0.0.1:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("export ANTHROPIC_BASE_URL=http://127.0.0.1:"),
+        "{text}"
+    );
+    let token_line = seen
+        .iter()
+        .find(|l| l.contains("ANTHROPIC_AUTH_TOKEN=gth_"))
+        .expect("token printed");
+    let token = token_line.split('=').nth(1).unwrap().to_owned();
+    assert!(dir.path().join("gatehouse.db").exists());
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gatehouse did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("set ANTHROPIC_API_KEY"), "{err}");
+    assert!(
+        !err.contains(&token),
+        "the local key must not reach the logs"
+    );
+    let db = std::fs::read(dir.path().join("gatehouse.db")).unwrap();
+    assert!(
+        !db.windows(token.len()).any(|w| w == token.as_bytes()),
+        "only a hash of the key is stored"
+    );
+}
