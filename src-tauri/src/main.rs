@@ -4,6 +4,7 @@
 //! configuration, picks the dependencies and maps errors to exit status 1.
 
 mod logging;
+mod login;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,6 +45,25 @@ enum Command {
     ConfigSchema,
     /// Issue a new local client key for the embedded default (the old one stops working).
     ResetLocalKey,
+    /// Sign in to a central Gatehouse with the device flow.
+    Login {
+        #[arg(long, value_name = "URL")]
+        gateway: String,
+        /// Print the link instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Print a valid access token for a central Gatehouse (refreshing it when needed);
+    /// usable as Claude Code's `apiKeyHelper`.
+    Token {
+        #[arg(long, value_name = "URL")]
+        gateway: Option<String>,
+    },
+    /// Revoke and forget the session for a central Gatehouse.
+    Logout {
+        #[arg(long, value_name = "URL")]
+        gateway: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -101,11 +121,36 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Some(Command::ResetLocalKey) => reset_local_key(&data?),
+        Some(Command::Login { gateway, no_browser }) => {
+            let creds = login::Credentials::new(&data?);
+            runtime()?.block_on(login::login(&creds, &gateway, !no_browser))
+        }
+        Some(Command::Token { gateway }) => {
+            let creds = login::Credentials::new(&data?);
+            let gateway = pick_gateway(&creds, gateway)?;
+            let token = runtime()?.block_on(login::token(&creds, &gateway))?;
+            println!("{token}");
+            Ok(())
+        }
+        Some(Command::Logout { gateway }) => {
+            let creds = login::Credentials::new(&data?);
+            let gateway = pick_gateway(&creds, gateway)?;
+            runtime()?.block_on(login::logout(&creds, &gateway))
+        }
         Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
         None => {
             // The desktop tray is not part of this build: run the headless server.
             serve(None, None, data?)
         }
+    }
+}
+
+fn pick_gateway(creds: &login::Credentials, given: Option<String>) -> Result<String, String> {
+    match given {
+        Some(g) => Ok(g),
+        None => creds
+            .single()?
+            .ok_or_else(|| "pass --gateway URL (no single stored session to pick)".to_owned()),
     }
 }
 

@@ -150,3 +150,162 @@ pub fn e2e_bin(name: &str) -> PathBuf {
 pub fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
 }
+
+/// A clock the test can move forward (device code and session expiry).
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    offset_secs: std::sync::atomic::AtomicI64,
+}
+
+impl OffsetClock {
+    pub fn advance(&self, secs: i64) {
+        self.offset_secs.fetch_add(secs, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl gatehouse_engine::deps::Clock for OffsetClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + chrono::Duration::seconds(self.offset_secs.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+pub const IDP_CLIENT_ID: &str = "gatehouse";
+pub const IDP_CLIENT_SECRET: &str = "idp-client-secret-for-tests";
+pub const SESSION_SECRET_A: &str = "session-secret-A-0123456789abcdefghijklmnop";
+pub const SESSION_SECRET_B: &str = "session-secret-B-0123456789abcdefghijklmnop";
+pub const PASSWORD: &str = "secret-password";
+
+/// The real OIDC provider (npm `oidc-provider`) on loopback, stopped on drop.
+pub struct Idp {
+    pub issuer: String,
+    _child: tokio::process::Child,
+    http: reqwest::Client,
+}
+
+impl Idp {
+    pub async fn start(redirect_uri: &str) -> Self {
+        Self::start_with(redirect_uri, &[]).await
+    }
+
+    pub async fn start_with(redirect_uri: &str, env: &[(&str, &str)]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let script = e2e_dir().join("idp.mjs");
+        assert!(e2e_dir().join("node_modules/oidc-provider").exists(), "run scripts/test.sh (npm ci in tests/e2e)");
+        let mut cmd = tokio::process::Command::new("node");
+        cmd.arg(script)
+            .current_dir(e2e_dir())
+            .env("IDP_PORT", "0")
+            .env("IDP_CLIENT_ID", IDP_CLIENT_ID)
+            .env("IDP_CLIENT_SECRET", IDP_CLIENT_SECRET)
+            .env("IDP_REDIRECT_URIS", redirect_uri)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("node runs");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("idp started within 30 s")
+            .unwrap()
+            .expect("idp printed its address");
+        let issuer = line.trim().strip_prefix("idp listening on ").expect("idp line").to_owned();
+        Self {
+            issuer,
+            _child: child,
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+        }
+    }
+
+    pub async fn control(&self, path: &str, body: serde_json::Value) {
+        let r = self.http.post(format!("{}/__test/{path}", self.issuer)).json(&body).send().await.unwrap();
+        assert!(r.status().is_success(), "idp control {path}: {}", r.status());
+    }
+}
+
+/// A gateway with OIDC sign-in in front of the fake upstream and a real IdP.
+pub struct SignInGateway {
+    pub gw: TestGateway,
+    pub idp: Idp,
+    pub clock: Arc<OffsetClock>,
+    pub origin: String,
+}
+
+/// `extra` is appended to the YAML (e.g. `rate_limits`); `secrets` are the session secrets.
+pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = secrets.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
+    let yaml = format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
+store: {{sqlite_path: "{db}"}}
+upstreams:
+  - {{name: primary, provider: anthropic, base_url: "{fake}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
+session: {{jwt_secret: [{secrets}], ttl_hours: 1}}
+oidc:
+  issuer: "{issuer}"
+  client_id: {IDP_CLIENT_ID}
+  client_secret: {IDP_CLIENT_SECRET}
+  allowed_email_domains: [corp.example]
+  allowed_groups: [claude-users, engineering]
+  login_notice: "Use your corp account."
+{extra}"#,
+        db = dir.path().join("gatehouse.db").display(),
+        fake = fake.url(),
+        issuer = idp.issuer,
+    );
+    let config = load(&yaml, dir.path());
+    let clock = Arc::new(OffsetClock::default());
+    let events = Arc::new(MemoryEventSink::default());
+    let deps = Deps {
+        clock: clock.clone(),
+        env: Arc::new(MapEnvironment::default()),
+        credentials: Arc::new(NoCredentialStore),
+        events: events.clone(),
+    };
+    let handle = gatehouse_engine::server::start_on(listener, config, deps).await.unwrap();
+    SignInGateway {
+        gw: TestGateway {
+            handle,
+            fake,
+            events,
+            dir,
+            client: reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+        },
+        idp,
+        clock,
+        origin,
+    }
+}
+
+/// Runs the browser part of the device flow in headless Chromium (Playwright).
+pub async fn browser_login(start_url: &str, login: &str, password: &str, screenshots: Option<&Path>) -> serde_json::Value {
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(e2e_dir().join("device_login.mjs"))
+        .current_dir(e2e_dir())
+        .env("START_URL", start_url)
+        .env("LOGIN", login)
+        .env("PASSWORD", password)
+        .kill_on_drop(true);
+    if let Some(dir) = screenshots {
+        cmd.env("SCREENSHOT_DIR", dir);
+    }
+    let out = tokio::time::timeout(std::time::Duration::from_secs(90), cmd.output())
+        .await
+        .expect("browser login finished within 90 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|_| {
+        panic!("browser login printed no JSON: {stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    })
+}

@@ -1,1 +1,163 @@
-fn main() {}
+//! `gatehouse-bench`: measures Gatehouse against a direct connection to a
+//! fake upstream and against a bare pass-through proxy, in one run on one
+//! machine, and writes the comparison (with the SPEC §5 targets) to
+//! BENCHMARKS.md.
+//!
+//! ```text
+//! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
+//! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
+//! ```
+//!
+//! The `proxy` subcommand is the bare proxy baseline; the benchmark starts
+//! it as a subprocess of itself.
+
+mod bench;
+mod client;
+mod cpu;
+mod load;
+mod procs;
+mod proxy;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::report::Meta;
+
+#[derive(Parser)]
+#[command(
+    name = "gatehouse-bench",
+    about = "Benchmark Gatehouse vs direct vs a bare pass-through proxy (loopback only)"
+)]
+struct Cli {
+    /// The gatehouse binary.
+    #[arg(long, default_value = "target/release/gatehouse")]
+    gatehouse: PathBuf,
+    /// The fake-upstream binary.
+    #[arg(long, default_value = "target/release/fake-upstream")]
+    fake: PathBuf,
+    /// Markdown report to write.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    out: PathBuf,
+    /// Smaller sample sizes and shorter phases.
+    #[arg(long)]
+    quick: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the bare pass-through proxy (the baseline).
+    #[command(hide = true)]
+    Proxy {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        #[arg(long)]
+        upstream: String,
+        /// Exit when stdin is closed.
+        #[arg(long)]
+        exit_on_stdin_eof: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Proxy {
+            ref listen,
+            ref upstream,
+            exit_on_stdin_eof,
+        }) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(proxy::run(listen, upstream, exit_on_stdin_eof))),
+        None => run_bench(&cli),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gatehouse-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_bench(cli: &Cli) -> anyhow::Result<()> {
+    let opts = bench::Options {
+        gatehouse: cli.gatehouse.clone(),
+        fake: cli.fake.clone(),
+        quick: cli.quick,
+    };
+    let meta = Meta {
+        date_utc: chrono::Utc::now()
+            .format("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+        commit: git_commit(),
+        nproc: std::thread::available_parallelism().map_or(0, usize::from),
+        cpu: cpu_model(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned()),
+        profile: profile(&cli.gatehouse),
+        elapsed: Default::default(),
+        foreign_cpu: 0.0,
+        notes: Vec::new(),
+    };
+    // The load generator is single-threaded: it leaves the other core(s) to
+    // the processes under test and avoids cross-thread wake-ups at c=1.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let results = rt.block_on(bench::run(&opts, meta))?;
+    let table = results.table();
+    println!("\n{table}");
+    std::fs::write(&cli.out, results.markdown())
+        .with_context(|| format!("cannot write {}", cli.out.display()))?;
+    println!(
+        "gatehouse-bench: wrote {} (run took {:.0} s; other processes used {:.1}% of the machine's CPU meanwhile)",
+        cli.out.display(),
+        results.meta.elapsed.as_secs_f64(),
+        results.meta.foreign_cpu * 100.0
+    );
+    Ok(())
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "uncommitted".to_owned())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned())
+}
+
+/// Build profile, guessed from the gatehouse binary's path.
+fn profile(gatehouse: &std::path::Path) -> String {
+    let p = gatehouse.to_string_lossy();
+    if p.contains("/release/") {
+        "release (workspace profile.release: lto = \"thin\", codegen-units = 4)".to_owned()
+    } else if p.contains("/debug/") {
+        "debug (numbers not meaningful)".to_owned()
+    } else {
+        format!("unknown (gatehouse binary {p})")
+    }
+}

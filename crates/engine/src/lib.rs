@@ -12,6 +12,7 @@ pub mod deps;
 pub mod edge;
 pub mod error;
 pub mod events;
+pub mod identity;
 pub mod inference;
 pub mod metering;
 pub mod models;

@@ -6,7 +6,7 @@
 //!  -> /healthz, /readyz
 //!  -> allow CIDRs
 //!  -> framing limits (414, 431, 411, 413), loopback Host check
-//!  -> public routes (status page)            -- no credential
+//!  -> public routes (status page, sign-in)   -- no credential
 //!  -> bearer admission (client keys)         -- everything below is authenticated
 //!  -> dispatch: /v1/models, inference
 //!  -> inference: JSON parse -> model allowlist/mapping -> routing + failover
@@ -116,9 +116,13 @@ async fn run(
     {
         return Ok(status_page::serve(gw, &path).await);
     }
+    if SIGN_IN_ROUTES.iter().any(|(_, p)| path == *p) {
+        return Ok(sign_in(gw, client_ip, &path, req).await);
+    }
 
     // 7. Bearer admission: every route below needs a principal.
-    let principal = auth::admit(&gw.keys, req.headers()).inspect_err(|e| {
+    let now = gw.deps.clock.now();
+    let principal = auth::admit(&gw.keys, gw.identity.as_ref(), now, req.headers()).inspect_err(|e| {
         if let ApiError::Unauthenticated { reason, .. } = e {
             gw.deps.emit(
                 Event::new("auth.denied")
@@ -132,6 +136,33 @@ async fn run(
 
     // 8. Dispatch.
     dispatch(gw, request_id, &principal, &path, req).await
+}
+
+/// Sign-in routes (public, and 404 unless `oidc` is configured).
+pub const SIGN_IN_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/.well-known/oauth-authorization-server"),
+    ("POST", "/oauth/device_authorization"),
+    ("GET|POST", "/device"),
+    ("GET", "/oauth/callback"),
+    ("POST", "/oauth/token"),
+    ("POST", "/oauth/revoke"),
+];
+
+async fn sign_in(gw: &Arc<Gateway>, client_ip: std::net::IpAddr, path: &str, req: Request<Body>) -> Response<Body> {
+    use crate::identity::{browser, device};
+    let Some(id) = gw.identity.as_ref() else {
+        return ApiError::NotFound("sign-in is not configured on this gateway".into()).into_response();
+    };
+    match (req.method().as_str(), path) {
+        ("GET", "/.well-known/oauth-authorization-server") => device::discovery(id),
+        ("POST", "/oauth/device_authorization") => device::device_authorization(gw, id, client_ip, req).await,
+        ("GET", "/device") => browser::show(id, req.uri()),
+        ("POST", "/device") => browser::submit(gw, id, client_ip, req).await,
+        ("GET", "/oauth/callback") => browser::callback(gw, id, req).await,
+        ("POST", "/oauth/token") => device::token(gw, id, req).await,
+        ("POST", "/oauth/revoke") => device::revoke(gw, id, req).await,
+        (m, p) => ApiError::MethodNotAllowed(format!("{m} {p}")).into_response(),
+    }
 }
 
 async fn dispatch(

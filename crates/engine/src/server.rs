@@ -35,6 +35,8 @@ pub struct Gateway {
     pub catalog: Catalog,
     pub upstreams: Upstreams,
     pub recorder: Recorder,
+    /// Sign-in and sessions, when `oidc` is configured.
+    pub identity: Option<crate::identity::Identity>,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -51,6 +53,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("cannot build the upstream HTTP client: {0}")]
     Client(String),
+    #[error(transparent)]
+    Oidc(#[from] crate::identity::oidc::OidcError),
 }
 
 /// A running gateway.
@@ -114,8 +118,20 @@ pub async fn start_on(
         key_entries.push(("local".into(), hash));
     }
     let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
+    let identity = match &config.identity {
+        Some(cfg) => {
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| StartError::Client(e.to_string()))?;
+            Some(crate::identity::Identity::start(cfg.clone(), store.as_ref(), deps.clock.now(), http).await?)
+        }
+        None => None,
+    };
     let pricing = Arc::new(Pricing::new(config.pricing.clone()));
     let recorder_stop = CancellationToken::new();
+    let stop_jobs = recorder_stop.clone();
     let (recorder, recorder_task) = recorder::spawn(
         store.clone(),
         pricing,
@@ -131,8 +147,10 @@ pub async fn start_on(
         store,
         upstreams,
         recorder,
+        identity,
         tracker: TaskTracker::new(),
     });
+    spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
     let stop = CancellationToken::new();
     let app = Router::new()
         .fallback(pipeline::handle)
@@ -166,6 +184,23 @@ pub async fn start_on(
         recorder: recorder_task,
         issued_local_key,
     })
+}
+
+/// Expired kv rows are invisible at once; this removes them physically every 30 s.
+fn spawn_kv_cleanup(gw: Arc<Gateway>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = gw.store.kv_purge_expired(gw.deps.clock.now()).await {
+                        tracing::warn!(error = %e, "kv cleanup failed");
+                    }
+                }
+                () = stop.cancelled() => break,
+            }
+        }
+    });
 }
 
 impl Handle {

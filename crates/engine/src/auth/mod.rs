@@ -15,6 +15,11 @@ pub use client_keys::ClientKeys;
 pub enum Principal {
     /// A static client key, by its configured id (`local` for the per-install key).
     ClientKey { id: String },
+    /// A person signed in through OIDC, holding a Gatehouse session token.
+    Session {
+        user: crate::identity::session::UserIdentity,
+        jti: String,
+    },
 }
 
 impl Principal {
@@ -22,6 +27,7 @@ impl Principal {
     pub fn label(&self) -> String {
         match self {
             Principal::ClientKey { id } => format!("key:{id}"),
+            Principal::Session { user, .. } => format!("user:{}", user.sub),
         }
     }
 }
@@ -52,8 +58,19 @@ pub fn presented(headers: &HeaderMap) -> Vec<&str> {
     out
 }
 
-/// Admits a caller or says exactly why not.
-pub fn admit(keys: &ClientKeys, headers: &HeaderMap) -> Result<Principal, ApiError> {
+/// Whether a presented credential has the shape of a JWT (three base64url parts).
+fn looks_like_jwt(token: &str) -> bool {
+    token.starts_with("eyJ") && token.split('.').count() == 3
+}
+
+/// Admits a caller or says exactly why not: a session token (when sign-in is configured)
+/// or a static client key.
+pub fn admit(
+    keys: &ClientKeys,
+    identity: Option<&crate::identity::Identity>,
+    now: chrono::DateTime<chrono::Utc>,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
     let candidates = presented(headers);
     if candidates.is_empty() {
         return Err(ApiError::Unauthenticated {
@@ -61,13 +78,35 @@ pub fn admit(keys: &ClientKeys, headers: &HeaderMap) -> Result<Principal, ApiErr
             reason: "missing_credential",
         });
     }
+    let mut session_error = None;
     for token in candidates {
         if let Some(id) = keys.find(token) {
             return Ok(Principal::ClientKey { id });
         }
+        if let Some(identity) = identity.filter(|_| looks_like_jwt(token)) {
+            match identity.verify_session(token, now) {
+                Ok(claims) => {
+                    return Ok(Principal::Session {
+                        user: claims.identity(),
+                        jti: claims.jti,
+                    });
+                }
+                Err(e) => session_error = Some(e),
+            }
+        }
     }
-    Err(ApiError::Unauthenticated {
-        message: "invalid credential for this gateway",
-        reason: "unknown_key",
+    Err(match session_error {
+        Some(e) => ApiError::Unauthenticated {
+            message: match e {
+                crate::identity::session::SessionError::Expired => "session expired: sign in again",
+                crate::identity::session::SessionError::Revoked => "session revoked: sign in again",
+                _ => "invalid session token: sign in again",
+            },
+            reason: e.reason(),
+        },
+        None => ApiError::Unauthenticated {
+            message: "invalid credential for this gateway",
+            reason: "unknown_key",
+        },
     })
 }

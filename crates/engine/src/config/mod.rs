@@ -7,6 +7,7 @@
 
 mod default;
 mod expand;
+mod identity;
 pub mod raw;
 mod validate;
 
@@ -71,6 +72,43 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// Accept the per-install local key whose hash is kept in the store (embedded default).
     pub local_key: bool,
+    /// OIDC sign-in and sessions, when configured.
+    pub identity: Option<IdentityConfig>,
+}
+
+/// Sign-in: the IdP, session tokens and the sign-in rate limits.
+#[derive(Debug, Clone)]
+pub struct IdentityConfig {
+    /// The gateway's public origin: issuer of session tokens, base of the callback URL.
+    pub public_url: Url,
+    pub session_secrets: Vec<Secret>,
+    pub session_ttl: Duration,
+    pub oidc: OidcConfig,
+    pub device_authorization_limit: RateLimit,
+    pub device_verify_limit: RateLimit,
+}
+
+#[derive(Debug, Clone)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: Secret,
+    pub scopes: Vec<String>,
+    pub use_pkce: bool,
+    /// Lower-case.
+    pub allowed_email_domains: Vec<String>,
+    pub allowed_groups: Vec<String>,
+    pub groups_claim: String,
+    pub email_claims: Vec<String>,
+    pub userinfo_fallback: bool,
+    pub extra_auth_params: Vec<(String, String)>,
+    pub login_notice: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub limit: u32,
+    pub window: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -43,10 +43,10 @@ pub struct RawConfig {
     /// Rotating file logs (Gatehouse addition).
     #[serde(default)]
     pub logging: RawLogging,
-    /// Reserved: session tokens (identity).
-    pub session: Reserved,
-    /// Reserved: OIDC sign-in (identity).
-    pub oidc: Reserved,
+    /// Gateway session tokens (required with `oidc`).
+    pub session: Option<RawSession>,
+    /// OIDC sign-in for people (device flow for CLIs).
+    pub oidc: Option<RawOidc>,
     /// Reserved: managed settings and policies.
     pub managed: Reserved,
     /// Reserved: spend admin API.
@@ -55,8 +55,9 @@ pub struct RawConfig {
     pub enforcement: Reserved,
     /// Reserved: OTLP relay.
     pub telemetry: Reserved,
-    /// Reserved: device-flow rate limits (identity).
-    pub rate_limits: Reserved,
+    /// Per-IP limits on the sign-in endpoints.
+    #[serde(default)]
+    pub rate_limits: RawRateLimits,
     /// Reserved: workload-token admission and the policy webhook.
     pub cri: Reserved,
 }
@@ -225,4 +226,74 @@ pub struct RawLogging {
     pub dir: Option<String>,
     /// `daily` (default), `hourly` or `never`.
     pub rotation: Option<String>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    /// At least 32 characters; a list rotates: the first signs, all verify.
+    pub jwt_secret: OneOrMany,
+    /// Session token lifetime in hours (default 1).
+    pub ttl_hours: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOidc {
+    /// The IdP's issuer URL (discovery at `<issuer>/.well-known/openid-configuration`).
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// Default: openid, profile, email, offline_access.
+    pub scopes: Option<Vec<String>>,
+    /// Default true.
+    pub use_pkce: Option<bool>,
+    #[serde(default)]
+    pub allowed_email_domains: Vec<String>,
+    #[serde(default)]
+    pub allowed_groups: Vec<String>,
+    /// Claim name or JSON pointer (`/realm_access/roles`) holding the groups (default `groups`).
+    pub groups_claim: Option<String>,
+    /// Claim name(s) or JSON pointer(s) tried in order for the email (default `email`).
+    pub email_claim: Option<OneOrMany>,
+    /// Ask the userinfo endpoint when the ID token lacks email or groups (default false).
+    pub userinfo_fallback: Option<bool>,
+    /// Extra authorization request parameters (cannot override protocol fields).
+    #[serde(default)]
+    pub extra_auth_params: BTreeMap<String, String>,
+    /// Shown next to the user code by Claude Code (at most 500 characters).
+    pub login_notice: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimits {
+    /// `POST /oauth/device_authorization` per client IP (default 30 per 600 s).
+    pub device_authorization: Option<RawRate>,
+    /// `POST /device` per client IP (default 10 per 600 s).
+    pub device_verify: Option<RawRate>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRate {
+    pub limit: u32,
+    pub window_seconds: u64,
 }

@@ -33,6 +33,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let client_keys = client_keys(&raw)?;
     let pricing = pricing(&raw)?;
     let logging = logging(&raw)?;
+    let identity = super::identity::validate(&raw, &listen)?;
     let t = &raw.timeouts;
     let timeouts = Timeouts {
         upstream_ttfb: Duration::from_millis(positive(
@@ -87,6 +88,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         pricing,
         logging,
         local_key: false,
+        identity,
     })
 }
 
@@ -100,13 +102,10 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
 
 fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
     let reserved = [
-        ("session", raw.session.is_some()),
-        ("oidc", raw.oidc.is_some()),
         ("managed", raw.managed.is_some()),
         ("admin", raw.admin.is_some()),
         ("enforcement", raw.enforcement.is_some()),
         ("telemetry", raw.telemetry.is_some()),
-        ("rate_limits", raw.rate_limits.is_some()),
         ("cri", raw.cri.is_some()),
         ("listen.tls", raw.listen.tls.is_some()),
         ("store.postgres_url", raw.store.postgres_url.is_some()),

@@ -83,4 +83,40 @@ pub trait Store: Send + Sync {
     /// Replaces the per-install local key.
     async fn set_local_key_hash(&self, hash: [u8; 32], at: DateTime<Utc>)
     -> Result<(), StoreError>;
+
+    // Short-lived keyed state (device grants, user codes, rate counters, revocations).
+    // Expired entries are invisible at once; `kv_purge_expired` removes them physically.
+
+    async fn kv_get(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn kv_put(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError>;
+    /// Writes `value` only if the live entry still equals `expected` (compare-and-swap).
+    async fn kv_replace(
+        &self,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Deletes the entry (only if it still equals `expected`, when given); true if deleted.
+    async fn kv_delete(&self, key: &str, expected: Option<Vec<u8>>) -> Result<bool, StoreError>;
+    /// Fixed-window counter: the count in the current window after this increment.
+    async fn kv_incr(
+        &self,
+        key: &str,
+        window: std::time::Duration,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+    /// Live entries whose key starts with `prefix`.
+    async fn kv_scan(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    async fn kv_purge_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 }

@@ -260,7 +260,132 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn kv_get(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = key.to_owned();
+        self.call(move |c| {
+            Ok(c.query_row(
+                &format!("SELECT value FROM kv WHERE key = ?1 AND {LIVE}"),
+                params![key, ms(now)],
+                |r| r.get::<_, Vec<u8>>(0),
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn kv_put(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError> {
+        let key = key.to_owned();
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO kv (key, value, expires_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
+                params![key, value, expires_at.map(ms)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn kv_replace(
+        &self,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.call(move |c| {
+            let n = c.execute(
+                &format!("UPDATE kv SET value = ?3, expires_at = ?4 WHERE key = ?1 AND value = ?5 AND {LIVE}"),
+                params![key, ms(now), value, expires_at.map(ms), expected],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn kv_delete(&self, key: &str, expected: Option<Vec<u8>>) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.call(move |c| {
+            let n = match expected {
+                Some(v) => c.execute("DELETE FROM kv WHERE key = ?1 AND value = ?2", params![key, v])?,
+                None => c.execute("DELETE FROM kv WHERE key = ?1", params![key])?,
+            };
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn kv_incr(
+        &self,
+        key: &str,
+        window: std::time::Duration,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let key = key.to_owned();
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        self.call(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let now_ms = ms(now);
+            let current: Option<(Vec<u8>, Option<i64>)> = tx
+                .query_row(
+                    "SELECT value, expires_at FROM kv WHERE key = ?1",
+                    params![key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let (count, expires) = match current {
+                Some((v, Some(exp))) if exp > now_ms => {
+                    let n = std::str::from_utf8(&v).ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                    (n + 1, exp)
+                }
+                _ => (1, now_ms.saturating_add(window_ms)),
+            };
+            tx.execute(
+                "INSERT INTO kv (key, value, expires_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
+                params![key, count.to_string().into_bytes(), expires],
+            )?;
+            tx.commit()?;
+            Ok(count)
+        })
+        .await
+    }
+
+    async fn kv_scan(&self, prefix: &str, now: DateTime<Utc>) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let pattern = format!("{}%", prefix.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT key, value FROM kv WHERE key LIKE ?1 ESCAPE '\\' AND {LIVE} ORDER BY key"
+            ))?;
+            let rows = stmt
+                .query_map(params![pattern, ms(now)], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn kv_purge_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.call(move |c| {
+            let n = c.execute(
+                "DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+                params![ms(now)],
+            )?;
+            Ok(n as u64)
+        })
+        .await
+    }
 }
+
+const LIVE: &str = "(expires_at IS NULL OR expires_at > ?2)";
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,472 @@
+//! Results of one benchmark run and their Markdown rendering: the comparison
+//! table (direct | proxy | gatehouse | added cost) with the SPEC §5 targets
+//! and a pass/miss verdict, run metadata, and the "how measured" notes.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::load::{OpenStreams, Sequential, Throughput};
+
+/// Everything measured on one path (direct, proxy or gatehouse).
+#[derive(Debug, Default)]
+pub struct PathResults {
+    /// Non-streaming JSON at concurrency 1.
+    pub latency: Sequential,
+    /// Non-streaming JSON at concurrency 16.
+    pub throughput: Throughput,
+    /// Short streams (time to first token).
+    pub ttft: Sequential,
+    /// Long streams (per-event cost).
+    pub long: Sequential,
+}
+
+/// Memory of a relaying process (proxy or gatehouse).
+#[derive(Debug, Default)]
+pub struct Memory {
+    pub idle_kib: u64,
+    pub peak_c16_kib: u64,
+    pub streams: OpenStreams,
+}
+
+impl Memory {
+    /// (RSS with the streams open − `baseline`) / streams, in KiB.
+    fn per_stream_kib(&self, baseline: u64) -> Option<f64> {
+        (self.streams.opened > 0).then(|| {
+            (self.streams.with_streams_kib as f64 - baseline as f64) / self.streams.opened as f64
+        })
+    }
+}
+
+/// Sizes and durations of the run.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub quick: bool,
+    pub latency_warmup: usize,
+    pub latency_n: usize,
+    pub workers: usize,
+    pub tput_warmup: Duration,
+    pub tput_measure: Duration,
+    pub ttft_n: usize,
+    pub ttft_events: u32,
+    pub long_n: usize,
+    pub long_events: u32,
+    pub open_streams: usize,
+}
+
+/// Where and how the run happened.
+#[derive(Debug, Default)]
+pub struct Meta {
+    pub date_utc: String,
+    pub commit: String,
+    pub nproc: usize,
+    pub cpu: String,
+    pub kernel: String,
+    pub profile: String,
+    pub elapsed: Duration,
+    /// Share of the machine's CPU used by other processes during the run.
+    pub foreign_cpu: f64,
+    /// Remarks collected during the run (e.g. long waits for idle processes).
+    pub notes: Vec<String>,
+}
+
+/// The whole run.
+#[derive(Debug)]
+pub struct Results {
+    pub meta: Meta,
+    pub params: Params,
+    pub direct: PathResults,
+    pub proxy: PathResults,
+    pub gatehouse: PathResults,
+    pub proxy_mem: Memory,
+    pub gatehouse_mem: Memory,
+}
+
+const MIB: f64 = 1024.0;
+
+fn us(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn added(v: f64) -> String {
+    format!("{v:+.1}")
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / MIB)
+}
+
+fn verdict(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "pass",
+        Some(false) => "**miss**",
+        None => "n/a",
+    }
+}
+
+/// One table row.
+struct Row {
+    cells: [String; 8],
+}
+
+fn row(metric: &str, values: [String; 5], target: &str, ok: Option<bool>) -> Row {
+    let [d, p, g, vd, vp] = values;
+    Row {
+        cells: [
+            metric.to_owned(),
+            d,
+            p,
+            g,
+            vd,
+            vp,
+            target.to_owned(),
+            verdict(ok).to_owned(),
+        ],
+    }
+}
+
+fn dash() -> String {
+    "—".to_owned()
+}
+
+/// Latency-style row: three values in µs plus the added µs vs direct and proxy.
+fn latency_row(metric: &str, d: f64, p: f64, g: f64, target: &str, limit: Option<f64>) -> Row {
+    let ok = limit.map(|l| g - d <= l);
+    let values = [us(d), us(p), us(g), added(g - d), added(g - p)];
+    row(metric, values, target, ok)
+}
+
+impl Results {
+    fn rows(&self) -> Vec<Row> {
+        let (d, p, g) = (&self.direct, &self.proxy, &self.gatehouse);
+        let pr = &self.params;
+        let mut rows = vec![
+            latency_row(
+                "c=1 JSON latency p50 (µs)",
+                d.latency.total.p50,
+                p.latency.total.p50,
+                g.latency.total.p50,
+                "added ≤ 100 µs vs direct",
+                Some(100.0),
+            ),
+            latency_row(
+                "c=1 JSON latency p90 (µs)",
+                d.latency.total.p90,
+                p.latency.total.p90,
+                g.latency.total.p90,
+                "—",
+                None,
+            ),
+            latency_row(
+                "c=1 JSON latency p99 (µs)",
+                d.latency.total.p99,
+                p.latency.total.p99,
+                g.latency.total.p99,
+                "added ≤ 300 µs vs direct",
+                Some(300.0),
+            ),
+        ];
+        let (td, tp, tg) = (
+            d.throughput.requests_per_sec,
+            p.throughput.requests_per_sec,
+            g.throughput.requests_per_sec,
+        );
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.2}×", a / b)
+            } else {
+                dash()
+            }
+        };
+        rows.push(row(
+            &format!("c={} JSON throughput (req/s)", pr.workers),
+            [
+                format!("{td:.0}"),
+                format!("{tp:.0}"),
+                format!("{tg:.0}"),
+                ratio(tg, td),
+                ratio(tg, tp),
+            ],
+            "≥ 0.5× proxy",
+            (tp > 0.0).then_some(tg >= 0.5 * tp),
+        ));
+        rows.push(row(
+            &format!("c={} errors (non-200 or transport)", pr.workers),
+            [
+                d.throughput.errors.to_string(),
+                p.throughput.errors.to_string(),
+                g.throughput.errors.to_string(),
+                dash(),
+                dash(),
+            ],
+            "0 (sanity)",
+            Some(g.throughput.errors == 0),
+        ));
+        let ev = pr.ttft_events;
+        rows.push(latency_row(
+            &format!("stream TTFT p50 (µs), {ev} events"),
+            d.ttft.first_delta.p50,
+            p.ttft.first_delta.p50,
+            g.ttft.first_delta.p50,
+            "added ≤ 150 µs vs direct",
+            Some(150.0),
+        ));
+        rows.push(latency_row(
+            &format!("stream TTFT p99 (µs), {ev} events"),
+            d.ttft.first_delta.p99,
+            p.ttft.first_delta.p99,
+            g.ttft.first_delta.p99,
+            "—",
+            None,
+        ));
+        rows.push(latency_row(
+            &format!("stream total p50 (µs), {ev} events"),
+            d.ttft.total.p50,
+            p.ttft.total.p50,
+            g.ttft.total.p50,
+            "—",
+            None,
+        ));
+        let lev = pr.long_events;
+        rows.push(latency_row(
+            &format!("stream total p50 (µs), {lev} events"),
+            d.long.total.p50,
+            p.long.total.p50,
+            g.long.total.p50,
+            "—",
+            None,
+        ));
+        let per_event = |a: f64, b: f64| (a - b) / f64::from(lev.max(1));
+        let (ped, pep) = (
+            per_event(g.long.total.p50, d.long.total.p50),
+            per_event(g.long.total.p50, p.long.total.p50),
+        );
+        rows.push(row(
+            "added cost per SSE event (µs/event)",
+            [
+                dash(),
+                dash(),
+                dash(),
+                format!("{ped:+.2}"),
+                format!("{pep:+.2}"),
+            ],
+            "≤ 5 µs/event (vs direct)",
+            (d.long.total.n > 0 && g.long.total.n > 0).then_some(ped <= 5.0),
+        ));
+        let (pm, gm) = (&self.proxy_mem, &self.gatehouse_mem);
+        let mem_diff = |a: u64, b: u64| format!("{:+.1}", (a as f64 - b as f64) / MIB);
+        rows.push(row(
+            "idle RSS (MiB)",
+            [
+                dash(),
+                mib(pm.idle_kib),
+                mib(gm.idle_kib),
+                dash(),
+                mem_diff(gm.idle_kib, pm.idle_kib),
+            ],
+            "gatehouse ≤ 30 MiB",
+            (gm.idle_kib > 0).then_some(gm.idle_kib as f64 <= 30.0 * MIB),
+        ));
+        rows.push(row(
+            &format!("peak RSS during c={} (MiB)", pr.workers),
+            [
+                dash(),
+                mib(pm.peak_c16_kib),
+                mib(gm.peak_c16_kib),
+                dash(),
+                mem_diff(gm.peak_c16_kib, pm.peak_c16_kib),
+            ],
+            "—",
+            None,
+        ));
+        rows.push(row(
+            &format!("RSS with {} open streams (MiB)", pr.open_streams),
+            [
+                dash(),
+                mib(pm.streams.with_streams_kib),
+                mib(gm.streams.with_streams_kib),
+                dash(),
+                mem_diff(gm.streams.with_streams_kib, pm.streams.with_streams_kib),
+            ],
+            "—",
+            None,
+        ));
+        let ps = pm.per_stream_kib(pm.idle_kib);
+        let gs = gm.per_stream_kib(gm.idle_kib);
+        let kib = |v: Option<f64>| v.map_or_else(dash, |v| format!("{v:.1}"));
+        let diff = match (gs, ps) {
+            (Some(g), Some(p)) => format!("{:+.1}", g - p),
+            _ => dash(),
+        };
+        rows.push(row(
+            "memory per open stream (KiB, vs idle RSS)",
+            [dash(), kib(ps), kib(gs), dash(), diff],
+            "≤ 64 KiB",
+            gs.map(|v| v <= 64.0),
+        ));
+        rows
+    }
+
+    /// The comparison table as Markdown.
+    pub fn table(&self) -> String {
+        let header = [
+            "metric",
+            "direct",
+            "proxy",
+            "gatehouse",
+            "gatehouse − direct",
+            "gatehouse − proxy",
+            "SPEC §5 target",
+            "verdict",
+        ];
+        let mut out = format!("| {} |\n", header.join(" | "));
+        out.push_str("|---|---:|---:|---:|---:|---:|---|---|\n");
+        for r in self.rows() {
+            let _ = writeln!(out, "| {} |", r.cells.join(" | "));
+        }
+        out.push_str("\nThroughput columns \"gatehouse − direct/proxy\" are ratios (gatehouse ÷ direct, gatehouse ÷ proxy).\n");
+        out
+    }
+
+    fn notes(&self) -> String {
+        let mut out = String::new();
+        for n in &self.meta.notes {
+            let _ = writeln!(out, "- {n}.");
+        }
+        for (name, mem) in [
+            ("proxy", &self.proxy_mem),
+            ("gatehouse", &self.gatehouse_mem),
+        ] {
+            let s = &mem.streams;
+            if let Some(v) = mem.per_stream_kib(s.before_kib) {
+                let _ = writeln!(
+                    out,
+                    "- {name}: {} of {} streams opened in {:.0} ms; RSS just before opening them was {} MiB, so measured against that (instead of idle) a stream costs {v:.1} KiB.",
+                    s.opened,
+                    self.params.open_streams,
+                    s.open_time.as_secs_f64() * 1e3,
+                    mib(s.before_kib)
+                );
+            }
+        }
+        for (name, p) in [
+            ("direct", &self.direct),
+            ("proxy", &self.proxy),
+            ("gatehouse", &self.gatehouse),
+        ] {
+            for (phase, s) in [
+                ("c=1 latency", &p.latency),
+                ("TTFT", &p.ttft),
+                ("long streams", &p.long),
+            ] {
+                if s.errors > 0 || s.truncated {
+                    let cut = if s.truncated {
+                        ", cut short by its time limit"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        out,
+                        "- {name} {phase}: {} samples, {} errors{cut}.",
+                        s.total.n, s.errors
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The whole BENCHMARKS.md document.
+    pub fn markdown(&self) -> String {
+        let m = &self.meta;
+        let pr = &self.params;
+        let mut out = String::from("# Gatehouse benchmarks\n\n");
+        let _ = writeln!(
+            out,
+            "Generated by `gatehouse-bench{}` (crates/bench).\n",
+            if pr.quick { " --quick" } else { "" }
+        );
+        let _ = writeln!(out, "- Date (UTC): {}", m.date_utc);
+        let _ = writeln!(out, "- Commit: {}", m.commit);
+        let _ = writeln!(
+            out,
+            "- Machine: {} CPUs, {}, Linux {}",
+            m.nproc, m.cpu, m.kernel
+        );
+        let _ = writeln!(out, "- Build profile: {}", m.profile);
+        let _ = writeln!(
+            out,
+            "- Other processes' CPU use during the run: {:.1}% of the machine (should be ≈ 0; see notes for disturbed measurements)",
+            m.foreign_cpu * 100.0
+        );
+        let _ = writeln!(
+            out,
+            "- Mode: {}; run took {:.0} s\n",
+            if pr.quick { "quick" } else { "full" },
+            m.elapsed.as_secs_f64()
+        );
+        out.push_str(
+            "> All three processes (fake upstream, bare proxy, Gatehouse) share the same \
+             cores with the load generator, so absolute numbers are pessimistic; the \
+             differences and ratios between the columns are what matter.\n\n",
+        );
+        out.push_str("## Results\n\n");
+        out.push_str(&self.table());
+        let notes = self.notes();
+        if !notes.is_empty() {
+            out.push_str("\nNotes:\n\n");
+            out.push_str(&notes);
+        }
+        out.push_str("\n## How measured\n\n");
+        let _ = writeln!(
+            out,
+            "- Paths: **direct** = client → fake upstream; **proxy** = client → bare pass-through proxy \
+             (`gatehouse-bench proxy`: hyper 1 HTTP/1.1, TCP_NODELAY, pooled keep-alive upstream client, \
+             bodies streamed, hop-by-hop headers dropped, no auth or metering) → fake; **gatehouse** = \
+             client → `gatehouse serve` (client-key auth, metering, SQLite usage rows) → fake. Each is a \
+             separate process; the fake (`fake-upstream`, recording off) answers from pre-rendered bytes."
+        );
+        let _ = writeln!(
+            out,
+            "- Client: raw hyper 1 HTTP/1.1 connections with TCP_NODELAY on a single-threaded tokio \
+             runtime; request `POST /v1/messages` with `x-api-key`, model `claude-sonnet-4-6`, \
+             `max_tokens` 64, one user message \"hi\"."
+        );
+        let _ = writeln!(
+            out,
+            "- c=1 latency: one keep-alive connection, {} warm-up then {} sequential non-streaming requests; \
+             time from sending the request to the end of the response body; nearest-rank percentiles.",
+            pr.latency_warmup, pr.latency_n
+        );
+        let _ = writeln!(
+            out,
+            "- Throughput: {} workers, one keep-alive connection each, back-to-back non-streaming requests for \
+             {:.0} s warm-up + {:.0} s measured; answers completed in the measured window ÷ its length. \
+             RSS of the proxy and Gatehouse (VmRSS from /proc) sampled every 100 ms.",
+            pr.workers,
+            pr.tput_warmup.as_secs_f64(),
+            pr.tput_measure.as_secs_f64()
+        );
+        let _ = writeln!(
+            out,
+            "- TTFT: fake streams {} deltas with no delays; {} sequential streaming requests on one connection; \
+             time from sending to receiving the bytes containing the first `event: content_block_delta`, \
+             and to the end of the stream.",
+            pr.ttft_events, pr.ttft_n
+        );
+        let _ = writeln!(
+            out,
+            "- Per-event cost: fake streams {} deltas with no delays; {} sequential streams per path; \
+             (p50 gatehouse stream time − p50 direct/proxy stream time) ÷ {}.",
+            pr.long_events, pr.long_n, pr.long_events
+        );
+        let _ = writeln!(
+            out,
+            "- Memory: idle RSS is read after start-up, before any request. For open streams the fake \
+             paces deltas 50 ms apart (100 deltas); {} streaming requests are opened at once (one \
+             connection each), each read up to its first delta, RSS sampled three times 100 ms apart \
+             (maximum kept), then all are dropped. Per stream = (that RSS − idle RSS) ÷ streams opened.",
+            pr.open_streams
+        );
+        out
+    }
+}

@@ -1,0 +1,154 @@
+//! IdP claims -> the gateway's [`UserIdentity`], and the sign-in gates.
+//!
+//! `sub` is required. Email and groups come from configurable claim names or JSON pointers
+//! (`/realm_access/roles`). `email_verified: false` (or `"false"`) refuses. With
+//! `allowed_email_domains`, the email's domain must match exactly (lower-case); with
+//! `allowed_groups`, at least one group must match.
+
+use serde_json::{Map, Value};
+
+use super::session::UserIdentity;
+use crate::config::OidcConfig;
+
+/// Why a sign-in was refused (stable strings for events and pages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    #[error("the identity provider sent no subject")]
+    MissingSubject,
+    #[error("the email address is not verified")]
+    EmailNotVerified,
+    #[error("no email address, and this gateway only admits certain email domains")]
+    MissingEmail,
+    #[error("the email domain is not admitted by this gateway")]
+    DomainNotAllowed,
+    #[error("none of the user's groups is admitted by this gateway")]
+    GroupNotAllowed,
+}
+
+impl GateError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GateError::MissingSubject => "missing_sub",
+            GateError::EmailNotVerified => "email_not_verified",
+            GateError::MissingEmail => "missing_email",
+            GateError::DomainNotAllowed => "domain_not_allowed",
+            GateError::GroupNotAllowed => "group_not_allowed",
+        }
+    }
+}
+
+fn lookup<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    if name.starts_with('/') {
+        let root = claims.get(name.split('/').nth(1)?)?;
+        let rest: String = name.splitn(3, '/').nth(2).map(|r| format!("/{r}")).unwrap_or_default();
+        if rest.is_empty() { Some(root) } else { root.pointer(&rest) }
+    } else {
+        claims.get(name)
+    }
+}
+
+/// Email from the first configured claim that holds a non-empty string.
+pub fn email(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<String> {
+    cfg.email_claims.iter().find_map(|c| {
+        lookup(claims, c)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    })
+}
+
+/// Groups: an array of strings, or a single string.
+pub fn groups(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<Vec<String>> {
+    match lookup(claims, &cfg.groups_claim)? {
+        Value::Array(items) => Some(items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()),
+        Value::String(s) => Some(vec![s.clone()]),
+        _ => None,
+    }
+}
+
+/// Builds the identity and applies the gates.
+pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdentity, GateError> {
+    let sub = claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or(GateError::MissingSubject)?
+        .to_owned();
+    match claims.get("email_verified") {
+        Some(Value::Bool(false)) => return Err(GateError::EmailNotVerified),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => return Err(GateError::EmailNotVerified),
+        _ => {}
+    }
+    let email = email(claims, cfg);
+    if !cfg.allowed_email_domains.is_empty() {
+        let e = email.as_deref().ok_or(GateError::MissingEmail)?;
+        let domain = e.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
+        if !cfg.allowed_email_domains.iter().any(|d| *d == domain) {
+            return Err(GateError::DomainNotAllowed);
+        }
+    }
+    let groups = groups(claims, cfg).unwrap_or_default();
+    if !cfg.allowed_groups.is_empty() && !groups.iter().any(|g| cfg.allowed_groups.contains(g)) {
+        return Err(GateError::GroupNotAllowed);
+    }
+    let name = claims.get("name").and_then(Value::as_str).map(str::to_owned);
+    Ok(UserIdentity { sub, email, name, groups })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::secret::Secret;
+    use serde_json::json;
+
+    fn cfg() -> OidcConfig {
+        OidcConfig {
+            issuer: "https://idp".into(),
+            client_id: "c".into(),
+            client_secret: Secret::new("s"),
+            scopes: vec!["openid".into()],
+            use_pkce: true,
+            allowed_email_domains: vec!["corp.example".into()],
+            allowed_groups: vec!["claude-users".into()],
+            groups_claim: "groups".into(),
+            email_claims: vec!["email".into(), "/profile/mail".into()],
+            userinfo_fallback: false,
+            extra_auth_params: vec![],
+            login_notice: None,
+        }
+    }
+
+    fn claims(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn gates() {
+        let ok = claims(json!({"sub": "a", "email": "A@Corp.Example", "email_verified": true, "groups": ["x", "claude-users"], "name": "A"}));
+        let who = admit(&ok, &cfg()).unwrap();
+        assert_eq!(who.groups, vec!["x", "claude-users"]);
+        let cases = [
+            (json!({"email": "a@corp.example", "groups": ["claude-users"]}), GateError::MissingSubject),
+            (json!({"sub": "a", "email": "a@corp.example", "email_verified": "false", "groups": ["claude-users"]}), GateError::EmailNotVerified),
+            (json!({"sub": "a", "groups": ["claude-users"]}), GateError::MissingEmail),
+            (json!({"sub": "a", "email": "a@corp.example.evil", "groups": ["claude-users"]}), GateError::DomainNotAllowed),
+            (json!({"sub": "a", "email": "a@corp.example", "groups": ["sales"]}), GateError::GroupNotAllowed),
+            (json!({"sub": "a", "email": "a@corp.example"}), GateError::GroupNotAllowed),
+        ];
+        for (c, want) in cases {
+            assert_eq!(admit(&claims(c), &cfg()).unwrap_err(), want);
+        }
+    }
+
+    #[test]
+    fn pointers_and_fallback_claims() {
+        let mut c = cfg();
+        c.groups_claim = "/realm_access/roles".into();
+        let v = claims(json!({"sub": "a", "profile": {"mail": "a@corp.example"}, "realm_access": {"roles": ["claude-users"]}}));
+        let who = admit(&v, &c).unwrap();
+        assert_eq!(who.email.as_deref(), Some("a@corp.example"));
+        assert_eq!(who.groups, vec!["claude-users"]);
+    }
+}

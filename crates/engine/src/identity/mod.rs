@@ -1,0 +1,162 @@
+//! People sign in: OIDC against the company IdP, the RFC 8628 device flow for CLIs
+//! (Claude Code's `/login`, `gatehouse login`), Gatehouse session tokens, refresh and
+//! revocation.
+//!
+//! Endpoints live in [`device`] (device authorization, token, revocation, discovery) and
+//! [`browser`] (the `/device` page and the IdP callback). State between the steps is kept
+//! in the store's kv space, sealed ([`keys`]), keyed by hashes of the secrets.
+
+pub mod browser;
+pub mod claims;
+pub mod device;
+pub mod keys;
+pub mod oidc;
+mod pages;
+pub mod session;
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::IdentityConfig;
+use crate::store::{Store, StoreError};
+use keys::KeyRing;
+use session::{SessionClaims, SessionError};
+
+/// Lifetime of a device grant and its user code.
+pub const DEVICE_GRANT_SECS: i64 = 600;
+/// Poll interval handed to clients.
+pub const POLL_INTERVAL_SECS: i64 = 5;
+/// Lifetime of the sealed OAuth state between `/device` and the callback.
+pub const STATE_SECS: i64 = 300;
+/// How long a revoked refresh token is remembered.
+const REFRESH_REVOCATION_SECS: i64 = 90 * 24 * 3600;
+
+/// A device grant as stored (sealed) under `device:dc:<sha256(device_code)>`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Grant {
+    pub state: GrantState,
+    pub user_code: String,
+    pub expires_at: i64,
+    pub interval: i64,
+    pub last_poll_ms: i64,
+    #[serde(default)]
+    pub surface: Option<String>,
+    #[serde(default)]
+    pub issued: Option<IssuedTokens>,
+    #[serde(default)]
+    pub denial: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantState {
+    Pending,
+    Approved,
+    Denied,
+    /// Tokens were handed out; any further poll is a replay.
+    Redeemed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IssuedTokens {
+    pub access_token: String,
+    pub refresh_token: String,
+    pub expires_in: i64,
+    pub email: Option<String>,
+}
+
+/// What a sealed refresh token holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RefreshPayload {
+    pub sub: String,
+    pub idp_refresh_token: Option<String>,
+    pub iat: i64,
+    pub id: String,
+}
+
+/// The running sign-in service.
+pub struct Identity {
+    pub cfg: IdentityConfig,
+    pub keys: KeyRing,
+    pub oidc: oidc::Oidc,
+    /// Revoked session ids -> their expiry (Unix seconds); mirrored in the store.
+    revoked: RwLock<HashMap<String, i64>>,
+}
+
+pub fn sha256_hex(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+impl Identity {
+    pub async fn start(cfg: IdentityConfig, store: &dyn Store, now: DateTime<Utc>, http: reqwest::Client) -> Result<Self, oidc::OidcError> {
+        let redirect = format!("{}/oauth/callback", cfg.public_url.origin().ascii_serialization());
+        let oidc = oidc::Oidc::discover(&cfg.oidc, redirect, http).await?;
+        let mut revoked = HashMap::new();
+        match store.kv_scan("revoked:jti:", now).await {
+            Ok(rows) => {
+                for (key, value) in rows {
+                    let exp = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    revoked.insert(key.trim_start_matches("revoked:jti:").to_owned(), exp);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not load revoked sessions"),
+        }
+        Ok(Self {
+            keys: KeyRing::new(&cfg.session_secrets),
+            cfg,
+            oidc,
+            revoked: RwLock::new(revoked),
+        })
+    }
+
+    /// The public origin, e.g. `https://gw.corp.example` (no trailing slash).
+    pub fn origin(&self) -> String {
+        self.cfg.public_url.origin().ascii_serialization()
+    }
+
+    pub fn secure_cookies(&self) -> bool {
+        self.cfg.public_url.scheme() == "https"
+    }
+
+    /// Verifies a session token and checks it was not revoked.
+    pub fn verify_session(&self, token: &str, now: DateTime<Utc>) -> Result<SessionClaims, SessionError> {
+        let claims = session::verify(&self.keys, &self.origin(), token, now)?;
+        let revoked = self.revoked.read().map(|r| r.contains_key(&claims.jti)).unwrap_or(true);
+        if revoked {
+            return Err(SessionError::Revoked);
+        }
+        Ok(claims)
+    }
+
+    /// Marks a session revoked, here and in the store (until it would have expired).
+    pub async fn revoke_session(&self, store: &dyn Store, jti: &str, exp: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let expires = DateTime::from_timestamp(exp + session::LEEWAY_SECS, 0).unwrap_or(now);
+        store
+            .kv_put(&format!("revoked:jti:{jti}"), exp.to_string().into_bytes(), Some(expires))
+            .await?;
+        if let Ok(mut r) = self.revoked.write() {
+            let t = now.timestamp();
+            r.retain(|_, e| *e + session::LEEWAY_SECS > t);
+            r.insert(jti.to_owned(), exp);
+        }
+        Ok(())
+    }
+
+    pub async fn revoke_refresh(&self, store: &dyn Store, token: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let until = now + chrono::Duration::seconds(REFRESH_REVOCATION_SECS);
+        store
+            .kv_put(&format!("revoked:rt:{}", sha256_hex(token)), b"1".to_vec(), Some(until))
+            .await
+    }
+
+    pub async fn refresh_revoked(&self, store: &dyn Store, token: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        Ok(store
+            .kv_get(&format!("revoked:rt:{}", sha256_hex(token)), now)
+            .await?
+            .is_some())
+    }
+}

@@ -1,0 +1,240 @@
+//! The relying-party side of OIDC, through the `openidconnect` crate: discovery at start,
+//! the authorization request (PKCE, nonce, our sealed state), code exchange with ID token
+//! verification, refresh, and the optional userinfo fallback.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use openidconnect::core::{CoreClient, CoreErrorResponseType, CoreProviderMetadata, CoreResponseType};
+use openidconnect::{
+    AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
+    EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse,
+};
+use serde_json::{Map, Value};
+
+use crate::config::OidcConfig;
+
+type Client = CoreClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointMaybeSet, EndpointMaybeSet>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OidcError {
+    #[error("OIDC discovery at {issuer} failed: {message}")]
+    Discovery { issuer: String, message: String },
+    #[error("token exchange failed: {0}")]
+    Exchange(String),
+    #[error("the ID token did not verify: {0}")]
+    IdToken(String),
+    #[error("userinfo failed: {0}")]
+    UserInfo(String),
+}
+
+/// How a refresh at the IdP failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The grant is gone (revoked, expired, user disabled): the user must sign in again.
+    #[error("refresh refused by the identity provider: {0}")]
+    Invalid(String),
+    /// The IdP could not answer now; the client may retry later.
+    #[error("identity provider temporarily unavailable: {0}")]
+    Transient(String),
+}
+
+/// What a successful exchange or refresh yields.
+pub struct IdpTokens {
+    /// Verified claims (ID token, completed from userinfo when configured).
+    pub claims: Map<String, Value>,
+    pub refresh_token: Option<String>,
+}
+
+pub struct Oidc {
+    client: Client,
+    http: reqwest::Client,
+    userinfo_url: Option<String>,
+    pub authorization_origin: String,
+    cfg: OidcConfig,
+}
+
+impl Oidc {
+    pub async fn discover(cfg: &OidcConfig, redirect_uri: String, http: reqwest::Client) -> Result<Self, OidcError> {
+        let fail = |message: String| OidcError::Discovery {
+            issuer: cfg.issuer.clone(),
+            message,
+        };
+        let issuer = IssuerUrl::new(cfg.issuer.clone()).map_err(|e| fail(e.to_string()))?;
+        let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+            .await
+            .map_err(|e| fail(error_chain(&e)))?;
+        let auth_url = metadata.authorization_endpoint().url().clone();
+        let userinfo_url = metadata.userinfo_endpoint().map(|u| u.url().to_string());
+        let client = CoreClient::from_provider_metadata(
+            metadata,
+            ClientId::new(cfg.client_id.clone()),
+            Some(ClientSecret::new(cfg.client_secret.expose().to_owned())),
+        )
+        .set_redirect_uri(RedirectUrl::new(redirect_uri).map_err(|e| fail(e.to_string()))?);
+        Ok(Self {
+            client,
+            http,
+            userinfo_url,
+            authorization_origin: auth_url.origin().ascii_serialization(),
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Whether the authorization request carries a PKCE challenge.
+    pub fn uses_pkce(&self) -> bool {
+        self.cfg.use_pkce
+    }
+
+    /// The IdP authorization URL carrying `state` (sealed by the caller), `nonce` and, when
+    /// PKCE is on, the S256 challenge of `pkce_verifier`.
+    pub fn authorize_url(&self, state: String, nonce: String, pkce_verifier: Option<&str>) -> url::Url {
+        let mut req = self.client.authorize_url(
+            AuthenticationFlow::<CoreResponseType>::AuthorizationCode,
+            move || CsrfToken::new(state),
+            move || Nonce::new(nonce),
+        );
+        for s in self.cfg.scopes.iter().filter(|s| *s != "openid") {
+            req = req.add_scope(Scope::new(s.clone()));
+        }
+        for (k, v) in &self.cfg.extra_auth_params {
+            req = req.add_extra_param(k.clone(), v.clone());
+        }
+        if let Some(v) = pkce_verifier {
+            let challenge = PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(v.to_owned()));
+            req = req.set_pkce_challenge(challenge);
+        }
+        req.url().0
+    }
+
+    pub async fn exchange(&self, code: String, pkce_verifier: Option<String>, nonce: &str) -> Result<IdpTokens, OidcError> {
+        let mut req = self
+            .client
+            .exchange_code(AuthorizationCode::new(code))
+            .map_err(|e| OidcError::Exchange(e.to_string()))?;
+        if let Some(v) = pkce_verifier {
+            req = req.set_pkce_verifier(PkceCodeVerifier::new(v));
+        }
+        let resp = req
+            .request_async(&self.http)
+            .await
+            .map_err(|e| OidcError::Exchange(error_chain(&e)))?;
+        let id_token = resp
+            .id_token()
+            .ok_or_else(|| OidcError::IdToken("the token response has no id_token".into()))?;
+        let nonce = Nonce::new(nonce.to_owned());
+        id_token
+            .claims(&self.client.id_token_verifier(), &nonce)
+            .map_err(|e| OidcError::IdToken(error_chain(&e)))?;
+        let mut claims = payload(&id_token.to_string()).ok_or_else(|| OidcError::IdToken("unreadable payload".into()))?;
+        self.complete(&mut claims, resp.access_token().secret()).await?;
+        Ok(IdpTokens {
+            claims,
+            refresh_token: resp.refresh_token().map(|t| t.secret().clone()),
+        })
+    }
+
+    pub async fn refresh(&self, refresh_token: &str) -> Result<IdpTokens, RefreshError> {
+        let resp = self
+            .client
+            .exchange_refresh_token(&RefreshToken::new(refresh_token.to_owned()))
+            .map_err(|e| RefreshError::Invalid(e.to_string()))?
+            .request_async(&self.http)
+            .await
+            .map_err(|e| match &e {
+                RequestTokenError::ServerResponse(r) => match r.error() {
+                    CoreErrorResponseType::Extension(code)
+                        if matches!(code.as_str(), "server_error" | "temporarily_unavailable") =>
+                    {
+                        RefreshError::Transient(code.clone())
+                    }
+                    other => RefreshError::Invalid(format!("{other:?}")),
+                },
+                RequestTokenError::Request(_) | RequestTokenError::Parse(_, _) => {
+                    RefreshError::Transient(error_chain(&e))
+                }
+                RequestTokenError::Other(m) => RefreshError::Invalid(m.clone()),
+            })?;
+        let access = resp.access_token().secret().clone();
+        let mut claims = match resp.id_token() {
+            Some(id) => {
+                id.claims(&self.client.id_token_verifier(), |_: Option<&Nonce>| Ok(()))
+                    .map_err(|e| RefreshError::Invalid(format!("ID token: {}", error_chain(&e))))?;
+                payload(&id.to_string()).ok_or_else(|| RefreshError::Invalid("unreadable ID token".into()))?
+            }
+            None => self
+                .userinfo(&access)
+                .await
+                .map_err(|e| RefreshError::Transient(e.to_string()))?,
+        };
+        self.complete(&mut claims, &access)
+            .await
+            .map_err(|e| RefreshError::Transient(e.to_string()))?;
+        Ok(IdpTokens {
+            claims,
+            refresh_token: Some(
+                resp.refresh_token()
+                    .map(|t| t.secret().clone())
+                    .unwrap_or_else(|| refresh_token.to_owned()),
+            ),
+        })
+    }
+
+    /// With `userinfo_fallback`, fills email and groups from userinfo when the ID token lacks
+    /// them; the userinfo `sub` must be the same.
+    async fn complete(&self, claims: &mut Map<String, Value>, access_token: &str) -> Result<(), OidcError> {
+        if !self.cfg.userinfo_fallback {
+            return Ok(());
+        }
+        let has_email = super::claims::email(claims, &self.cfg).is_some();
+        let has_groups = super::claims::groups(claims, &self.cfg).is_some();
+        if has_email && has_groups {
+            return Ok(());
+        }
+        let info = self.userinfo(access_token).await?;
+        if info.get("sub") != claims.get("sub") {
+            return Err(OidcError::UserInfo("userinfo `sub` differs from the ID token".into()));
+        }
+        for (k, v) in info {
+            claims.entry(k).or_insert(v);
+        }
+        Ok(())
+    }
+
+    async fn userinfo(&self, access_token: &str) -> Result<Map<String, Value>, OidcError> {
+        let url = self
+            .userinfo_url
+            .as_ref()
+            .ok_or_else(|| OidcError::UserInfo("the IdP has no userinfo endpoint".into()))?;
+        let resp = self
+            .http
+            .get(url)
+            .bearer_auth(access_token)
+            .header("accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| OidcError::UserInfo(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(OidcError::UserInfo(format!("status {}", resp.status())));
+        }
+        let body = resp.bytes().await.map_err(|e| OidcError::UserInfo(e.to_string()))?;
+        serde_json::from_slice::<Map<String, Value>>(&body).map_err(|e| OidcError::UserInfo(e.to_string()))
+    }
+}
+
+/// The JSON payload of a compact JWS whose signature was already verified.
+fn payload(jwt: &str) -> Option<Map<String, Value>> {
+    let part = jwt.split('.').nth(1)?;
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).ok()?).ok()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
