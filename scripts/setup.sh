@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(ca-certificates pkg-config build-essential nodejs npm)
+# chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
+apt_packages=(ca-certificates pkg-config build-essential nodejs npm chromium fonts-liberation)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -19,7 +20,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt-get install -y -qq "${missing[@]}"
 fi
 
 # Real clients for the end-to-end tests, pinned by package-lock.json.

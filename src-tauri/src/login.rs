@@ -44,7 +44,8 @@ impl Credentials {
 
     fn read(&self) -> Result<CredentialsFile, String> {
         match std::fs::read(&self.path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{} is corrupt: {e}", self.path.display())),
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| format!("{} is corrupt: {e}", self.path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CredentialsFile::default()),
             Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
         }
@@ -52,7 +53,8 @@ impl Credentials {
 
     fn write(&self, f: &CredentialsFile) -> Result<(), String> {
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let tmp = self.path.with_extension("json.tmp");
         let mut opts = std::fs::OpenOptions::new();
@@ -63,9 +65,15 @@ impl Credentials {
             opts.mode(0o600);
         }
         let body = serde_json::to_vec_pretty(f).map_err(|e| e.to_string())?;
-        std::io::Write::write_all(&mut opts.open(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?, &body)
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        std::io::Write::write_all(
+            &mut opts
+                .open(&tmp)
+                .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?,
+            &body,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
     }
 
     pub fn get(&self, gateway: &str) -> Result<Option<StoredSession>, String> {
@@ -88,7 +96,9 @@ impl Credentials {
     /// The only stored gateway, when `--gateway` is not given.
     pub fn single(&self) -> Result<Option<String>, String> {
         let f = self.read()?;
-        Ok((f.sessions.len() == 1).then(|| f.sessions.keys().next().cloned()).flatten())
+        Ok((f.sessions.len() == 1)
+            .then(|| f.sessions.keys().next().cloned())
+            .flatten())
     }
 }
 
@@ -145,7 +155,11 @@ struct Endpoints {
 
 /// Endpoints from discovery, used only when on the gateway's own origin (as Claude Code does).
 async fn endpoints(http: &reqwest::Client, base: &str) -> Endpoints {
-    let meta: Option<Metadata> = match http.get(format!("{base}/.well-known/oauth-authorization-server")).send().await {
+    let meta: Option<Metadata> = match http
+        .get(format!("{base}/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+    {
         Ok(r) if r.status().is_success() => r.json().await.ok(),
         _ => None,
     };
@@ -156,7 +170,8 @@ async fn endpoints(http: &reqwest::Client, base: &str) -> Endpoints {
         revocation_endpoint: None,
     });
     Endpoints {
-        device: same(meta.device_authorization_endpoint).unwrap_or_else(|| format!("{base}/oauth/device_authorization")),
+        device: same(meta.device_authorization_endpoint)
+            .unwrap_or_else(|| format!("{base}/oauth/device_authorization")),
         token: same(meta.token_endpoint).unwrap_or_else(|| format!("{base}/oauth/token")),
         revoke: same(meta.revocation_endpoint),
     }
@@ -193,17 +208,31 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
         let err: Option<TokenErr> = resp.json().await.ok();
         return Err(format!(
             "device authorization failed ({status}): {}",
-            err.map(|e| e.error_description.unwrap_or(e.error)).unwrap_or_default()
+            err.map(|e| e.error_description.unwrap_or(e.error))
+                .unwrap_or_default()
         ));
     }
-    let da: DeviceAuthorization = resp.json().await.map_err(|e| format!("unexpected device authorization answer: {e}"))?;
-    let link = da.verification_uri_complete.clone().unwrap_or_else(|| da.verification_uri.clone());
-    println!("To sign in to {base}, open:\n\n  {link}\n\nand check that it shows the code  {}", da.user_code);
+    let da: DeviceAuthorization = resp
+        .json()
+        .await
+        .map_err(|e| format!("unexpected device authorization answer: {e}"))?;
+    let link = da
+        .verification_uri_complete
+        .clone()
+        .unwrap_or_else(|| da.verification_uri.clone());
+    println!(
+        "To sign in to {base}, open:\n\n  {link}\n\nand check that it shows the code  {}",
+        da.user_code
+    );
     if let Some(n) = &da.login_notice {
         println!("\n{n}");
     }
     if open_browser {
-        let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
         let _ = std::process::Command::new(opener)
             .arg(&link)
             .stdout(std::process::Stdio::null())
@@ -214,12 +243,17 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
     let deadline = std::time::Instant::now() + Duration::from_secs(da.expires_in);
     loop {
         if std::time::Instant::now() >= deadline {
-            return Err("the code expired before sign-in finished; run `gatehouse login` again".into());
+            return Err(
+                "the code expired before sign-in finished; run `gatehouse login` again".into(),
+            );
         }
         tokio::time::sleep(Duration::from_secs(interval)).await;
         let resp = http
             .post(&ep.token)
-            .form(&[("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", da.device_code.as_str())])
+            .form(&[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", da.device_code.as_str()),
+            ])
             .send()
             .await;
         let resp = match resp {
@@ -230,7 +264,10 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
             }
         };
         if resp.status().is_success() {
-            let ok: TokenOk = resp.json().await.map_err(|e| format!("unexpected token answer: {e}"))?;
+            let ok: TokenOk = resp
+                .json()
+                .await
+                .map_err(|e| format!("unexpected token answer: {e}"))?;
             let email = ok.email.clone();
             creds.put(
                 &base,
@@ -248,13 +285,26 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
             );
             return Ok(());
         }
-        let err: TokenErr = resp.json().await.map_err(|e| format!("unexpected token answer: {e}"))?;
+        let err: TokenErr = resp
+            .json()
+            .await
+            .map_err(|e| format!("unexpected token answer: {e}"))?;
         match err.error.as_str() {
             "authorization_pending" => {}
             "slow_down" => interval += 5,
-            "access_denied" => return Err(format!("sign-in was refused: {}", err.error_description.unwrap_or_default())),
+            "access_denied" => {
+                return Err(format!(
+                    "sign-in was refused: {}",
+                    err.error_description.unwrap_or_default()
+                ));
+            }
             "expired_token" => return Err("the code expired; run `gatehouse login` again".into()),
-            other => return Err(format!("sign-in failed: {other} {}", err.error_description.unwrap_or_default())),
+            other => {
+                return Err(format!(
+                    "sign-in failed: {other} {}",
+                    err.error_description.unwrap_or_default()
+                ));
+            }
         }
     }
 }
@@ -262,21 +312,32 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
 /// A valid access token, refreshed when it expires within five minutes.
 pub async fn token(creds: &Credentials, gateway: &str) -> Result<String, String> {
     let base = origin(gateway)?;
-    let s = creds.get(&base)?.ok_or_else(|| format!("not signed in to {base}; run `gatehouse login --gateway {base}`"))?;
+    let s = creds.get(&base)?.ok_or_else(|| {
+        format!("not signed in to {base}; run `gatehouse login --gateway {base}`")
+    })?;
     if s.expires_at - now() > 300 {
         return Ok(s.access_token);
     }
-    let rt = s.refresh_token.clone().ok_or("the session expired and cannot be refreshed; run `gatehouse login`")?;
+    let rt = s
+        .refresh_token
+        .clone()
+        .ok_or("the session expired and cannot be refreshed; run `gatehouse login`")?;
     let http = client()?;
     let ep = endpoints(&http, &base).await;
     let resp = http
         .post(&ep.token)
-        .form(&[("grant_type", "refresh_token"), ("refresh_token", rt.as_str())])
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", rt.as_str()),
+        ])
         .send()
         .await
         .map_err(|e| format!("cannot reach {base}: {e}"))?;
     if resp.status().is_success() {
-        let ok: TokenOk = resp.json().await.map_err(|e| format!("unexpected token answer: {e}"))?;
+        let ok: TokenOk = resp
+            .json()
+            .await
+            .map_err(|e| format!("unexpected token answer: {e}"))?;
         creds.put(
             &base,
             StoredSession {
@@ -291,7 +352,9 @@ pub async fn token(creds: &Credentials, gateway: &str) -> Result<String, String>
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED {
         creds.remove(&base)?;
-        return Err(format!("the session ended (invalid_grant); run `gatehouse login --gateway {base}`"));
+        return Err(format!(
+            "the session ended (invalid_grant); run `gatehouse login --gateway {base}`"
+        ));
     }
     Err(format!("refresh failed with {status}; try again shortly"))
 }
@@ -304,9 +367,17 @@ pub async fn logout(creds: &Credentials, gateway: &str) -> Result<(), String> {
     };
     let http = client()?;
     if let Some(revoke) = endpoints(&http, &base).await.revoke {
-        let _ = http.post(&revoke).form(&[("token", s.access_token.as_str())]).send().await;
+        let _ = http
+            .post(&revoke)
+            .form(&[("token", s.access_token.as_str())])
+            .send()
+            .await;
         if let Some(rt) = &s.refresh_token {
-            let _ = http.post(&revoke).form(&[("token", rt.as_str()), ("token_type_hint", "refresh_token")]).send().await;
+            let _ = http
+                .post(&revoke)
+                .form(&[("token", rt.as_str()), ("token_type_hint", "refresh_token")])
+                .send()
+                .await;
         }
     }
     println!("Signed out of {base}.");

@@ -121,7 +121,10 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Some(Command::ResetLocalKey) => reset_local_key(&data?),
-        Some(Command::Login { gateway, no_browser }) => {
+        Some(Command::Login {
+            gateway,
+            no_browser,
+        }) => {
             let creds = login::Credentials::new(&data?);
             runtime()?.block_on(login::login(&creds, &gateway, !no_browser))
         }

@@ -173,7 +173,7 @@ async function main() {
   let consents = 0;
   for (;;) {
     await page.waitForSelector('#result, #login, #allow, #idp-error, #user_code', { state: 'attached', timeout: stepTimeout() })
-      .catch(() => { throw new Failure('none of #result, #login, #allow appeared'); });
+      .catch(() => { throw new Failure('no gateway result (#result), IdP login (#login) or consent (#allow) page appeared'); });
 
     if (await page.$('#result')) {
       await screenshot('result');

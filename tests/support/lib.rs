@@ -159,13 +159,15 @@ pub struct OffsetClock {
 
 impl OffsetClock {
     pub fn advance(&self, secs: i64) {
-        self.offset_secs.fetch_add(secs, std::sync::atomic::Ordering::SeqCst);
+        self.offset_secs
+            .fetch_add(secs, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 impl gatehouse_engine::deps::Clock for OffsetClock {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() + chrono::Duration::seconds(self.offset_secs.load(std::sync::atomic::Ordering::SeqCst))
+        chrono::Utc::now()
+            + chrono::Duration::seconds(self.offset_secs.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
 
@@ -190,7 +192,10 @@ impl Idp {
     pub async fn start_with(redirect_uri: &str, env: &[(&str, &str)]) -> Self {
         use tokio::io::AsyncBufReadExt;
         let script = e2e_dir().join("idp.mjs");
-        assert!(e2e_dir().join("node_modules/oidc-provider").exists(), "run scripts/test.sh (npm ci in tests/e2e)");
+        assert!(
+            e2e_dir().join("node_modules/oidc-provider").exists(),
+            "run scripts/test.sh (npm ci in tests/e2e)"
+        );
         let mut cmd = tokio::process::Command::new("node");
         cmd.arg(script)
             .current_dir(e2e_dir())
@@ -213,7 +218,11 @@ impl Idp {
             .expect("idp started within 30 s")
             .unwrap()
             .expect("idp printed its address");
-        let issuer = line.trim().strip_prefix("idp listening on ").expect("idp line").to_owned();
+        let issuer = line
+            .trim()
+            .strip_prefix("idp listening on ")
+            .expect("idp line")
+            .to_owned();
         Self {
             issuer,
             _child: child,
@@ -222,8 +231,18 @@ impl Idp {
     }
 
     pub async fn control(&self, path: &str, body: serde_json::Value) {
-        let r = self.http.post(format!("{}/__test/{path}", self.issuer)).json(&body).send().await.unwrap();
-        assert!(r.status().is_success(), "idp control {path}: {}", r.status());
+        let r = self
+            .http
+            .post(format!("{}/__test/{path}", self.issuer))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "idp control {path}: {}",
+            r.status()
+        );
     }
 }
 
@@ -242,7 +261,11 @@ pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
     let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let secrets = secrets.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
+    let secrets = secrets
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     let yaml = format!(
         r#"
 listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
@@ -272,14 +295,20 @@ oidc:
         credentials: Arc::new(NoCredentialStore),
         events: events.clone(),
     };
-    let handle = gatehouse_engine::server::start_on(listener, config, deps).await.unwrap();
+    let handle = gatehouse_engine::server::start_on(listener, config, deps)
+        .await
+        .unwrap();
     SignInGateway {
         gw: TestGateway {
             handle,
             fake,
             events,
             dir,
-            client: reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
         },
         idp,
         clock,
@@ -288,7 +317,12 @@ oidc:
 }
 
 /// Runs the browser part of the device flow in headless Chromium (Playwright).
-pub async fn browser_login(start_url: &str, login: &str, password: &str, screenshots: Option<&Path>) -> serde_json::Value {
+pub async fn browser_login(
+    start_url: &str,
+    login: &str,
+    password: &str,
+    screenshots: Option<&Path>,
+) -> serde_json::Value {
     let mut cmd = tokio::process::Command::new("node");
     cmd.arg(e2e_dir().join("device_login.mjs"))
         .current_dir(e2e_dir())
@@ -306,6 +340,9 @@ pub async fn browser_login(start_url: &str, login: &str, password: &str, screens
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|_| {
-        panic!("browser login printed no JSON: {stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "browser login printed no JSON: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }

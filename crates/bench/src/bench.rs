@@ -12,7 +12,7 @@ use fake_upstream::FakeConfig;
 use http::StatusCode;
 
 use crate::client::{CLIENT_KEY, Conn, messages_body, parse_url};
-use crate::cpu::CpuMeter;
+use crate::cpu::{CpuMeter, ThreadTimes};
 use crate::load::{self, Sequential};
 use crate::procs::{Children, rss_kib};
 use crate::report::{Memory, Meta, Params, PathResults, Results};
@@ -21,6 +21,8 @@ use crate::report::{Memory, Meta, Params, PathResults, Results};
 const PHASE_MAX_TIME: Duration = Duration::from_secs(180);
 /// Settling time after start-up before the idle RSS is read.
 const IDLE_SETTLE: Duration = Duration::from_millis(500);
+/// Warm-up streams before the long-stream measurement.
+const LONG_WARMUP: usize = 5;
 /// Longest wait for the processes to go quiet before a measurement.
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 /// Share of the machine's CPU other processes may use before a measurement
@@ -52,18 +54,19 @@ pub fn params(quick: bool) -> Params {
 }
 
 /// The three measured paths, in table order.
+/// Each is (address the client talks to, pid of the process that answers it).
 struct Paths {
-    direct: SocketAddr,
-    proxy: SocketAddr,
-    gatehouse: SocketAddr,
+    direct: (SocketAddr, u32),
+    proxy: (SocketAddr, u32),
+    gatehouse: (SocketAddr, u32),
 }
 
 impl Paths {
-    fn all(&self) -> [(&'static str, SocketAddr); 3] {
+    fn all(&self) -> [(&'static str, SocketAddr, u32); 3] {
         [
-            ("direct", self.direct),
-            ("proxy", self.proxy),
-            ("gatehouse", self.gatehouse),
+            ("direct", self.direct.0, self.direct.1),
+            ("proxy", self.proxy.0, self.proxy.1),
+            ("gatehouse", self.gatehouse.0, self.gatehouse.1),
         ]
     }
 }
@@ -116,7 +119,7 @@ async fn run_in(
     let fake = children
         .spawn("fake-upstream", &opts.fake, &strings(&fake_args), dir)
         .await?;
-    let fake_url = fake.url.clone();
+    let (fake_url, fake_pid) = (fake.url.clone(), fake.pid);
     let fake_addr = parse_url(&fake_url)?;
     set_fake(fake_addr, FakeConfig::default()).await?;
 
@@ -149,21 +152,21 @@ async fn run_in(
         .await?;
     let (gh_pid, gh_addr) = (gh.pid, parse_url(&gh.url)?);
     let paths = Paths {
-        direct: fake_addr,
-        proxy: proxy_addr,
-        gatehouse: gh_addr,
+        direct: (fake_addr, fake_pid),
+        proxy: (proxy_addr, proxy_pid),
+        gatehouse: (gh_addr, gh_pid),
     };
 
     tokio::time::sleep(IDLE_SETTLE).await;
     let overall = quiet(children, &mut meta, "idle RSS", "all").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    if let Some(share) = overall.foreign_share(&children.pids()) {
-        if share > FOREIGN_CPU_LIMIT {
-            eprintln!(
-                "gatehouse-bench: warning: other processes use {:.0}% of the machine's CPU; results will be noisy",
-                share * 100.0
-            );
-        }
+    if let Some(share) = overall.foreign_share(&children.pids())
+        && share > FOREIGN_CPU_LIMIT
+    {
+        eprintln!(
+            "gatehouse-bench: warning: other processes use {:.0}% of the machine's CPU; results will be noisy",
+            share * 100.0
+        );
     }
     let mut proxy_mem = Memory {
         idle_kib: rss_kib(proxy_pid)?,
@@ -173,7 +176,7 @@ async fn run_in(
         idle_kib: rss_kib(gh_pid)?,
         ..Memory::default()
     };
-    for (name, addr) in paths.all() {
+    for (name, addr, _) in paths.all() {
         preflight(name, addr).await?;
     }
     let mut res = [
@@ -184,8 +187,9 @@ async fn run_in(
 
     phase("c=1 JSON latency");
     let json_body = messages_body(false);
-    for (i, (name, addr)) in paths.all().into_iter().enumerate() {
+    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
         let m = quiet(children, &mut meta, "c=1 latency", name).await;
+        let cpu = ThreadTimes::of(pid)?;
         res[i].latency = load::sequential(
             addr,
             &json_body,
@@ -196,13 +200,16 @@ async fn run_in(
         )
         .await?;
         disturbed(children, &m, &mut meta, "c=1 latency", name);
+        let done = params.latency_warmup + res[i].latency.total.n;
+        res[i].cpu_c1_us = cpu_us_per(pid, &cpu, done as u64)?;
         step(name, &res[i].latency, "total");
     }
     children.check_alive()?;
 
     phase("c=16 JSON throughput");
-    for (i, (name, addr)) in paths.all().into_iter().enumerate() {
+    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
         let m = quiet(children, &mut meta, "c=16 throughput", name).await;
+        let cpu = ThreadTimes::of(pid)?;
         let t = load::throughput(
             addr,
             &json_body,
@@ -213,6 +220,7 @@ async fn run_in(
         )
         .await?;
         disturbed(children, &m, &mut meta, "c=16 throughput", name);
+        res[i].cpu_c16_us = cpu_us_per(pid, &cpu, t.completed)?;
         eprintln!(
             "  {name:<9} {:>8.0} req/s, {} errors",
             t.requests_per_sec, t.errors
@@ -236,7 +244,7 @@ async fn run_in(
     )
     .await?;
     let stream_body = messages_body(true);
-    for (i, (name, addr)) in paths.all().into_iter().enumerate() {
+    for (i, (name, addr, _)) in paths.all().into_iter().enumerate() {
         let m = quiet(children, &mut meta, "TTFT", name).await;
         res[i].ttft =
             load::sequential(addr, &stream_body, true, 50, params.ttft_n, PHASE_MAX_TIME).await?;
@@ -254,11 +262,21 @@ async fn run_in(
         },
     )
     .await?;
-    for (i, (name, addr)) in paths.all().into_iter().enumerate() {
+    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
         let m = quiet(children, &mut meta, "long streams", name).await;
-        res[i].long =
-            load::sequential(addr, &stream_body, true, 5, params.long_n, PHASE_MAX_TIME).await?;
+        let cpu = ThreadTimes::of(pid)?;
+        res[i].long = load::sequential(
+            addr,
+            &stream_body,
+            true,
+            LONG_WARMUP,
+            params.long_n,
+            PHASE_MAX_TIME,
+        )
+        .await?;
         disturbed(children, &m, &mut meta, "long streams", name);
+        let streams = (LONG_WARMUP + res[i].long.total.n) as u64;
+        res[i].cpu_long_us = cpu_us_per(pid, &cpu, streams)?;
         step(name, &res[i].long, "total");
     }
     children.check_alive()?;
@@ -334,6 +352,11 @@ fn disturbed(children: &Children, meter: &CpuMeter, meta: &mut Meta, phase: &str
         eprintln!("  {note}");
         meta.notes.push(note);
     }
+}
+
+/// CPU time `pid` used since the `cpu` snapshot, per request, in µs.
+fn cpu_us_per(pid: u32, cpu: &ThreadTimes, requests: u64) -> anyhow::Result<f64> {
+    Ok(cpu.ns_since(pid)? as f64 / 1000.0 / requests.max(1) as f64)
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

@@ -2,6 +2,8 @@
 //! machine other processes (not the benchmark or its children) used during a
 //! measurement, so a disturbed run can be flagged in the report.
 
+use std::collections::HashMap;
+
 use anyhow::Context;
 
 /// CPU time (user + system, all threads) of `pid` in clock ticks, from
@@ -24,6 +26,47 @@ pub fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     };
     // utime is field 14 and stime field 15 (1-based), i.e. 11 and 12 here.
     Ok(field(11)? + field(12)?)
+}
+
+/// Nanoseconds each thread of a process has run (first field of
+/// `/proc/PID/task/TID/schedstat`): precise CPU time for short phases.
+pub struct ThreadTimes(HashMap<u32, u64>);
+
+impl ThreadTimes {
+    /// Snapshot of every thread of `pid`.
+    pub fn of(pid: u32) -> anyhow::Result<ThreadTimes> {
+        let dir = format!("/proc/{pid}/task");
+        let mut times = HashMap::new();
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
+            let entry = entry?;
+            let Some(tid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // A thread may exit between listing and reading: skip it.
+            let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(ns) = text.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                times.insert(tid, ns);
+            }
+        }
+        Ok(ThreadTimes(times))
+    }
+
+    /// CPU nanoseconds `pid` used since this snapshot (threads that exited
+    /// meanwhile are not counted; new threads count in full).
+    pub fn ns_since(&self, pid: u32) -> anyhow::Result<u64> {
+        let now = ThreadTimes::of(pid)?;
+        Ok(now
+            .0
+            .iter()
+            .map(|(tid, ns)| ns.saturating_sub(self.0.get(tid).copied().unwrap_or(0)))
+            .sum())
+    }
 }
 
 /// Busy and total clock ticks of the whole machine (`cpu` line of `/proc/stat`).
@@ -99,6 +142,9 @@ mod tests {
     #[test]
     fn reads_cpu_counters() {
         assert!(cpu_ticks(std::process::id()).is_ok());
+        let t = ThreadTimes::of(std::process::id()).unwrap();
+        assert!(!t.0.is_empty());
+        assert!(t.ns_since(std::process::id()).is_ok());
         let (busy, total) = machine_ticks().unwrap();
         assert!(busy <= total && total > 0);
         let share = CpuMeter::start(&[]).foreign_share(&[]).unwrap_or(0.0);

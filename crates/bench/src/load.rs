@@ -121,6 +121,8 @@ pub struct Throughput {
     pub requests_per_sec: f64,
     pub ok: u64,
     pub errors: u64,
+    /// Every answer, warm-up included (for CPU per request).
+    pub completed: u64,
     /// Peak RSS (KiB) of each sampled process, in the order given.
     pub peak_rss_kib: Vec<u64>,
 }
@@ -155,23 +157,25 @@ pub async fn throughput(
         ..Throughput::default()
     };
     for r in results {
-        let (ok, errors) = r?;
+        let (ok, errors, completed) = r?;
         out.ok += ok;
         out.errors += errors;
+        out.completed += completed;
     }
     out.requests_per_sec = out.ok as f64 / measure.as_secs_f64();
     Ok(out)
 }
 
-/// One throughput worker: returns (ok, errors) counted in `window`.
+/// One throughput worker: returns (ok, errors) counted in `window`, and
+/// every answer received.
 async fn worker(
     addr: SocketAddr,
     body: Bytes,
     window: (Instant, Instant),
-) -> anyhow::Result<(u64, u64)> {
+) -> anyhow::Result<(u64, u64, u64)> {
     let (from, to) = window;
     let mut conn = Some(Conn::connect(addr).await?);
-    let (mut ok, mut errors) = (0u64, 0u64);
+    let (mut ok, mut errors, mut completed) = (0u64, 0u64, 0u64);
     // Far above what 16 workers can do in the window; only a safety bound.
     for _ in 0..50_000_000u64 {
         if Instant::now() >= to {
@@ -190,6 +194,7 @@ async fn worker(
             .await;
         let now = Instant::now();
         let counted = now >= from && now < to;
+        completed += u64::from(result.is_ok());
         match result {
             Ok(Exchange { status, .. }) if status == StatusCode::OK => ok += u64::from(counted),
             Ok(_) => errors += u64::from(counted),
@@ -199,7 +204,7 @@ async fn worker(
             }
         }
     }
-    Ok((ok, errors))
+    Ok((ok, errors, completed))
 }
 
 /// RSS of a process while it relays `count` open streams.

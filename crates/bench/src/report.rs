@@ -18,6 +18,12 @@ pub struct PathResults {
     pub ttft: Sequential,
     /// Long streams (per-event cost).
     pub long: Sequential,
+    /// CPU time of the answering process (fake, proxy or gatehouse) per
+    /// request during the c=1 and c=16 JSON phases, in µs.
+    pub cpu_c1_us: f64,
+    pub cpu_c16_us: f64,
+    /// CPU time of the answering process per long stream, in µs.
+    pub cpu_long_us: f64,
 }
 
 /// Memory of a relaying process (proxy or gatehouse).
@@ -201,6 +207,27 @@ impl Results {
             "0 (sanity)",
             Some(g.throughput.errors == 0),
         ));
+        for (metric, d, p, g) in [
+            (
+                "CPU per request at c=1 (µs of the answering process: fake, proxy, gatehouse)",
+                d.cpu_c1_us,
+                p.cpu_c1_us,
+                g.cpu_c1_us,
+            ),
+            (
+                &*format!("CPU per request at c={} (µs, same processes)", pr.workers),
+                d.cpu_c16_us,
+                p.cpu_c16_us,
+                g.cpu_c16_us,
+            ),
+        ] {
+            rows.push(row(
+                metric,
+                [us(d), us(p), us(g), dash(), added(g - p)],
+                "—",
+                None,
+            ));
+        }
         let ev = pr.ttft_events;
         rows.push(latency_row(
             &format!("stream TTFT p50 (µs), {ev} events"),
@@ -232,6 +259,18 @@ impl Results {
             d.long.total.p50,
             p.long.total.p50,
             g.long.total.p50,
+            "—",
+            None,
+        ));
+        rows.push(row(
+            &format!("CPU per stream, {lev} events (µs of the answering process)"),
+            [
+                us(d.cpu_long_us),
+                us(p.cpu_long_us),
+                us(g.cpu_long_us),
+                dash(),
+                added(g.cpu_long_us - p.cpu_long_us),
+            ],
             "—",
             None,
         ));
@@ -458,6 +497,18 @@ impl Results {
             "- Per-event cost: fake streams {} deltas with no delays; {} sequential streams per path; \
              (p50 gatehouse stream time − p50 direct/proxy stream time) ÷ {}.",
             pr.long_events, pr.long_n, pr.long_events
+        );
+        let _ = writeln!(
+            out,
+            "- CPU per request/stream: CPU time (all threads, from /proc/PID/task/*/schedstat) of the process \
+             answering the client — the fake on the direct path, the proxy or Gatehouse otherwise (the fake's \
+             share behind them is not included) — over the phase, warm-up included, ÷ requests answered."
+        );
+        let _ = writeln!(
+            out,
+            "- Before each measurement the harness waits until the child processes are idle (e.g. Gatehouse \
+             still writing usage rows), and it flags measurements during which other processes on the machine \
+             used more than 5% of its CPU."
         );
         let _ = writeln!(
             out,

@@ -39,6 +39,7 @@ pub const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/status.css"),
     ("GET", "/favicon.svg"),
+    ("GET", "/favicon.ico"),
 ];
 
 pub async fn handle(
@@ -122,17 +123,18 @@ async fn run(
 
     // 7. Bearer admission: every route below needs a principal.
     let now = gw.deps.clock.now();
-    let principal = auth::admit(&gw.keys, gw.identity.as_ref(), now, req.headers()).inspect_err(|e| {
-        if let ApiError::Unauthenticated { reason, .. } = e {
-            gw.deps.emit(
-                Event::new("auth.denied")
-                    .with("request_id", request_id)
-                    .with("client_ip", client_ip.to_string())
-                    .with("path", path.clone())
-                    .with("reason", *reason),
-            );
-        }
-    })?;
+    let principal =
+        auth::admit(&gw.keys, gw.identity.as_ref(), now, req.headers()).inspect_err(|e| {
+            if let ApiError::Unauthenticated { reason, .. } = e {
+                gw.deps.emit(
+                    Event::new("auth.denied")
+                        .with("request_id", request_id)
+                        .with("client_ip", client_ip.to_string())
+                        .with("path", path.clone())
+                        .with("reason", *reason),
+                );
+            }
+        })?;
 
     // 8. Dispatch.
     dispatch(gw, request_id, &principal, &path, req).await
@@ -148,14 +150,22 @@ pub const SIGN_IN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/oauth/revoke"),
 ];
 
-async fn sign_in(gw: &Arc<Gateway>, client_ip: std::net::IpAddr, path: &str, req: Request<Body>) -> Response<Body> {
+async fn sign_in(
+    gw: &Arc<Gateway>,
+    client_ip: std::net::IpAddr,
+    path: &str,
+    req: Request<Body>,
+) -> Response<Body> {
     use crate::identity::{browser, device};
     let Some(id) = gw.identity.as_ref() else {
-        return ApiError::NotFound("sign-in is not configured on this gateway".into()).into_response();
+        return ApiError::NotFound("sign-in is not configured on this gateway".into())
+            .into_response();
     };
     match (req.method().as_str(), path) {
         ("GET", "/.well-known/oauth-authorization-server") => device::discovery(id),
-        ("POST", "/oauth/device_authorization") => device::device_authorization(gw, id, client_ip, req).await,
+        ("POST", "/oauth/device_authorization") => {
+            device::device_authorization(gw, id, client_ip, req).await
+        }
         ("GET", "/device") => browser::show(id, req.uri()),
         ("POST", "/device") => browser::submit(gw, id, client_ip, req).await,
         ("GET", "/oauth/callback") => browser::callback(gw, id, req).await,
@@ -185,7 +195,14 @@ async fn dispatch(
         return Ok(resp);
     }
     match path {
-        "/v1/models" => Ok(json_response(StatusCode::OK, gw.catalog.list())),
+        "/v1/models" => {
+            gw.deps.emit(
+                Event::new("models.list")
+                    .with("request_id", request_id)
+                    .with("principal", principal.label()),
+            );
+            Ok(json_response(StatusCode::OK, gw.catalog.list()))
+        }
         "/v1/messages" => {
             inference::handle(gw, request_id, principal, Endpoint::Messages, req).await
         }

@@ -125,7 +125,15 @@ pub async fn start_on(
                 .timeout(Duration::from_secs(10))
                 .build()
                 .map_err(|e| StartError::Client(e.to_string()))?;
-            Some(crate::identity::Identity::start(cfg.clone(), store.as_ref(), deps.clock.now(), http).await?)
+            Some(
+                crate::identity::Identity::start(
+                    cfg.clone(),
+                    store.as_ref(),
+                    deps.clock.now(),
+                    http,
+                )
+                .await?,
+            )
         }
         None => None,
     };

@@ -17,7 +17,7 @@ const ICON: &str = include_str!("../../../icons/gatehouse.svg");
 pub async fn serve(gw: &Gateway, path: &str) -> Response<Body> {
     match path {
         "/status.css" => asset(CSS, "text/css; charset=utf-8"),
-        "/favicon.svg" => asset(ICON, "image/svg+xml"),
+        "/favicon.svg" | "/favicon.ico" => asset(ICON, "image/svg+xml"),
         _ => page(gw).await,
     }
 }

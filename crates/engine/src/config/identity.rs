@@ -24,40 +24,75 @@ const PROTOCOL_PARAMS: &[&str] = &[
 pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfig>, ConfigError> {
     let (oidc, session) = match (&raw.oidc, &raw.session) {
         (None, None) => {
-            if raw.rate_limits.device_authorization.is_some() || raw.rate_limits.device_verify.is_some() {
-                return Err(ConfigError::at("rate_limits", "only applies when `oidc` is configured"));
+            if raw.rate_limits.device_authorization.is_some()
+                || raw.rate_limits.device_verify.is_some()
+            {
+                return Err(ConfigError::at(
+                    "rate_limits",
+                    "only applies when `oidc` is configured",
+                ));
             }
             return Ok(None);
         }
-        (Some(_), None) => return Err(ConfigError::at("session", "required when `oidc` is configured")),
-        (None, Some(_)) => return Err(ConfigError::at("oidc", "required when `session` is configured")),
+        (Some(_), None) => {
+            return Err(ConfigError::at(
+                "session",
+                "required when `oidc` is configured",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::at(
+                "oidc",
+                "required when `session` is configured",
+            ));
+        }
         (Some(o), Some(s)) => (o, s),
     };
     let public_url = listen.public_url.clone().ok_or_else(|| {
-        ConfigError::at("listen.public_url", "required with `oidc` (it is the issuer and the callback origin)")
+        ConfigError::at(
+            "listen.public_url",
+            "required with `oidc` (it is the issuer and the callback origin)",
+        )
     })?;
     let secrets: Vec<String> = session.jwt_secret.clone().into_vec();
     if secrets.is_empty() {
-        return Err(ConfigError::at("session.jwt_secret", "must not be an empty list"));
+        return Err(ConfigError::at(
+            "session.jwt_secret",
+            "must not be an empty list",
+        ));
     }
     for (i, s) in secrets.iter().enumerate() {
         if s.chars().count() < MIN_SESSION_SECRET_LEN {
-            let path = if secrets.len() == 1 && matches!(session.jwt_secret, super::raw::OneOrMany::One(_)) {
+            let path = if secrets.len() == 1
+                && matches!(session.jwt_secret, super::raw::OneOrMany::One(_))
+            {
                 "session.jwt_secret".to_owned()
             } else {
                 format!("session.jwt_secret[{i}]")
             };
-            return Err(ConfigError::at(&path, format!("must be at least {MIN_SESSION_SECRET_LEN} characters")));
+            return Err(ConfigError::at(
+                &path,
+                format!("must be at least {MIN_SESSION_SECRET_LEN} characters"),
+            ));
         }
     }
     let ttl_hours = session.ttl_hours.unwrap_or(1.0);
     if !(ttl_hours.is_finite() && ttl_hours > 0.0 && ttl_hours <= 24.0 * 30.0) {
-        return Err(ConfigError::at("session.ttl_hours", "must be more than 0 and at most 720"));
+        return Err(ConfigError::at(
+            "session.ttl_hours",
+            "must be more than 0 and at most 720",
+        ));
     }
     let issuer = url::Url::parse(&oidc.issuer)
         .map_err(|e| ConfigError::at("oidc.issuer", format!("invalid URL: {e}")))?;
-    if !matches!(issuer.scheme(), "https" | "http") || issuer.query().is_some() || issuer.fragment().is_some() {
-        return Err(ConfigError::at("oidc.issuer", "must be an http(s) URL without query or fragment"));
+    if !matches!(issuer.scheme(), "https" | "http")
+        || issuer.query().is_some()
+        || issuer.fragment().is_some()
+    {
+        return Err(ConfigError::at(
+            "oidc.issuer",
+            "must be an http(s) URL without query or fragment",
+        ));
     }
     if oidc.client_id.trim().is_empty() {
         return Err(ConfigError::at("oidc.client_id", "must not be empty"));
@@ -66,12 +101,14 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
         return Err(ConfigError::at("oidc.client_secret", "must not be empty"));
     }
     let scopes = oidc.scopes.clone().unwrap_or_else(|| {
-        ["openid", "profile", "email", "offline_access"].map(String::from).to_vec()
+        ["openid", "profile", "email", "offline_access"]
+            .map(String::from)
+            .to_vec()
     });
     if !scopes.iter().any(|s| s == "openid") {
         return Err(ConfigError::at("oidc.scopes", "must include `openid`"));
     }
-    for (k, _) in &oidc.extra_auth_params {
+    for k in oidc.extra_auth_params.keys() {
         if PROTOCOL_PARAMS.contains(&k.as_str()) {
             return Err(ConfigError::at(
                 &format!("oidc.extra_auth_params.{k}"),
@@ -82,11 +119,20 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
     if let Some(n) = &oidc.login_notice
         && n.chars().count() > 500
     {
-        return Err(ConfigError::at("oidc.login_notice", "must be at most 500 characters"));
+        return Err(ConfigError::at(
+            "oidc.login_notice",
+            "must be at most 500 characters",
+        ));
     }
-    let email_claims = oidc.email_claim.clone().map_or_else(|| vec!["email".to_owned()], |c| c.into_vec());
+    let email_claims = oidc
+        .email_claim
+        .clone()
+        .map_or_else(|| vec!["email".to_owned()], |c| c.into_vec());
     if email_claims.is_empty() || email_claims.iter().any(|c| c.trim().is_empty()) {
-        return Err(ConfigError::at("oidc.email_claim", "must name at least one claim"));
+        return Err(ConfigError::at(
+            "oidc.email_claim",
+            "must name at least one claim",
+        ));
     }
     let domains = oidc
         .allowed_email_domains
@@ -94,7 +140,10 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
         .map(|d| d.trim().trim_start_matches('@').to_ascii_lowercase())
         .collect::<Vec<_>>();
     if domains.iter().any(String::is_empty) {
-        return Err(ConfigError::at("oidc.allowed_email_domains", "must not contain empty entries"));
+        return Err(ConfigError::at(
+            "oidc.allowed_email_domains",
+            "must not contain empty entries",
+        ));
     }
     Ok(Some(IdentityConfig {
         public_url,
@@ -108,21 +157,49 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
             use_pkce: oidc.use_pkce.unwrap_or(true),
             allowed_email_domains: domains,
             allowed_groups: oidc.allowed_groups.clone(),
-            groups_claim: oidc.groups_claim.clone().unwrap_or_else(|| "groups".to_owned()),
+            groups_claim: oidc
+                .groups_claim
+                .clone()
+                .unwrap_or_else(|| "groups".to_owned()),
             email_claims,
             userinfo_fallback: oidc.userinfo_fallback.unwrap_or(false),
-            extra_auth_params: oidc.extra_auth_params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            extra_auth_params: oidc
+                .extra_auth_params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             login_notice: oidc.login_notice.clone(),
         },
-        device_authorization_limit: rate(raw.rate_limits.device_authorization, 30, 600, "rate_limits.device_authorization")?,
-        device_verify_limit: rate(raw.rate_limits.device_verify, 10, 600, "rate_limits.device_verify")?,
+        device_authorization_limit: rate(
+            raw.rate_limits.device_authorization,
+            30,
+            600,
+            "rate_limits.device_authorization",
+        )?,
+        device_verify_limit: rate(
+            raw.rate_limits.device_verify,
+            10,
+            600,
+            "rate_limits.device_verify",
+        )?,
     }))
 }
 
-fn rate(raw: Option<RawRate>, limit: u32, window: u64, path: &str) -> Result<RateLimit, ConfigError> {
-    let r = raw.unwrap_or(RawRate { limit, window_seconds: window });
+fn rate(
+    raw: Option<RawRate>,
+    limit: u32,
+    window: u64,
+    path: &str,
+) -> Result<RateLimit, ConfigError> {
+    let r = raw.unwrap_or(RawRate {
+        limit,
+        window_seconds: window,
+    });
     if r.limit == 0 || r.window_seconds == 0 {
-        return Err(ConfigError::at(path, "limit and window_seconds must be greater than 0"));
+        return Err(ConfigError::at(
+            path,
+            "limit and window_seconds must be greater than 0",
+        ));
     }
     Ok(RateLimit {
         limit: r.limit,

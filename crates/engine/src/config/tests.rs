@@ -205,15 +205,86 @@ fn errors_name_the_field_path() {
 }
 
 #[test]
+fn sign_in_blocks_are_validated() {
+    let base = "listen: {host: 127.0.0.1, public_url: 'https://gw.example'}\nupstreams: [{name: a, provider: anthropic}]\n";
+    let oidc = "oidc: {issuer: 'https://idp.example', client_id: c, client_secret: s}\n";
+    let session = "session: {jwt_secret: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'}\n";
+    let ok = load(&format!("{base}{oidc}{session}")).unwrap();
+    let id = ok.identity.unwrap();
+    assert_eq!(id.session_ttl.as_secs(), 3600);
+    assert_eq!(id.device_authorization_limit.limit, 30);
+    assert_eq!(id.device_verify_limit.window.as_secs(), 600);
+    assert_eq!(
+        id.oidc.scopes,
+        vec!["openid", "profile", "email", "offline_access"]
+    );
+    let cases = [
+        (
+            format!("{base}{oidc}"),
+            "session: required when `oidc` is configured",
+        ),
+        (
+            format!("{base}{session}"),
+            "oidc: required when `session` is configured",
+        ),
+        (
+            format!("{base}{oidc}session: {{jwt_secret: short}}\n"),
+            "session.jwt_secret: must be at least 32 characters",
+        ),
+        (
+            format!(
+                "{base}{oidc}session: {{jwt_secret: ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', short]}}\n"
+            ),
+            "session.jwt_secret[1]: must be at least 32",
+        ),
+        (
+            format!(
+                "listen: {{host: 127.0.0.1}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
+            ),
+            "listen.public_url: required with `oidc`",
+        ),
+        (
+            format!(
+                "{base}oidc: {{issuer: 'https://idp.example', client_id: c, client_secret: s, extra_auth_params: {{state: x}}}}\n{session}"
+            ),
+            "oidc.extra_auth_params.state: is set by the gateway",
+        ),
+        (
+            format!(
+                "{base}oidc: {{issuer: 'https://idp.example', client_id: c, client_secret: s, scopes: [email]}}\n{session}"
+            ),
+            "oidc.scopes: must include `openid`",
+        ),
+        (
+            format!(
+                "{base}oidc: {{issuer: 'https://idp.example', client_id: c, client_secret: s, isuer: x}}\n{session}"
+            ),
+            "oidc.isuer: unknown field",
+        ),
+        (
+            format!(
+                "{base}{oidc}{session}rate_limits: {{device_verify: {{limit: 0, window_seconds: 5}}}}\n"
+            ),
+            "rate_limits.device_verify: limit and window_seconds must be greater than 0",
+        ),
+        (
+            format!("{base}rate_limits: {{device_verify: {{limit: 1, window_seconds: 5}}}}\n"),
+            "rate_limits: only applies when `oidc` is configured",
+        ),
+    ];
+    for (yaml, want) in cases {
+        let got = err(&yaml);
+        assert!(got.contains(want), "expected {want}\ngot {got}");
+    }
+}
+
+#[test]
 fn later_blocks_are_refused_not_ignored() {
     for (block, path) in [
-        ("oidc: {issuer: https://idp}\n", "oidc"),
-        ("session: {jwt_secret: x}\n", "session"),
         ("managed: {policies: []}\n", "managed"),
         ("admin: {}\n", "admin"),
         ("enforcement: {fail_closed_on_error: true}\n", "enforcement"),
         ("telemetry: {forward_to: []}\n", "telemetry"),
-        ("rate_limits: {}\n", "rate_limits"),
         ("cri: {enabled: true}\n", "cri"),
         (
             "store: {postgres_url: 'postgres://x'}\n",

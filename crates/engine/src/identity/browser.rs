@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::device::{grant_expiry, issue, normalize_user_code, over_limit, read_form, user_code_key};
+use super::device::{
+    grant_expiry, issue, normalize_user_code, over_limit, read_form, user_code_key,
+};
 use super::keys::SealKind;
 use super::{Grant, GrantState, Identity, STATE_SECS, pages};
 use crate::events::Event;
@@ -33,7 +35,11 @@ struct OAuthState {
 }
 
 fn cookie_name(id: &Identity) -> &'static str {
-    if id.secure_cookies() { "__Host-gw_dev" } else { "gw_dev" }
+    if id.secure_cookies() {
+        "__Host-gw_dev"
+    } else {
+        "gw_dev"
+    }
 }
 
 fn set_cookie(id: &Identity, value: &str, max_age: i64) -> Option<HeaderValue> {
@@ -70,7 +76,11 @@ pub fn show(id: &Identity, uri: &http::Uri) -> Response<Body> {
     let code = query_param(uri, "user_code")
         .map(|c| {
             let n = normalize_user_code(&c);
-            if n.len() == 8 { format!("{}-{}", &n[..4], &n[4..]) } else { n.chars().take(16).collect() }
+            if n.len() == 8 {
+                format!("{}-{}", &n[..4], &n[4..])
+            } else {
+                n.chars().take(16).collect()
+            }
         })
         .unwrap_or_default();
     pages::device_form(StatusCode::OK, &code, None, &id.oidc.authorization_origin)
@@ -90,7 +100,10 @@ fn same_origin(id: &Identity, headers: &HeaderMap) -> bool {
 
 async fn load_grant(gw: &Gateway, id: &Identity, key: &str) -> Option<(Grant, Vec<u8>)> {
     let raw = gw.store.kv_get(key, gw.deps.clock.now()).await.ok()??;
-    let grant = id.keys.open::<Grant>(SealKind::DeviceGrant, std::str::from_utf8(&raw).ok()?).ok()?;
+    let grant = id
+        .keys
+        .open::<Grant>(SealKind::DeviceGrant, std::str::from_utf8(&raw).ok()?)
+        .ok()?;
     Some((grant, raw))
 }
 
@@ -98,20 +111,53 @@ async fn load_grant(gw: &Gateway, id: &Identity, key: &str) -> Option<(Grant, Ve
 pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>) -> Response<Body> {
     let idp = id.oidc.authorization_origin.clone();
     if !same_origin(id, req.headers()) {
-        gw.deps.emit(Event::new("device.verify").with("outcome", "cross_origin").with("client_ip", ip.to_string()));
-        return pages::result(StatusCode::FORBIDDEN, false, "This form can only be submitted from the Gatehouse sign-in page.");
+        gw.deps.emit(
+            Event::new("device.verify")
+                .with("outcome", "cross_origin")
+                .with("client_ip", ip.to_string()),
+        );
+        return pages::result(
+            StatusCode::FORBIDDEN,
+            false,
+            "This form can only be submitted from the Gatehouse sign-in page.",
+        );
     }
     if over_limit(gw, "device_verify", ip, id.cfg.device_verify_limit).await {
-        gw.deps.emit(Event::new("device.rate_limited").with("client_ip", ip.to_string()).with("endpoint", "device_verify"));
-        return pages::device_form(StatusCode::TOO_MANY_REQUESTS, "", Some("Too many attempts from this address. Wait a few minutes and try again."), &idp);
+        gw.deps.emit(
+            Event::new("device.rate_limited")
+                .with("client_ip", ip.to_string())
+                .with("endpoint", "device_verify"),
+        );
+        return pages::device_form(
+            StatusCode::TOO_MANY_REQUESTS,
+            "",
+            Some("Too many attempts from this address. Wait a few minutes and try again."),
+            &idp,
+        );
     }
     let form = match read_form(req).await {
         Ok(f) => f,
-        Err(_) => return pages::device_form(StatusCode::BAD_REQUEST, "", Some("The form could not be read."), &idp),
+        Err(_) => {
+            return pages::device_form(
+                StatusCode::BAD_REQUEST,
+                "",
+                Some("The form could not be read."),
+                &idp,
+            );
+        }
     };
     let code = form.get("user_code").cloned().unwrap_or_default();
     let now = gw.deps.clock.now();
-    let not_found = || pages::device_form(StatusCode::BAD_REQUEST, &code, Some("That code is not valid or has expired. Start the sign-in again from your terminal."), &idp);
+    let not_found = || {
+        pages::device_form(
+            StatusCode::BAD_REQUEST,
+            &code,
+            Some(
+                "That code is not valid or has expired. Start the sign-in again from your terminal.",
+            ),
+            &idp,
+        )
+    };
     let Ok(Some(grant_key)) = gw.store.kv_get(&user_code_key(&code), now).await else {
         return not_found();
     };
@@ -133,10 +179,18 @@ pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>)
         exp: now.timestamp() + STATE_SECS,
     };
     let Some(sealed) = id.keys.seal(SealKind::OAuthState, &state) else {
-        return pages::result(StatusCode::INTERNAL_SERVER_ERROR, false, "The sign-in could not be started.");
+        return pages::result(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            false,
+            "The sign-in could not be started.",
+        );
     };
     let url = id.oidc.authorize_url(sealed, nonce, pkce.as_deref());
-    gw.deps.emit(Event::new("device.verify").with("outcome", "redirect").with("client_ip", ip.to_string()));
+    gw.deps.emit(
+        Event::new("device.verify")
+            .with("outcome", "redirect")
+            .with("client_ip", ip.to_string()),
+    );
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::SEE_OTHER;
     if let Ok(v) = HeaderValue::from_str(url.as_str()) {
@@ -145,7 +199,8 @@ pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>)
     if let Some(c) = set_cookie(id, &cookie_value, 600) {
         resp.headers_mut().insert(header::SET_COOKIE, c);
     }
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
 
@@ -161,21 +216,38 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
     let headers = req.headers().clone();
     let now = gw.deps.clock.now();
     let fail = |status: StatusCode, reason: &'static str, detail: &str| {
-        gw.deps.emit(Event::new("device.callback").with("outcome", "denied").with("reason", reason));
+        gw.deps.emit(
+            Event::new("device.callback")
+                .with("outcome", "denied")
+                .with("reason", reason),
+        );
         pages::result(status, false, detail)
     };
     let Some(sealed) = query_param(&uri, "state") else {
-        return fail(StatusCode::BAD_REQUEST, "missing_state", "The sign-in link is incomplete. Start again from your terminal.");
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "missing_state",
+            "The sign-in link is incomplete. Start again from your terminal.",
+        );
     };
     let Ok(state) = id.keys.open::<OAuthState>(SealKind::OAuthState, &sealed) else {
-        return fail(StatusCode::BAD_REQUEST, "bad_state", "The sign-in state is not valid. Start again from your terminal.");
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "bad_state",
+            "The sign-in state is not valid. Start again from your terminal.",
+        );
     };
     if now.timestamp() >= state.exp {
-        return fail(StatusCode::BAD_REQUEST, "state_expired", "The sign-in took too long. Start again from your terminal.");
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "state_expired",
+            "The sign-in took too long. Start again from your terminal.",
+        );
     }
     let cookie_ok = read_cookie(&headers, cookie_name(id)).is_some_and(|c| {
         let h: [u8; 32] = Sha256::digest(c.as_bytes()).into();
-        hex::decode(&state.cookie_hash).is_ok_and(|want| want.len() == 32 && bool::from(h.as_slice().ct_eq(&want)))
+        hex::decode(&state.cookie_hash)
+            .is_ok_and(|want| want.len() == 32 && bool::from(h.as_slice().ct_eq(&want)))
     });
     let clear = set_cookie(id, "", 0);
     let with_clear = |mut r: Response<Body>| {
@@ -192,18 +264,36 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
         ));
     }
     let Some((mut grant, raw)) = load_grant(gw, id, &state.grant_key).await else {
-        return fail(StatusCode::BAD_REQUEST, "grant_gone", "This sign-in request has expired. Start again from your terminal.");
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "grant_gone",
+            "This sign-in request has expired. Start again from your terminal.",
+        );
     };
     if grant.state != GrantState::Pending || now.timestamp() >= grant.expires_at {
-        return fail(StatusCode::BAD_REQUEST, "grant_not_pending", "This sign-in request was already completed or has expired.");
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "grant_not_pending",
+            "This sign-in request was already completed or has expired.",
+        );
     }
     let uc_key = user_code_key(&grant.user_code);
     let outcome = match query_param(&uri, "code") {
-        None => Err(("idp_error", query_param(&uri, "error").unwrap_or_else(|| "no authorization code".into()))),
-        Some(code) => match id.oidc.exchange(code, state.pkce.clone(), &state.nonce).await {
+        None => Err((
+            "idp_error",
+            query_param(&uri, "error").unwrap_or_else(|| "no authorization code".into()),
+        )),
+        Some(code) => match id
+            .oidc
+            .exchange(code, state.pkce.clone(), &state.nonce)
+            .await
+        {
             Err(e) => {
                 tracing::warn!(error = %e, "OIDC code exchange failed");
-                Err(("exchange_failed", "the identity provider did not confirm the sign-in".to_owned()))
+                Err((
+                    "exchange_failed",
+                    "the identity provider did not confirm the sign-in".to_owned(),
+                ))
             }
             Ok(tokens) => match super::claims::admit(&tokens.claims, &id.cfg.oidc) {
                 Err(g) => Err((g.reason(), g.to_string())),
@@ -220,11 +310,25 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
             grant.state = GrantState::Approved;
             grant.issued = Some(issued);
             let stored = match id.keys.seal(SealKind::DeviceGrant, &grant) {
-                Some(s) => gw.store.kv_replace(&state.grant_key, raw, s.into_bytes(), grant_expiry(&grant), now).await,
+                Some(s) => {
+                    gw.store
+                        .kv_replace(
+                            &state.grant_key,
+                            raw,
+                            s.into_bytes(),
+                            grant_expiry(&grant),
+                            now,
+                        )
+                        .await
+                }
                 None => Ok(false),
             };
             if !matches!(stored, Ok(true)) {
-                return with_clear(fail(StatusCode::CONFLICT, "grant_changed", "This sign-in request changed while you were signing in. Start again."));
+                return with_clear(fail(
+                    StatusCode::CONFLICT,
+                    "grant_changed",
+                    "This sign-in request changed while you were signing in. Start again.",
+                ));
             }
             gw.deps.emit(
                 Event::new("session.mint")
@@ -234,21 +338,40 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
                     .with("jti", claims.jti)
                     .with("surface", grant.surface.clone()),
             );
-            gw.deps.emit(Event::new("device.callback").with("outcome", "approved").with("sub", who.sub.clone()));
+            gw.deps.emit(
+                Event::new("device.callback")
+                    .with("outcome", "approved")
+                    .with("sub", who.sub.clone()),
+            );
             let who_text = who.email.clone().unwrap_or(who.sub);
             with_clear(pages::result(
                 StatusCode::OK,
                 true,
-                &format!("You are signed in as {who_text}. You can close this window and return to your terminal."),
+                &format!(
+                    "You are signed in as {who_text}. You can close this window and return to your terminal."
+                ),
             ))
         }
         Err((reason, detail)) => {
             grant.state = GrantState::Denied;
             grant.denial = Some(detail.clone());
             if let Some(s) = id.keys.seal(SealKind::DeviceGrant, &grant) {
-                let _ = gw.store.kv_replace(&state.grant_key, raw, s.into_bytes(), grant_expiry(&grant), now).await;
+                let _ = gw
+                    .store
+                    .kv_replace(
+                        &state.grant_key,
+                        raw,
+                        s.into_bytes(),
+                        grant_expiry(&grant),
+                        now,
+                    )
+                    .await;
             }
-            with_clear(fail(StatusCode::FORBIDDEN, reason, &format!("Sign-in was refused: {detail}.")))
+            with_clear(fail(
+                StatusCode::FORBIDDEN,
+                reason,
+                &format!("Sign-in was refused: {detail}."),
+            ))
         }
     }
 }

@@ -40,8 +40,16 @@ impl GateError {
 fn lookup<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     if name.starts_with('/') {
         let root = claims.get(name.split('/').nth(1)?)?;
-        let rest: String = name.splitn(3, '/').nth(2).map(|r| format!("/{r}")).unwrap_or_default();
-        if rest.is_empty() { Some(root) } else { root.pointer(&rest) }
+        let rest: String = name
+            .splitn(3, '/')
+            .nth(2)
+            .map(|r| format!("/{r}"))
+            .unwrap_or_default();
+        if rest.is_empty() {
+            Some(root)
+        } else {
+            root.pointer(&rest)
+        }
     } else {
         claims.get(name)
     }
@@ -61,7 +69,12 @@ pub fn email(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<String> {
 /// Groups: an array of strings, or a single string.
 pub fn groups(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<Vec<String>> {
     match lookup(claims, &cfg.groups_claim)? {
-        Value::Array(items) => Some(items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()),
+        Value::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+        ),
         Value::String(s) => Some(vec![s.clone()]),
         _ => None,
     }
@@ -77,14 +90,19 @@ pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdenti
         .to_owned();
     match claims.get("email_verified") {
         Some(Value::Bool(false)) => return Err(GateError::EmailNotVerified),
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => return Err(GateError::EmailNotVerified),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => {
+            return Err(GateError::EmailNotVerified);
+        }
         _ => {}
     }
     let email = email(claims, cfg);
     if !cfg.allowed_email_domains.is_empty() {
         let e = email.as_deref().ok_or(GateError::MissingEmail)?;
-        let domain = e.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
-        if !cfg.allowed_email_domains.iter().any(|d| *d == domain) {
+        let domain = e
+            .rsplit_once('@')
+            .map(|(_, d)| d.to_ascii_lowercase())
+            .unwrap_or_default();
+        if !cfg.allowed_email_domains.contains(&domain) {
             return Err(GateError::DomainNotAllowed);
         }
     }
@@ -92,8 +110,16 @@ pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdenti
     if !cfg.allowed_groups.is_empty() && !groups.iter().any(|g| cfg.allowed_groups.contains(g)) {
         return Err(GateError::GroupNotAllowed);
     }
-    let name = claims.get("name").and_then(Value::as_str).map(str::to_owned);
-    Ok(UserIdentity { sub, email, name, groups })
+    let name = claims
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(UserIdentity {
+        sub,
+        email,
+        name,
+        groups,
+    })
 }
 
 #[cfg(test)]
@@ -126,16 +152,36 @@ mod tests {
 
     #[test]
     fn gates() {
-        let ok = claims(json!({"sub": "a", "email": "A@Corp.Example", "email_verified": true, "groups": ["x", "claude-users"], "name": "A"}));
+        let ok = claims(
+            json!({"sub": "a", "email": "A@Corp.Example", "email_verified": true, "groups": ["x", "claude-users"], "name": "A"}),
+        );
         let who = admit(&ok, &cfg()).unwrap();
         assert_eq!(who.groups, vec!["x", "claude-users"]);
         let cases = [
-            (json!({"email": "a@corp.example", "groups": ["claude-users"]}), GateError::MissingSubject),
-            (json!({"sub": "a", "email": "a@corp.example", "email_verified": "false", "groups": ["claude-users"]}), GateError::EmailNotVerified),
-            (json!({"sub": "a", "groups": ["claude-users"]}), GateError::MissingEmail),
-            (json!({"sub": "a", "email": "a@corp.example.evil", "groups": ["claude-users"]}), GateError::DomainNotAllowed),
-            (json!({"sub": "a", "email": "a@corp.example", "groups": ["sales"]}), GateError::GroupNotAllowed),
-            (json!({"sub": "a", "email": "a@corp.example"}), GateError::GroupNotAllowed),
+            (
+                json!({"email": "a@corp.example", "groups": ["claude-users"]}),
+                GateError::MissingSubject,
+            ),
+            (
+                json!({"sub": "a", "email": "a@corp.example", "email_verified": "false", "groups": ["claude-users"]}),
+                GateError::EmailNotVerified,
+            ),
+            (
+                json!({"sub": "a", "groups": ["claude-users"]}),
+                GateError::MissingEmail,
+            ),
+            (
+                json!({"sub": "a", "email": "a@corp.example.evil", "groups": ["claude-users"]}),
+                GateError::DomainNotAllowed,
+            ),
+            (
+                json!({"sub": "a", "email": "a@corp.example", "groups": ["sales"]}),
+                GateError::GroupNotAllowed,
+            ),
+            (
+                json!({"sub": "a", "email": "a@corp.example"}),
+                GateError::GroupNotAllowed,
+            ),
         ];
         for (c, want) in cases {
             assert_eq!(admit(&claims(c), &cfg()).unwrap_err(), want);
@@ -146,7 +192,9 @@ mod tests {
     fn pointers_and_fallback_claims() {
         let mut c = cfg();
         c.groups_claim = "/realm_access/roles".into();
-        let v = claims(json!({"sub": "a", "profile": {"mail": "a@corp.example"}, "realm_access": {"roles": ["claude-users"]}}));
+        let v = claims(
+            json!({"sub": "a", "profile": {"mail": "a@corp.example"}, "realm_access": {"roles": ["claude-users"]}}),
+        );
         let who = admit(&v, &c).unwrap();
         assert_eq!(who.email.as_deref(), Some("a@corp.example"));
         assert_eq!(who.groups, vec!["claude-users"]);

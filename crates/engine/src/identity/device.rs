@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 use super::keys::SealKind;
 use super::session::{self, UserIdentity};
-use super::{DEVICE_GRANT_SECS, Grant, GrantState, Identity, IssuedTokens, POLL_INTERVAL_SECS, RefreshPayload, sha256_hex};
+use super::{
+    DEVICE_GRANT_SECS, Grant, GrantState, Identity, IssuedTokens, POLL_INTERVAL_SECS,
+    RefreshPayload, sha256_hex,
+};
 use crate::events::Event;
 use crate::server::Gateway;
 
@@ -25,14 +28,20 @@ const FORM_LIMIT: usize = 64 * 1024;
 const DEVICE_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:device_code";
 
 pub fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response<Body> {
-    json_no_store(status, json!({"error": error, "error_description": description}))
+    json_no_store(
+        status,
+        json!({"error": error, "error_description": description}),
+    )
 }
 
 pub fn json_no_store(status: StatusCode, body: Value) -> Response<Body> {
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
@@ -43,10 +52,21 @@ pub async fn read_form(req: Request<Body>) -> Result<HashMap<String, String>, Re
     let bytes = Limited::new(req.into_body(), FORM_LIMIT)
         .collect()
         .await
-        .map_err(|_| oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "form body missing or too large"))?
+        .map_err(|_| {
+            oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "form body missing or too large",
+            )
+        })?
         .to_bytes();
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
-        .map_err(|_| oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "body must be form-encoded"))?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).map_err(|_| {
+        oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "body must be form-encoded",
+        )
+    })?;
     Ok(pairs.into_iter().collect())
 }
 
@@ -81,7 +101,10 @@ fn user_code() -> String {
 
 /// `WDJB-MJHT`, `wdjbmjht` and `wdjb mjht` are the same code.
 pub fn normalize_user_code(s: &str) -> String {
-    s.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_uppercase()).collect()
+    s.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
 }
 
 pub fn grant_key(device_code: &str) -> String {
@@ -100,9 +123,18 @@ pub fn grant_expiry(grant: &Grant) -> Option<DateTime<Utc>> {
 }
 
 /// Per-IP fixed-window limit; true when over.
-pub async fn over_limit(gw: &Gateway, bucket: &str, ip: IpAddr, limit: crate::config::RateLimit) -> bool {
+pub async fn over_limit(
+    gw: &Gateway,
+    bucket: &str,
+    ip: IpAddr,
+    limit: crate::config::RateLimit,
+) -> bool {
     let key = format!("rl:{bucket}:{ip}");
-    match gw.store.kv_incr(&key, limit.window, gw.deps.clock.now()).await {
+    match gw
+        .store
+        .kv_incr(&key, limit.window, gw.deps.clock.now())
+        .await
+    {
         Ok(n) => n > u64::from(limit.limit),
         Err(e) => {
             tracing::warn!(error = %e, "rate counter unavailable; allowing the request");
@@ -111,11 +143,34 @@ pub async fn over_limit(gw: &Gateway, bucket: &str, ip: IpAddr, limit: crate::co
     }
 }
 
-pub async fn device_authorization(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>) -> Response<Body> {
-    if over_limit(gw, "device_authorization", ip, id.cfg.device_authorization_limit).await {
-        gw.deps.emit(Event::new("device.rate_limited").with("client_ip", ip.to_string()).with("endpoint", "device_authorization"));
-        let mut r = oauth_error(StatusCode::TOO_MANY_REQUESTS, "slow_down", "too many sign-in attempts from this address; wait and retry");
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(id.cfg.device_authorization_limit.window.as_secs()));
+pub async fn device_authorization(
+    gw: &Gateway,
+    id: &Identity,
+    ip: IpAddr,
+    req: Request<Body>,
+) -> Response<Body> {
+    if over_limit(
+        gw,
+        "device_authorization",
+        ip,
+        id.cfg.device_authorization_limit,
+    )
+    .await
+    {
+        gw.deps.emit(
+            Event::new("device.rate_limited")
+                .with("client_ip", ip.to_string())
+                .with("endpoint", "device_authorization"),
+        );
+        let mut r = oauth_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "slow_down",
+            "too many sign-in attempts from this address; wait and retry",
+        );
+        r.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(id.cfg.device_authorization_limit.window.as_secs()),
+        );
         return r;
     }
     let form = match read_form(req).await {
@@ -149,25 +204,48 @@ pub async fn device_authorization(gw: &Gateway, id: &Identity, ip: IpAddr, req: 
             Ok(Some(_)) => continue,
             Err(e) => {
                 tracing::error!(error = %e, "device authorization: store unavailable");
-                return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "sign-in storage unavailable");
+                return oauth_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "temporarily_unavailable",
+                    "sign-in storage unavailable",
+                );
             }
         }
     }
     if code.is_empty() {
-        return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "could not allocate a user code");
+        return oauth_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "could not allocate a user code",
+        );
     }
-    let grant = Grant { user_code: code.clone(), ..grant };
+    let grant = Grant {
+        user_code: code.clone(),
+        ..grant
+    };
     let Some(sealed) = id.keys.seal(SealKind::DeviceGrant, &grant) else {
-        return oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "could not seal the grant");
+        return oauth_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "could not seal the grant",
+        );
     };
     let dc_key = grant_key(&device_code);
     let stored = async {
-        gw.store.kv_put(&dc_key, sealed.into_bytes(), grant_expiry(&grant)).await?;
-        gw.store.kv_put(&user_code_key(&code), dc_key.clone().into_bytes(), expires).await
+        gw.store
+            .kv_put(&dc_key, sealed.into_bytes(), grant_expiry(&grant))
+            .await?;
+        gw.store
+            .kv_put(&user_code_key(&code), dc_key.clone().into_bytes(), expires)
+            .await
     };
     if let Err(e) = stored.await {
         tracing::error!(error = %e, "device authorization: store unavailable");
-        return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "sign-in storage unavailable");
+        return oauth_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "sign-in storage unavailable",
+        );
     }
     gw.deps.emit(
         Event::new("device.authorize")
@@ -197,73 +275,156 @@ pub async fn token(gw: &Gateway, id: &Identity, req: Request<Body>) -> Response<
     match form.get("grant_type").map(String::as_str) {
         Some(DEVICE_GRANT_TYPE) => device_grant(gw, id, &form).await,
         Some("refresh_token") => refresh_grant(gw, id, &form).await,
-        Some(_) => oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "use the device_code or refresh_token grant"),
-        None => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "grant_type is required"),
+        Some(_) => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "use the device_code or refresh_token grant",
+        ),
+        None => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "grant_type is required",
+        ),
     }
 }
 
-async fn device_grant(gw: &Gateway, id: &Identity, form: &HashMap<String, String>) -> Response<Body> {
+async fn device_grant(
+    gw: &Gateway,
+    id: &Identity,
+    form: &HashMap<String, String>,
+) -> Response<Body> {
     let Some(device_code) = form.get("device_code").filter(|c| !c.is_empty()) else {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "device_code is required");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "device_code is required",
+        );
     };
     let key = grant_key(device_code);
     let now = gw.deps.clock.now();
     let stored = match gw.store.kv_get(&key, now).await {
         Ok(Some(v)) => v,
-        Ok(None) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "unknown device code"),
+        Ok(None) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_grant",
+                "unknown device code",
+            );
+        }
         Err(e) => {
             tracing::error!(error = %e, "token: store unavailable");
-            return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "sign-in storage unavailable");
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "sign-in storage unavailable",
+            );
         }
     };
-    let Ok(mut grant) = std::str::from_utf8(&stored)
-        .map_err(|_| ())
-        .and_then(|s| id.keys.open::<Grant>(SealKind::DeviceGrant, s).map_err(|_| ()))
-    else {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "unknown device code");
+    let Ok(mut grant) = std::str::from_utf8(&stored).map_err(|_| ()).and_then(|s| {
+        id.keys
+            .open::<Grant>(SealKind::DeviceGrant, s)
+            .map_err(|_| ())
+    }) else {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+            "unknown device code",
+        );
     };
     if grant.state == GrantState::Redeemed {
-        gw.deps.emit(Event::new("auth.denied").with("reason", "device_code_replayed").with("endpoint", "token"));
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "this device code was already used");
+        gw.deps.emit(
+            Event::new("auth.denied")
+                .with("reason", "device_code_replayed")
+                .with("endpoint", "token"),
+        );
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+            "this device code was already used",
+        );
     }
     if now.timestamp() >= grant.expires_at {
-        return oauth_error(StatusCode::BAD_REQUEST, "expired_token", "the device code expired; start the sign-in again");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "expired_token",
+            "the device code expired; start the sign-in again",
+        );
     }
     match grant.state {
         GrantState::Denied => {
             let _ = gw.store.kv_delete(&key, Some(stored)).await;
-            oauth_error(StatusCode::BAD_REQUEST, "access_denied", grant.denial.as_deref().unwrap_or("sign-in was refused"))
+            oauth_error(
+                StatusCode::BAD_REQUEST,
+                "access_denied",
+                grant.denial.as_deref().unwrap_or("sign-in was refused"),
+            )
         }
         GrantState::Pending => {
             let now_ms = now.timestamp_millis();
             // A poll sooner than the interval (one second of slack) slows the client down.
-            let too_fast = grant.last_poll_ms > 0 && now_ms - grant.last_poll_ms < (grant.interval - 1) * 1000;
+            let too_fast =
+                grant.last_poll_ms > 0 && now_ms - grant.last_poll_ms < (grant.interval - 1) * 1000;
             if too_fast {
                 grant.interval += 5;
             }
             grant.last_poll_ms = now_ms;
             if let Some(sealed) = id.keys.seal(SealKind::DeviceGrant, &grant) {
-                let _ = gw.store.kv_replace(&key, stored, sealed.into_bytes(), grant_expiry(&grant), now).await;
+                let _ = gw
+                    .store
+                    .kv_replace(&key, stored, sealed.into_bytes(), grant_expiry(&grant), now)
+                    .await;
             }
             if too_fast {
-                oauth_error(StatusCode::TOO_MANY_REQUESTS, "slow_down", "polling too fast; add 5 seconds to the interval")
+                oauth_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "slow_down",
+                    "polling too fast; add 5 seconds to the interval",
+                )
             } else {
-                oauth_error(StatusCode::BAD_REQUEST, "authorization_pending", "waiting for the user to approve in the browser")
+                oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "authorization_pending",
+                    "waiting for the user to approve in the browser",
+                )
             }
         }
         GrantState::Approved => {
             let Some(issued) = grant.issued.take() else {
-                return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "grant has no tokens");
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_grant",
+                    "grant has no tokens",
+                );
             };
             grant.state = GrantState::Redeemed;
             let Some(sealed) = id.keys.seal(SealKind::DeviceGrant, &grant) else {
-                return oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "could not seal the grant");
+                return oauth_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    "could not seal the grant",
+                );
             };
             // Compare-and-swap: of concurrent redemptions exactly one wins.
-            match gw.store.kv_replace(&key, stored, sealed.into_bytes(), grant_expiry(&grant), now).await {
+            match gw
+                .store
+                .kv_replace(&key, stored, sealed.into_bytes(), grant_expiry(&grant), now)
+                .await
+            {
                 Ok(true) => {}
-                Ok(false) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "this device code was already used"),
-                Err(_) => return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "sign-in storage unavailable"),
+                Ok(false) => {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "this device code was already used",
+                    );
+                }
+                Err(_) => {
+                    return oauth_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "temporarily_unavailable",
+                        "sign-in storage unavailable",
+                    );
+                }
             }
             let mut body = json!({
                 "access_token": issued.access_token,
@@ -276,12 +437,21 @@ async fn device_grant(gw: &Gateway, id: &Identity, form: &HashMap<String, String
             }
             json_no_store(StatusCode::OK, body)
         }
-        GrantState::Redeemed => oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "this device code was already used"),
+        GrantState::Redeemed => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+            "this device code was already used",
+        ),
     }
 }
 
 /// Mints a session token and a sealed refresh token for `who`.
-pub fn issue(id: &Identity, who: &UserIdentity, idp_refresh_token: Option<String>, now: DateTime<Utc>) -> Option<(IssuedTokens, session::SessionClaims)> {
+pub fn issue(
+    id: &Identity,
+    who: &UserIdentity,
+    idp_refresh_token: Option<String>,
+    now: DateTime<Utc>,
+) -> Option<(IssuedTokens, session::SessionClaims)> {
     let ttl = id.cfg.session_ttl.as_secs() as i64;
     let (access, claims) = session::mint(&id.keys, &id.origin(), ttl, now, who)?;
     let refresh = id.keys.seal(
@@ -304,21 +474,39 @@ pub fn issue(id: &Identity, who: &UserIdentity, idp_refresh_token: Option<String
     ))
 }
 
-async fn refresh_grant(gw: &Gateway, id: &Identity, form: &HashMap<String, String>) -> Response<Body> {
+async fn refresh_grant(
+    gw: &Gateway,
+    id: &Identity,
+    form: &HashMap<String, String>,
+) -> Response<Body> {
     let invalid = |why: &'static str| {
-        gw.deps.emit(Event::new("session.refresh_denied").with("reason", why));
+        gw.deps
+            .emit(Event::new("session.refresh_denied").with("reason", why));
         oauth_error(StatusCode::UNAUTHORIZED, "invalid_grant", "sign in again")
     };
     let Some(token) = form.get("refresh_token").filter(|t| !t.is_empty()) else {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "refresh_token is required");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "refresh_token is required",
+        );
     };
     let now = gw.deps.clock.now();
     match id.refresh_revoked(gw.store.as_ref(), token, now).await {
         Ok(true) => return invalid("refresh_token_revoked"),
         Ok(false) => {}
-        Err(_) => return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "sign-in storage unavailable"),
+        Err(_) => {
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "sign-in storage unavailable",
+            );
+        }
     }
-    let Ok(payload) = id.keys.open::<RefreshPayload>(SealKind::RefreshToken, token) else {
+    let Ok(payload) = id
+        .keys
+        .open::<RefreshPayload>(SealKind::RefreshToken, token)
+    else {
         return invalid("refresh_token_unreadable");
     };
     let Some(idp_rt) = payload.idp_refresh_token.as_deref() else {
@@ -332,8 +520,13 @@ async fn refresh_grant(gw: &Gateway, id: &Identity, form: &HashMap<String, Strin
         }
         Err(super::oidc::RefreshError::Transient(m)) => {
             tracing::warn!(reason = %m, "IdP refresh failed transiently");
-            gw.deps.emit(Event::new("session.refresh_unavailable").with("sub", payload.sub.clone()));
-            return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "the identity provider is unavailable; retry later");
+            gw.deps
+                .emit(Event::new("session.refresh_unavailable").with("sub", payload.sub.clone()));
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "the identity provider is unavailable; retry later",
+            );
         }
     };
     let who = match super::claims::admit(&tokens.claims, &id.cfg.oidc) {
@@ -342,7 +535,11 @@ async fn refresh_grant(gw: &Gateway, id: &Identity, form: &HashMap<String, Strin
         Err(e) => return invalid(e.reason()),
     };
     let Some((issued, claims)) = issue(id, &who, tokens.refresh_token, now) else {
-        return oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "could not mint a session");
+        return oauth_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "could not mint a session",
+        );
     };
     // Refresh tokens are single use: the one just spent is revoked.
     if let Err(e) = id.revoke_refresh(gw.store.as_ref(), token, now).await {
@@ -372,22 +569,46 @@ pub async fn revoke(gw: &Gateway, id: &Identity, req: Request<Body>) -> Response
         Err(r) => return r,
     };
     let Some(token) = form.get("token").filter(|t| !t.is_empty()) else {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "token is required");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "token is required",
+        );
     };
     let now = gw.deps.clock.now();
     // A session token (expired ones too: revoking them is harmless).
     if let Ok(claims) = session::decode(&id.keys, &id.origin(), token) {
-        if let Err(e) = id.revoke_session(gw.store.as_ref(), &claims.jti, claims.exp, now).await {
+        if let Err(e) = id
+            .revoke_session(gw.store.as_ref(), &claims.jti, claims.exp, now)
+            .await
+        {
             tracing::error!(error = %e, "could not record a revoked session");
-            return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "storage unavailable");
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "storage unavailable",
+            );
         }
-        gw.deps.emit(Event::new("session.revoke").with("sub", claims.sub).with("jti", claims.jti));
-    } else if id.keys.open::<RefreshPayload>(SealKind::RefreshToken, token).is_ok() {
+        gw.deps.emit(
+            Event::new("session.revoke")
+                .with("sub", claims.sub)
+                .with("jti", claims.jti),
+        );
+    } else if id
+        .keys
+        .open::<RefreshPayload>(SealKind::RefreshToken, token)
+        .is_ok()
+    {
         if let Err(e) = id.revoke_refresh(gw.store.as_ref(), token, now).await {
             tracing::error!(error = %e, "could not record a revoked refresh token");
-            return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "storage unavailable");
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "storage unavailable",
+            );
         }
-        gw.deps.emit(Event::new("session.revoke").with("kind", "refresh_token"));
+        gw.deps
+            .emit(Event::new("session.revoke").with("kind", "refresh_token"));
     }
     json_no_store(StatusCode::OK, json!({}))
 }

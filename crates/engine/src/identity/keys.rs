@@ -52,7 +52,10 @@ pub struct KeyRing {
 impl std::fmt::Debug for KeyRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyRing")
-            .field("kids", &self.entries.iter().map(|e| &e.kid).collect::<Vec<_>>())
+            .field(
+                "kids",
+                &self.entries.iter().map(|e| &e.kid).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -94,7 +97,10 @@ impl KeyRing {
 
     /// The verifying key for a kid, if that secret is still configured.
     pub fn verifying(&self, kid: &str) -> Option<&jsonwebtoken::DecodingKey> {
-        self.entries.iter().find(|e| e.kid == kid).map(|e| &e.verifying)
+        self.entries
+            .iter()
+            .find(|e| e.kid == kid)
+            .map(|e| &e.verifying)
     }
 
     pub fn seal<T: Serialize>(&self, kind: SealKind, value: &T) -> Option<String> {
@@ -159,20 +165,40 @@ mod tests {
     #[test]
     fn seal_round_trip_rotation_and_kind_binding() {
         let old = ring(&["old-secret-old-secret-old-secret-1"]);
-        let rotated = ring(&["new-secret-new-secret-new-secret-2", "old-secret-old-secret-old-secret-1"]);
+        let rotated = ring(&[
+            "new-secret-new-secret-new-secret-2",
+            "old-secret-old-secret-old-secret-1",
+        ]);
         let sealed = old.seal(SealKind::DeviceGrant, &"payload").unwrap();
-        assert_eq!(rotated.open::<String>(SealKind::DeviceGrant, &sealed).unwrap(), "payload");
+        assert_eq!(
+            rotated
+                .open::<String>(SealKind::DeviceGrant, &sealed)
+                .unwrap(),
+            "payload"
+        );
         assert_eq!(
             rotated.open::<String>(SealKind::OAuthState, &sealed),
             Err(SealError::Rejected),
             "a device grant must not open as an OAuth state"
         );
         let removed = ring(&["new-secret-new-secret-new-secret-2"]);
-        assert_eq!(removed.open::<String>(SealKind::DeviceGrant, &sealed), Err(SealError::UnknownKey));
+        assert_eq!(
+            removed.open::<String>(SealKind::DeviceGrant, &sealed),
+            Err(SealError::UnknownKey)
+        );
         let mut tampered = sealed.into_bytes();
         let last = tampered.len() - 3;
         tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
-        assert!(old.open::<String>(SealKind::DeviceGrant, std::str::from_utf8(&tampered).unwrap()).is_err());
-        assert_eq!(old.open::<String>(SealKind::DeviceGrant, "!!"), Err(SealError::Malformed));
+        assert!(
+            old.open::<String>(
+                SealKind::DeviceGrant,
+                std::str::from_utf8(&tampered).unwrap()
+            )
+            .is_err()
+        );
+        assert_eq!(
+            old.open::<String>(SealKind::DeviceGrant, "!!"),
+            Err(SealError::Malformed)
+        );
     }
 }

@@ -92,14 +92,25 @@ pub fn sha256_hex(s: &str) -> String {
 }
 
 impl Identity {
-    pub async fn start(cfg: IdentityConfig, store: &dyn Store, now: DateTime<Utc>, http: reqwest::Client) -> Result<Self, oidc::OidcError> {
-        let redirect = format!("{}/oauth/callback", cfg.public_url.origin().ascii_serialization());
+    pub async fn start(
+        cfg: IdentityConfig,
+        store: &dyn Store,
+        now: DateTime<Utc>,
+        http: reqwest::Client,
+    ) -> Result<Self, oidc::OidcError> {
+        let redirect = format!(
+            "{}/oauth/callback",
+            cfg.public_url.origin().ascii_serialization()
+        );
         let oidc = oidc::Oidc::discover(&cfg.oidc, redirect, http).await?;
         let mut revoked = HashMap::new();
         match store.kv_scan("revoked:jti:", now).await {
             Ok(rows) => {
                 for (key, value) in rows {
-                    let exp = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    let exp = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
                     revoked.insert(key.trim_start_matches("revoked:jti:").to_owned(), exp);
                 }
             }
@@ -123,9 +134,17 @@ impl Identity {
     }
 
     /// Verifies a session token and checks it was not revoked.
-    pub fn verify_session(&self, token: &str, now: DateTime<Utc>) -> Result<SessionClaims, SessionError> {
+    pub fn verify_session(
+        &self,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<SessionClaims, SessionError> {
         let claims = session::verify(&self.keys, &self.origin(), token, now)?;
-        let revoked = self.revoked.read().map(|r| r.contains_key(&claims.jti)).unwrap_or(true);
+        let revoked = self
+            .revoked
+            .read()
+            .map(|r| r.contains_key(&claims.jti))
+            .unwrap_or(true);
         if revoked {
             return Err(SessionError::Revoked);
         }
@@ -133,10 +152,20 @@ impl Identity {
     }
 
     /// Marks a session revoked, here and in the store (until it would have expired).
-    pub async fn revoke_session(&self, store: &dyn Store, jti: &str, exp: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
+    pub async fn revoke_session(
+        &self,
+        store: &dyn Store,
+        jti: &str,
+        exp: i64,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let expires = DateTime::from_timestamp(exp + session::LEEWAY_SECS, 0).unwrap_or(now);
         store
-            .kv_put(&format!("revoked:jti:{jti}"), exp.to_string().into_bytes(), Some(expires))
+            .kv_put(
+                &format!("revoked:jti:{jti}"),
+                exp.to_string().into_bytes(),
+                Some(expires),
+            )
             .await?;
         if let Ok(mut r) = self.revoked.write() {
             let t = now.timestamp();
@@ -146,14 +175,28 @@ impl Identity {
         Ok(())
     }
 
-    pub async fn revoke_refresh(&self, store: &dyn Store, token: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    pub async fn revoke_refresh(
+        &self,
+        store: &dyn Store,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let until = now + chrono::Duration::seconds(REFRESH_REVOCATION_SECS);
         store
-            .kv_put(&format!("revoked:rt:{}", sha256_hex(token)), b"1".to_vec(), Some(until))
+            .kv_put(
+                &format!("revoked:rt:{}", sha256_hex(token)),
+                b"1".to_vec(),
+                Some(until),
+            )
             .await
     }
 
-    pub async fn refresh_revoked(&self, store: &dyn Store, token: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
+    pub async fn refresh_revoked(
+        &self,
+        store: &dyn Store,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         Ok(store
             .kv_get(&format!("revoked:rt:{}", sha256_hex(token)), now)
             .await?

@@ -4,7 +4,9 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use openidconnect::core::{CoreClient, CoreErrorResponseType, CoreProviderMetadata, CoreResponseType};
+use openidconnect::core::{
+    CoreClient, CoreErrorResponseType, CoreProviderMetadata, CoreResponseType,
+};
 use openidconnect::{
     AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
     EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
@@ -14,7 +16,14 @@ use serde_json::{Map, Value};
 
 use crate::config::OidcConfig;
 
-type Client = CoreClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointMaybeSet, EndpointMaybeSet>;
+type Client = CoreClient<
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OidcError {
@@ -55,7 +64,11 @@ pub struct Oidc {
 }
 
 impl Oidc {
-    pub async fn discover(cfg: &OidcConfig, redirect_uri: String, http: reqwest::Client) -> Result<Self, OidcError> {
+    pub async fn discover(
+        cfg: &OidcConfig,
+        redirect_uri: String,
+        http: reqwest::Client,
+    ) -> Result<Self, OidcError> {
         let fail = |message: String| OidcError::Discovery {
             issuer: cfg.issuer.clone(),
             message,
@@ -88,7 +101,12 @@ impl Oidc {
 
     /// The IdP authorization URL carrying `state` (sealed by the caller), `nonce` and, when
     /// PKCE is on, the S256 challenge of `pkce_verifier`.
-    pub fn authorize_url(&self, state: String, nonce: String, pkce_verifier: Option<&str>) -> url::Url {
+    pub fn authorize_url(
+        &self,
+        state: String,
+        nonce: String,
+        pkce_verifier: Option<&str>,
+    ) -> url::Url {
         let mut req = self.client.authorize_url(
             AuthenticationFlow::<CoreResponseType>::AuthorizationCode,
             move || CsrfToken::new(state),
@@ -101,13 +119,19 @@ impl Oidc {
             req = req.add_extra_param(k.clone(), v.clone());
         }
         if let Some(v) = pkce_verifier {
-            let challenge = PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(v.to_owned()));
+            let challenge =
+                PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(v.to_owned()));
             req = req.set_pkce_challenge(challenge);
         }
         req.url().0
     }
 
-    pub async fn exchange(&self, code: String, pkce_verifier: Option<String>, nonce: &str) -> Result<IdpTokens, OidcError> {
+    pub async fn exchange(
+        &self,
+        code: String,
+        pkce_verifier: Option<String>,
+        nonce: &str,
+    ) -> Result<IdpTokens, OidcError> {
         let mut req = self
             .client
             .exchange_code(AuthorizationCode::new(code))
@@ -126,8 +150,10 @@ impl Oidc {
         id_token
             .claims(&self.client.id_token_verifier(), &nonce)
             .map_err(|e| OidcError::IdToken(error_chain(&e)))?;
-        let mut claims = payload(&id_token.to_string()).ok_or_else(|| OidcError::IdToken("unreadable payload".into()))?;
-        self.complete(&mut claims, resp.access_token().secret()).await?;
+        let mut claims = payload(&id_token.to_string())
+            .ok_or_else(|| OidcError::IdToken("unreadable payload".into()))?;
+        self.complete(&mut claims, resp.access_token().secret())
+            .await?;
         Ok(IdpTokens {
             claims,
             refresh_token: resp.refresh_token().map(|t| t.secret().clone()),
@@ -160,7 +186,8 @@ impl Oidc {
             Some(id) => {
                 id.claims(&self.client.id_token_verifier(), |_: Option<&Nonce>| Ok(()))
                     .map_err(|e| RefreshError::Invalid(format!("ID token: {}", error_chain(&e))))?;
-                payload(&id.to_string()).ok_or_else(|| RefreshError::Invalid("unreadable ID token".into()))?
+                payload(&id.to_string())
+                    .ok_or_else(|| RefreshError::Invalid("unreadable ID token".into()))?
             }
             None => self
                 .userinfo(&access)
@@ -182,7 +209,11 @@ impl Oidc {
 
     /// With `userinfo_fallback`, fills email and groups from userinfo when the ID token lacks
     /// them; the userinfo `sub` must be the same.
-    async fn complete(&self, claims: &mut Map<String, Value>, access_token: &str) -> Result<(), OidcError> {
+    async fn complete(
+        &self,
+        claims: &mut Map<String, Value>,
+        access_token: &str,
+    ) -> Result<(), OidcError> {
         if !self.cfg.userinfo_fallback {
             return Ok(());
         }
@@ -193,7 +224,9 @@ impl Oidc {
         }
         let info = self.userinfo(access_token).await?;
         if info.get("sub") != claims.get("sub") {
-            return Err(OidcError::UserInfo("userinfo `sub` differs from the ID token".into()));
+            return Err(OidcError::UserInfo(
+                "userinfo `sub` differs from the ID token".into(),
+            ));
         }
         for (k, v) in info {
             claims.entry(k).or_insert(v);
@@ -217,8 +250,12 @@ impl Oidc {
         if !resp.status().is_success() {
             return Err(OidcError::UserInfo(format!("status {}", resp.status())));
         }
-        let body = resp.bytes().await.map_err(|e| OidcError::UserInfo(e.to_string()))?;
-        serde_json::from_slice::<Map<String, Value>>(&body).map_err(|e| OidcError::UserInfo(e.to_string()))
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| OidcError::UserInfo(e.to_string()))?;
+        serde_json::from_slice::<Map<String, Value>>(&body)
+            .map_err(|e| OidcError::UserInfo(e.to_string()))
     }
 }
 

@@ -36,7 +36,10 @@ fn page(status: StatusCode, title: &str, body: &str, form_origin: Option<&str>) 
     let mut resp = Response::new(Body::from(html));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(v) = HeaderValue::from_str(&csp) {
         h.insert(header::CONTENT_SECURITY_POLICY, v);
@@ -45,9 +48,19 @@ fn page(status: StatusCode, title: &str, body: &str, form_origin: Option<&str>) 
 }
 
 /// The code entry form. It is never submitted automatically (RFC 8628 section 5.4).
-pub fn device_form(status: StatusCode, code: &str, error: Option<&str>, idp_origin: &str) -> Response<Body> {
+pub fn device_form(
+    status: StatusCode,
+    code: &str,
+    error: Option<&str>,
+    idp_origin: &str,
+) -> Response<Body> {
     let err = error
-        .map(|e| format!("<p class=\"error\" role=\"alert\" id=\"error\">{}</p>", escape(e)))
+        .map(|e| {
+            format!(
+                "<p class=\"error\" role=\"alert\" id=\"error\">{}</p>",
+                escape(e)
+            )
+        })
         .unwrap_or_default();
     let body = format!(
         "<h1>Sign in to Gatehouse</h1>\
@@ -62,7 +75,11 @@ pub fn device_form(status: StatusCode, code: &str, error: Option<&str>, idp_orig
 }
 
 pub fn result(status: StatusCode, ok: bool, detail: &str) -> Response<Body> {
-    let (title, heading) = if ok { ("Signed in", "Signed in") } else { ("Sign-in failed", "Sign-in failed") };
+    let (title, heading) = if ok {
+        ("Signed in", "Signed in")
+    } else {
+        ("Sign-in failed", "Sign-in failed")
+    };
     let body = format!(
         "<h1 id=\"result\">{heading}</h1><p id=\"detail\">{}</p>",
         escape(detail)

@@ -137,13 +137,16 @@ pub fn decode(keys: &KeyRing, issuer: &str, token: &str) -> Result<SessionClaims
     // Time is checked below against the injected clock.
     validation.validate_exp = false;
     validation.validate_nbf = false;
-    let data = jsonwebtoken::decode::<SessionClaims>(token, key, &validation).map_err(|e| match e.kind() {
-        ErrorKind::InvalidSignature => SessionError::BadSignature,
-        ErrorKind::InvalidAudience => SessionError::WrongAudience,
-        ErrorKind::InvalidIssuer => SessionError::WrongIssuer,
-        ErrorKind::InvalidAlgorithm => SessionError::BadAlgorithm,
-        _ => SessionError::Malformed,
-    })?;
+    let data =
+        jsonwebtoken::decode::<SessionClaims>(token, key, &validation).map_err(|e| {
+            match e.kind() {
+                ErrorKind::InvalidSignature => SessionError::BadSignature,
+                ErrorKind::InvalidAudience => SessionError::WrongAudience,
+                ErrorKind::InvalidIssuer => SessionError::WrongIssuer,
+                ErrorKind::InvalidAlgorithm => SessionError::BadAlgorithm,
+                _ => SessionError::Malformed,
+            }
+        })?;
     Ok(data.claims)
 }
 
@@ -195,31 +198,72 @@ mod tests {
         let now = Utc::now();
         let (tok, claims) = mint(&keys, ISS, 3600, now, &alice()).unwrap();
         assert_eq!(verify(&keys, ISS, &tok, now).unwrap(), claims);
-        assert_eq!(verify(&keys, "https://other", &tok, now), Err(SessionError::WrongIssuer));
-        assert_eq!(verify(&keys, ISS, &tok, now + Duration::hours(2)), Err(SessionError::Expired));
-        assert_eq!(verify(&keys, ISS, &tok, now - Duration::hours(1)), Err(SessionError::NotYetValid));
+        assert_eq!(
+            verify(&keys, "https://other", &tok, now),
+            Err(SessionError::WrongIssuer)
+        );
+        assert_eq!(
+            verify(&keys, ISS, &tok, now + Duration::hours(2)),
+            Err(SessionError::Expired)
+        );
+        assert_eq!(
+            verify(&keys, ISS, &tok, now - Duration::hours(1)),
+            Err(SessionError::NotYetValid)
+        );
         // Rotation: signed under a, verified while a is listed, refused once removed.
         assert!(verify(&ring(&[b, a]), ISS, &tok, now).is_ok());
-        assert_eq!(verify(&ring(&[b]), ISS, &tok, now), Err(SessionError::UnknownKid));
+        assert_eq!(
+            verify(&ring(&[b]), ISS, &tok, now),
+            Err(SessionError::UnknownKid)
+        );
         // A token re-signed with another secret under a's kid.
         let parts: Vec<&str> = tok.split('.').collect();
         let (other, _) = mint(&ring(&[b]), ISS, 3600, now, &alice()).unwrap();
-        let forged = format!("{}.{}.{}", parts[0], parts[1], other.split('.').nth(2).unwrap());
-        assert_eq!(verify(&keys, ISS, &forged, now), Err(SessionError::BadSignature));
+        let forged = format!(
+            "{}.{}.{}",
+            parts[0],
+            parts[1],
+            other.split('.').nth(2).unwrap()
+        );
+        assert_eq!(
+            verify(&keys, ISS, &forged, now),
+            Err(SessionError::BadSignature)
+        );
         // alg none, and an alg we never accept.
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         let kid = keys.signing().unwrap().0.to_owned();
-        let none = format!("{}.{}.", b64(&format!(r#"{{"alg":"none","kid":"{kid}"}}"#)), parts[1]);
-        assert!(matches!(verify(&keys, ISS, &none, now), Err(SessionError::BadAlgorithm | SessionError::Malformed)));
-        let hs512 = format!("{}.{}.{}", b64(&format!(r#"{{"alg":"HS512","kid":"{kid}"}}"#)), parts[1], parts[2]);
-        assert_eq!(verify(&keys, ISS, &hs512, now), Err(SessionError::BadAlgorithm));
-        assert_eq!(verify(&keys, ISS, "not.a.jwt", now), Err(SessionError::Malformed));
+        let none = format!(
+            "{}.{}.",
+            b64(&format!(r#"{{"alg":"none","kid":"{kid}"}}"#)),
+            parts[1]
+        );
+        assert!(matches!(
+            verify(&keys, ISS, &none, now),
+            Err(SessionError::BadAlgorithm | SessionError::Malformed)
+        ));
+        let hs512 = format!(
+            "{}.{}.{}",
+            b64(&format!(r#"{{"alg":"HS512","kid":"{kid}"}}"#)),
+            parts[1],
+            parts[2]
+        );
+        assert_eq!(
+            verify(&keys, ISS, &hs512, now),
+            Err(SessionError::BadAlgorithm)
+        );
+        assert_eq!(
+            verify(&keys, ISS, "not.a.jwt", now),
+            Err(SessionError::Malformed)
+        );
         // Wrong audience.
         let mut wrong = claims.clone();
         wrong.aud = "someone-else".into();
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some(kid);
         let t = jsonwebtoken::encode(&header, &wrong, keys.signing().unwrap().1).unwrap();
-        assert_eq!(verify(&keys, ISS, &t, now), Err(SessionError::WrongAudience));
+        assert_eq!(
+            verify(&keys, ISS, &t, now),
+            Err(SessionError::WrongAudience)
+        );
     }
 }

@@ -315,7 +315,10 @@ impl Store for SqliteStore {
         let key = key.to_owned();
         self.call(move |c| {
             let n = match expected {
-                Some(v) => c.execute("DELETE FROM kv WHERE key = ?1 AND value = ?2", params![key, v])?,
+                Some(v) => c.execute(
+                    "DELETE FROM kv WHERE key = ?1 AND value = ?2",
+                    params![key, v],
+                )?,
                 None => c.execute("DELETE FROM kv WHERE key = ?1", params![key])?,
             };
             Ok(n == 1)
@@ -359,8 +362,18 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn kv_scan(&self, prefix: &str, now: DateTime<Utc>) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let pattern = format!("{}%", prefix.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+    async fn kv_scan(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let pattern = format!(
+            "{}%",
+            prefix
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
         self.call(move |c| {
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT key, value FROM kv WHERE key LIKE ?1 ESCAPE '\\' AND {LIVE} ORDER BY key"
