@@ -159,7 +159,18 @@ async fn person_signs_in_through_the_browser_and_the_session_works() {
     );
 
     s.clock.advance(11);
-    let (status, tokens) = poll(&s, &d.device_code).await;
+    // Four polls at once: exactly one gets the tokens.
+    let results = futures_util::future::join_all((0..4).map(|_| poll(&s, &d.device_code))).await;
+    let winners: Vec<&(u16, Value)> = results.iter().filter(|(st, _)| *st == 200).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .filter(|(st, _)| *st != 200)
+            .all(|(_, b)| b["error"] == "invalid_grant"),
+        "{results:?}"
+    );
+    let (status, tokens) = winners[0].clone();
     assert_eq!(status, 200, "{tokens}");
     assert_eq!(tokens["token_type"], "Bearer");
     assert_eq!(tokens["email"], "alice@corp.example");

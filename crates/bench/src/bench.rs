@@ -1,26 +1,27 @@
-//! One benchmark run: starts the fake upstream, the bare proxy and Gatehouse
-//! as separate processes, runs every phase against the three paths
-//! (direct, proxy, gatehouse), stops the processes and returns the results.
+//! One benchmark run: starts the processes (see `stack`), runs every phase
+//! against the three paths (direct, proxy, gatehouse) one path after the
+//! other, waiting for the processes to go idle before each measurement and
+//! flagging measurements disturbed by other processes on the machine.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bytes::Bytes;
 use fake_upstream::FakeConfig;
-use http::StatusCode;
 
-use crate::client::{CLIENT_KEY, Conn, messages_body, parse_url};
+use crate::client::messages_body;
 use crate::cpu::{CpuMeter, ThreadTimes};
 use crate::load::{self, Sequential};
 use crate::procs::{Children, rss_kib};
 use crate::report::{Memory, Meta, Params, PathResults, Results};
+use crate::stack::{Stack, Svc, preflight, set_fake};
 
 /// Longest a sequential phase may run on one path.
 const PHASE_MAX_TIME: Duration = Duration::from_secs(180);
 /// Settling time after start-up before the idle RSS is read.
 const IDLE_SETTLE: Duration = Duration::from_millis(500);
+/// Warm-up streams before the TTFT measurement.
+const TTFT_WARMUP: usize = 50;
 /// Warm-up streams before the long-stream measurement.
 const LONG_WARMUP: usize = 5;
 /// Longest wait for the processes to go quiet before a measurement.
@@ -53,24 +54,6 @@ pub fn params(quick: bool) -> Params {
     }
 }
 
-/// The three measured paths, in table order.
-/// Each is (address the client talks to, pid of the process that answers it).
-struct Paths {
-    direct: (SocketAddr, u32),
-    proxy: (SocketAddr, u32),
-    gatehouse: (SocketAddr, u32),
-}
-
-impl Paths {
-    fn all(&self) -> [(&'static str, SocketAddr, u32); 3] {
-        [
-            ("direct", self.direct.0, self.direct.1),
-            ("proxy", self.proxy.0, self.proxy.1),
-            ("gatehouse", self.gatehouse.0, self.gatehouse.1),
-        ]
-    }
-}
-
 /// Runs the benchmark; children are stopped whatever happens.
 pub async fn run(opts: &Options, meta: Meta) -> anyhow::Result<Results> {
     for (what, path, pkg) in [
@@ -88,7 +71,13 @@ pub async fn run(opts: &Options, meta: Meta) -> anyhow::Result<Results> {
     let dir = std::env::temp_dir().join(format!("gatehouse-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut children = Children::default();
-    let result = run_in(opts, meta, &dir, &mut children).await;
+    let result = Run {
+        meta,
+        params: params(opts.quick),
+        children: &mut children,
+    }
+    .go(opts, &dir)
+    .await;
     children.stop_all().await;
     drop(children);
     match &result {
@@ -100,271 +89,232 @@ pub async fn run(opts: &Options, meta: Meta) -> anyhow::Result<Results> {
     result
 }
 
-async fn run_in(
-    opts: &Options,
-    mut meta: Meta,
-    dir: &Path,
-    children: &mut Children,
-) -> anyhow::Result<Results> {
-    let started = Instant::now();
-    let params = params(opts.quick);
-    let fake_cfg = json(&FakeConfig::default())?;
-    let fake_args = [
-        "--listen",
-        "127.0.0.1:0",
-        "--exit-on-stdin-eof",
-        "--config-json",
-        &fake_cfg,
-    ];
-    let fake = children
-        .spawn("fake-upstream", &opts.fake, &strings(&fake_args), dir)
-        .await?;
-    let (fake_url, fake_pid) = (fake.url.clone(), fake.pid);
-    let fake_addr = parse_url(&fake_url)?;
-    set_fake(fake_addr, FakeConfig::default()).await?;
+/// State of a run in progress.
+struct Run<'a> {
+    meta: Meta,
+    params: Params,
+    children: &'a mut Children,
+}
 
-    let me = std::env::current_exe().context("cannot locate the gatehouse-bench executable")?;
-    let proxy_args = [
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        &fake_url,
-        "--exit-on-stdin-eof",
-    ];
-    let proxy = children
-        .spawn("proxy", &me, &strings(&proxy_args), dir)
-        .await?;
-    let (proxy_pid, proxy_addr) = (proxy.pid, parse_url(&proxy.url)?);
-
-    let config_path = dir.join("gatehouse.yaml");
-    std::fs::write(&config_path, gatehouse_config(dir, &fake_url))
-        .with_context(|| format!("cannot write {}", config_path.display()))?;
-    let gh_args = [
-        "--data-dir".to_owned(),
-        dir.display().to_string(),
-        "serve".to_owned(),
-        "--config".to_owned(),
-        config_path.display().to_string(),
-    ];
-    let gh = children
-        .spawn("gatehouse", &opts.gatehouse, &gh_args, dir)
-        .await?;
-    let (gh_pid, gh_addr) = (gh.pid, parse_url(&gh.url)?);
-    let paths = Paths {
-        direct: (fake_addr, fake_pid),
-        proxy: (proxy_addr, proxy_pid),
-        gatehouse: (gh_addr, gh_pid),
-    };
-
-    tokio::time::sleep(IDLE_SETTLE).await;
-    let overall = quiet(children, &mut meta, "idle RSS", "all").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    if let Some(share) = overall.foreign_share(&children.pids())
-        && share > FOREIGN_CPU_LIMIT
-    {
-        eprintln!(
-            "gatehouse-bench: warning: other processes use {:.0}% of the machine's CPU; results will be noisy",
-            share * 100.0
-        );
-    }
-    let mut proxy_mem = Memory {
-        idle_kib: rss_kib(proxy_pid)?,
-        ..Memory::default()
-    };
-    let mut gatehouse_mem = Memory {
-        idle_kib: rss_kib(gh_pid)?,
-        ..Memory::default()
-    };
-    for (name, addr, _) in paths.all() {
-        preflight(name, addr).await?;
-    }
-    let mut res = [
-        PathResults::default(),
-        PathResults::default(),
-        PathResults::default(),
-    ];
-
-    phase("c=1 JSON latency");
-    let json_body = messages_body(false);
-    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
-        let m = quiet(children, &mut meta, "c=1 latency", name).await;
-        let cpu = ThreadTimes::of(pid)?;
-        res[i].latency = load::sequential(
-            addr,
-            &json_body,
-            false,
-            params.latency_warmup,
-            params.latency_n,
-            PHASE_MAX_TIME,
-        )
-        .await?;
-        disturbed(children, &m, &mut meta, "c=1 latency", name);
-        let done = params.latency_warmup + res[i].latency.total.n;
-        res[i].cpu_c1_us = cpu_us_per(pid, &cpu, done as u64)?;
-        step(name, &res[i].latency, "total");
-    }
-    children.check_alive()?;
-
-    phase("c=16 JSON throughput");
-    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
-        let m = quiet(children, &mut meta, "c=16 throughput", name).await;
-        let cpu = ThreadTimes::of(pid)?;
-        let t = load::throughput(
-            addr,
-            &json_body,
-            params.workers,
-            params.tput_warmup,
-            params.tput_measure,
-            &[proxy_pid, gh_pid],
-        )
-        .await?;
-        disturbed(children, &m, &mut meta, "c=16 throughput", name);
-        res[i].cpu_c16_us = cpu_us_per(pid, &cpu, t.completed)?;
-        eprintln!(
-            "  {name:<9} {:>8.0} req/s, {} errors",
-            t.requests_per_sec, t.errors
-        );
-        match name {
-            "proxy" => proxy_mem.peak_c16_kib = t.peak_rss_kib.first().copied().unwrap_or(0),
-            "gatehouse" => gatehouse_mem.peak_c16_kib = t.peak_rss_kib.get(1).copied().unwrap_or(0),
-            _ => {}
+impl Run<'_> {
+    async fn go(mut self, opts: &Options, dir: &std::path::Path) -> anyhow::Result<Results> {
+        let started = Instant::now();
+        let mut stack = Stack::start(self.children, &opts.fake, &opts.gatehouse, dir).await?;
+        tokio::time::sleep(IDLE_SETTLE).await;
+        let overall = self.quiet("idle RSS", "all").await;
+        let mut proxy_mem = Memory {
+            idle_kib: rss_kib(stack.proxy.pid)?,
+            ..Memory::default()
+        };
+        let mut gatehouse_mem = Memory {
+            idle_kib: rss_kib(stack.gatehouse.pid)?,
+            ..Memory::default()
+        };
+        let paths = [
+            ("direct", stack.fake),
+            ("proxy", stack.proxy),
+            ("gatehouse", stack.gatehouse),
+        ];
+        for (name, svc) in paths {
+            preflight(name, svc.addr).await?;
         }
-        res[i].throughput = t;
-    }
-    children.check_alive()?;
+        let mut res: [PathResults; 3] = Default::default();
+        let pr = self.params.clone();
 
-    phase("streaming TTFT");
-    set_fake(
-        fake_addr,
-        FakeConfig {
-            output_tokens: params.ttft_events,
+        phase("c=1 JSON latency");
+        let json_body = messages_body(false);
+        for (r, (name, svc)) in res.iter_mut().zip(paths) {
+            let (s, cpu) = self
+                .sequential(
+                    "c=1 latency",
+                    name,
+                    svc,
+                    &json_body,
+                    false,
+                    pr.latency_warmup,
+                    pr.latency_n,
+                )
+                .await?;
+            step(name, &s, "total");
+            (r.latency, r.cpu_c1_us) = (s, cpu);
+        }
+
+        phase("c=16 JSON throughput");
+        for (r, (name, svc)) in res.iter_mut().zip(paths) {
+            let m = self.quiet("c=16 throughput", name).await;
+            let cpu = ThreadTimes::of(svc.pid)?;
+            let rss_pids = [stack.proxy.pid, stack.gatehouse.pid];
+            let t = load::throughput(
+                svc.addr,
+                &json_body,
+                pr.workers,
+                pr.tput_warmup,
+                pr.tput_measure,
+                &rss_pids,
+            )
+            .await?;
+            self.disturbed(&m, "c=16 throughput", name);
+            r.cpu_c16_us = cpu_us_per(svc.pid, &cpu, t.completed)?;
+            eprintln!(
+                "  {name:<9} {:>8.0} req/s, {} errors",
+                t.requests_per_sec, t.errors
+            );
+            proxy_mem.peak_c16_kib = proxy_mem
+                .peak_c16_kib
+                .max(t.peak_rss_kib.first().copied().unwrap_or(0));
+            gatehouse_mem.peak_c16_kib = gatehouse_mem
+                .peak_c16_kib
+                .max(t.peak_rss_kib.get(1).copied().unwrap_or(0));
+            r.throughput = t;
+        }
+
+        phase("streaming TTFT");
+        let short = FakeConfig {
+            output_tokens: pr.ttft_events,
             ..FakeConfig::default()
-        },
-    )
-    .await?;
-    let stream_body = messages_body(true);
-    for (i, (name, addr, _)) in paths.all().into_iter().enumerate() {
-        let m = quiet(children, &mut meta, "TTFT", name).await;
-        res[i].ttft =
-            load::sequential(addr, &stream_body, true, 50, params.ttft_n, PHASE_MAX_TIME).await?;
-        disturbed(children, &m, &mut meta, "TTFT", name);
-        step(name, &res[i].ttft, "first delta");
-    }
-    children.check_alive()?;
+        };
+        set_fake(stack.fake.addr, short).await?;
+        let stream_body = messages_body(true);
+        for (r, (name, svc)) in res.iter_mut().zip(paths) {
+            let (s, _) = self
+                .sequential(
+                    "TTFT",
+                    name,
+                    svc,
+                    &stream_body,
+                    true,
+                    TTFT_WARMUP,
+                    pr.ttft_n,
+                )
+                .await?;
+            step(name, &s, "first delta");
+            r.ttft = s;
+        }
 
-    phase("per-event cost (long streams)");
-    set_fake(
-        fake_addr,
-        FakeConfig {
-            output_tokens: params.long_events,
+        phase("per-event cost (long streams)");
+        let long = FakeConfig {
+            output_tokens: pr.long_events,
             ..FakeConfig::default()
-        },
-    )
-    .await?;
-    for (i, (name, addr, pid)) in paths.all().into_iter().enumerate() {
-        let m = quiet(children, &mut meta, "long streams", name).await;
-        let cpu = ThreadTimes::of(pid)?;
-        res[i].long = load::sequential(
-            addr,
-            &stream_body,
-            true,
-            LONG_WARMUP,
-            params.long_n,
-            PHASE_MAX_TIME,
-        )
-        .await?;
-        disturbed(children, &m, &mut meta, "long streams", name);
-        let streams = (LONG_WARMUP + res[i].long.total.n) as u64;
-        res[i].cpu_long_us = cpu_us_per(pid, &cpu, streams)?;
-        step(name, &res[i].long, "total");
+        };
+        set_fake(stack.fake.addr, long).await?;
+        for (r, (name, svc)) in res.iter_mut().zip(paths) {
+            let (s, cpu) = self
+                .sequential(
+                    "long streams",
+                    name,
+                    svc,
+                    &stream_body,
+                    true,
+                    LONG_WARMUP,
+                    pr.long_n,
+                )
+                .await?;
+            step(name, &s, "total");
+            (r.long, r.cpu_long_us) = (s, cpu);
+        }
+
+        phase("open streams (fresh proxy and gatehouse processes)");
+        stack.restart_relays(self.children).await?;
+        let paced = FakeConfig {
+            output_tokens: 100,
+            token_interval_ms: 50,
+            ..FakeConfig::default()
+        };
+        set_fake(stack.fake.addr, paced).await?;
+        tokio::time::sleep(IDLE_SETTLE).await;
+        for (name, svc, mem) in [
+            ("proxy", stack.proxy, &mut proxy_mem),
+            ("gatehouse", stack.gatehouse, &mut gatehouse_mem),
+        ] {
+            let m = self.quiet("open streams", name).await;
+            mem.streams = load::open_streams(svc.addr, pr.open_streams, svc.pid).await?;
+            self.disturbed(&m, "open streams", name);
+            eprintln!(
+                "  {name:<9} {} streams open: RSS {} KiB (fresh idle {} KiB)",
+                mem.streams.opened, mem.streams.with_streams_kib, mem.streams.before_kib
+            );
+        }
+        self.children.check_alive()?;
+
+        self.meta.foreign_cpu = overall.foreign_share(&self.children.pids()).unwrap_or(0.0);
+        self.meta.elapsed = started.elapsed();
+        let [direct, proxy, gatehouse] = res;
+        Ok(Results {
+            meta: self.meta,
+            params: self.params,
+            direct,
+            proxy,
+            gatehouse,
+            proxy_mem,
+            gatehouse_mem,
+        })
     }
-    children.check_alive()?;
 
-    phase("open streams");
-    let paced = FakeConfig {
-        output_tokens: 100,
-        token_interval_ms: 50,
-        ..FakeConfig::default()
-    };
-    set_fake(fake_addr, paced).await?;
-    for (name, addr, pid, mem) in [
-        ("proxy", proxy_addr, proxy_pid, &mut proxy_mem),
-        ("gatehouse", gh_addr, gh_pid, &mut gatehouse_mem),
-    ] {
-        let m = quiet(children, &mut meta, "open streams", name).await;
-        mem.streams = load::open_streams(addr, params.open_streams, pid).await?;
-        disturbed(children, &m, &mut meta, "open streams", name);
-        eprintln!(
-            "  {name:<9} {} streams open: RSS {} KiB (idle {} KiB)",
-            mem.streams.opened, mem.streams.with_streams_kib, mem.idle_kib
-        );
-        // Let the dropped streams wind down before the next process is measured.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    /// A sequential run on one path, bracketed by the idle wait, the
+    /// disturbance check and CPU accounting; returns the samples and the
+    /// answering process's CPU µs per request (warm-up included).
+    #[allow(clippy::too_many_arguments)]
+    async fn sequential(
+        &mut self,
+        phase: &str,
+        name: &str,
+        svc: Svc,
+        body: &bytes::Bytes,
+        streaming: bool,
+        warmup: usize,
+        n: usize,
+    ) -> anyhow::Result<(Sequential, f64)> {
+        let m = self.quiet(phase, name).await;
+        let cpu = ThreadTimes::of(svc.pid)?;
+        let s = load::sequential(svc.addr, body, streaming, warmup, n, PHASE_MAX_TIME).await?;
+        self.disturbed(&m, phase, name);
+        let per = cpu_us_per(svc.pid, &cpu, (warmup + s.total.n) as u64)?;
+        self.children.check_alive()?;
+        Ok((s, per))
     }
-    children.check_alive()?;
 
-    meta.foreign_cpu = overall.foreign_share(&children.pids()).unwrap_or(0.0);
-    meta.elapsed = started.elapsed();
-    let [direct, proxy, gatehouse] = res;
-    Ok(Results {
-        meta,
-        params,
-        direct,
-        proxy,
-        gatehouse,
-        proxy_mem,
-        gatehouse_mem,
-    })
-}
+    /// Waits for the children to go quiet before measuring `phase` on
+    /// `path`; long or failed waits are noted in the report. Returns a CPU
+    /// meter started once they are quiet.
+    async fn quiet(&mut self, phase: &str, path: &str) -> CpuMeter {
+        let (waited, ok) = self.children.settle(SETTLE_MAX).await;
+        let note = if !ok {
+            Some(format!(
+                "before {phase} on {path}: processes still busy after {SETTLE_MAX:?}; measured anyway"
+            ))
+        } else if waited > Duration::from_secs(1) {
+            Some(format!(
+                "before {phase} on {path}: waited {:.1} s for the processes to go idle",
+                waited.as_secs_f64()
+            ))
+        } else {
+            None
+        };
+        if let Some(note) = note {
+            eprintln!("  {note}");
+            self.meta.notes.push(note);
+        }
+        CpuMeter::start(&self.children.pids())
+    }
 
-/// Waits for the children to go quiet before measuring `phase` on `path`;
-/// long or failed waits are noted in the report. Returns a CPU meter started
-/// once they are quiet.
-async fn quiet(children: &Children, meta: &mut Meta, phase: &str, path: &str) -> CpuMeter {
-    let (waited, ok) = children.settle(SETTLE_MAX).await;
-    let note = if !ok {
-        format!(
-            "before {phase} on {path}: processes still busy after {SETTLE_MAX:?}; measured anyway"
-        )
-    } else if waited > Duration::from_secs(1) {
-        format!(
-            "before {phase} on {path}: waited {:.1} s for the processes to go idle (CPU < 2 ticks per 200 ms)",
-            waited.as_secs_f64()
-        )
-    } else {
-        return CpuMeter::start(&children.pids());
-    };
-    eprintln!("  {note}");
-    meta.notes.push(note);
-    CpuMeter::start(&children.pids())
-}
-
-/// Notes a measurement during which other processes used more than
-/// [`FOREIGN_CPU_LIMIT`] of the machine.
-fn disturbed(children: &Children, meter: &CpuMeter, meta: &mut Meta, phase: &str, path: &str) {
-    let share = meter.foreign_share(&children.pids()).unwrap_or(0.0);
-    if share > FOREIGN_CPU_LIMIT {
-        let note = format!(
-            "{phase} on {path}: other processes used {:.0}% of the machine's CPU meanwhile (disturbed)",
-            share * 100.0
-        );
-        eprintln!("  {note}");
-        meta.notes.push(note);
+    /// Notes a measurement during which other processes used more than
+    /// [`FOREIGN_CPU_LIMIT`] of the machine.
+    fn disturbed(&mut self, meter: &CpuMeter, phase: &str, path: &str) {
+        let share = meter.foreign_share(&self.children.pids()).unwrap_or(0.0);
+        if share > FOREIGN_CPU_LIMIT {
+            let note = format!(
+                "{phase} on {path}: other processes used {:.0}% of the machine's CPU meanwhile (disturbed)",
+                share * 100.0
+            );
+            eprintln!("  {note}");
+            self.meta.notes.push(note);
+        }
     }
 }
 
 /// CPU time `pid` used since the `cpu` snapshot, per request, in µs.
 fn cpu_us_per(pid: u32, cpu: &ThreadTimes, requests: u64) -> anyhow::Result<f64> {
     Ok(cpu.ns_since(pid)? as f64 / 1000.0 / requests.max(1) as f64)
-}
-
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| (*s).to_owned()).collect()
-}
-
-fn json(cfg: &FakeConfig) -> anyhow::Result<String> {
-    Ok(serde_json::to_string(cfg)?)
 }
 
 fn phase(name: &str) {
@@ -381,48 +331,4 @@ fn step(name: &str, s: &Sequential, what: &str) {
         "  {name:<9} n={} {what} p50 {:.1} µs p99 {:.1} µs, {} errors",
         p.n, p.p50, p.p99, s.errors
     );
-}
-
-/// The Gatehouse config of the run (SQLite store inside the run directory).
-fn gatehouse_config(dir: &Path, fake_url: &str) -> String {
-    format!(
-        "listen: {{host: 127.0.0.1, port: 0}}\n\
-         store: {{sqlite_path: \"{}\"}}\n\
-         timeouts: {{shutdown_drain_ms: 2000}}\n\
-         upstreams:\n  - {{name: fake, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n\
-         client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n",
-        dir.join("bench.db").display()
-    )
-}
-
-/// Replaces the fake's config and turns its request recording off.
-async fn set_fake(addr: SocketAddr, cfg: FakeConfig) -> anyhow::Result<()> {
-    let mut conn = Conn::connect(addr).await?;
-    for (path, body) in [
-        ("/_fake/config", json(&cfg)?),
-        ("/_fake/recording", "{\"on\":false}".to_owned()),
-    ] {
-        let (status, text) = conn.post_collect(path, Bytes::from(body)).await?;
-        if status != StatusCode::NO_CONTENT {
-            bail!("fake upstream answered {status} to {path}: {text}");
-        }
-    }
-    Ok(())
-}
-
-/// One JSON and one streaming request; fails with the answer if not 200.
-async fn preflight(name: &str, addr: SocketAddr) -> anyhow::Result<()> {
-    let mut conn = Conn::connect(addr).await?;
-    for stream in [false, true] {
-        let (status, text) = conn
-            .post_collect("/v1/messages", messages_body(stream))
-            .await?;
-        if status != StatusCode::OK {
-            bail!("{name} path: preflight request answered {status}: {text}");
-        }
-        if stream && !text.contains("event: content_block_delta") {
-            bail!("{name} path: preflight stream has no content_block_delta event: {text}");
-        }
-    }
-    Ok(())
 }

@@ -15,9 +15,11 @@ mod bench;
 mod client;
 mod cpu;
 mod load;
+mod markdown;
 mod procs;
 mod proxy;
 mod report;
+mod stack;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -120,25 +120,22 @@ impl Children {
     /// Stops every child: SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
     pub async fn stop_all(&mut self) {
         for p in self.procs.iter().rev() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(p.pid.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            p.terminate();
         }
         for p in &mut self.procs {
-            if tokio::time::timeout(STOP_TIMEOUT, p.child.wait())
-                .await
-                .is_err()
-            {
-                eprintln!(
-                    "{} did not stop within {STOP_TIMEOUT:?}; killing it",
-                    p.name
-                );
-                let _ = p.child.start_kill();
-                let _ = tokio::time::timeout(STOP_TIMEOUT, p.child.wait()).await;
-            }
+            p.wait_or_kill().await;
+        }
+    }
+
+    /// Stops (SIGTERM, then SIGKILL) and forgets the children called `name`.
+    pub async fn stop(&mut self, name: &str) {
+        let (mut gone, kept) = std::mem::take(&mut self.procs)
+            .into_iter()
+            .partition::<Vec<Proc>, _>(|p| p.name == name);
+        self.procs = kept;
+        for p in &mut gone {
+            p.terminate();
+            p.wait_or_kill().await;
         }
     }
 
@@ -179,6 +176,31 @@ impl Children {
 }
 
 impl Proc {
+    /// Sends SIGTERM (graceful stop).
+    fn terminate(&self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Waits up to [`STOP_TIMEOUT`] for the exit, then kills.
+    async fn wait_or_kill(&mut self) {
+        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "{} did not stop within {STOP_TIMEOUT:?}; killing it",
+                self.name
+            );
+            let _ = self.child.start_kill();
+            let _ = tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await;
+        }
+    }
+
     /// Last lines of the child's stderr, for error messages.
     pub fn stderr_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();

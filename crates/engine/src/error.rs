@@ -42,6 +42,11 @@ pub enum ApiError {
     UpstreamTimeout(u64),
     #[error("{0}")]
     ServiceUnavailable(String),
+    #[error("{message}")]
+    RetryLater {
+        message: &'static str,
+        retry_after_secs: u64,
+    },
     #[error("internal error")]
     Internal,
 }
@@ -92,6 +97,7 @@ impl ApiError {
             AllUpstreamsFailed { .. } => (StatusCode::BAD_GATEWAY, "api_error", None),
             UpstreamTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "api_error", None),
             ServiceUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", None),
+            RetryLater { .. } => (StatusCode::SERVICE_UNAVAILABLE, "api_error", Some(true)),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", None),
         }
     }
@@ -100,6 +106,12 @@ impl ApiError {
     pub fn into_response(self) -> Response<Body> {
         let (status, kind, retry) = self.outcome();
         let body = json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        let retry_after = match &self {
+            ApiError::RetryLater {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        };
         let mut resp = Response::new(Body::from(body.to_string()));
         *resp.status_mut() = status;
         let h = resp.headers_mut();
@@ -107,6 +119,9 @@ impl ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(secs) = retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if let Some(retry) = retry {
             h.insert(
                 "x-should-retry",
@@ -143,6 +158,13 @@ mod tests {
             (ApiError::AllUpstreamsFailed { attempted: 2 }, 502),
             (ApiError::UpstreamTimeout(5), 504),
             (ApiError::ServiceUnavailable("x".into()), 503),
+            (
+                ApiError::RetryLater {
+                    message: "m",
+                    retry_after_secs: 30,
+                },
+                503,
+            ),
             (ApiError::Internal, 500),
         ];
         for (err, status) in cases {

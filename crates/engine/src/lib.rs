@@ -22,6 +22,7 @@ pub mod server;
 pub mod status_page;
 pub mod store;
 pub mod upstream;
+pub mod workload;
 
 pub use config::Config;
 pub use deps::Deps;

@@ -122,10 +122,18 @@ async fn run(
     }
 
     // 7. Bearer admission: every route below needs a principal.
-    let now = gw.deps.clock.now();
-    let principal =
-        auth::admit(&gw.keys, gw.identity.as_ref(), now, req.headers()).inspect_err(|e| {
-            if let ApiError::Unauthenticated { reason, .. } = e {
+    let admission = auth::Admission {
+        keys: &gw.keys,
+        identity: gw.identity.as_ref(),
+        workload: gw.workload.as_ref(),
+        now: gw.deps.clock.now(),
+        inference: req.method() == Method::POST
+            && matches!(path.as_str(), "/v1/messages" | "/v1/messages/count_tokens"),
+    };
+    let principal = match auth::admit(&admission, req.headers()).await {
+        Ok(p) => p,
+        Err(e) => {
+            if let ApiError::Unauthenticated { reason, .. } = &e {
                 gw.deps.emit(
                     Event::new("auth.denied")
                         .with("request_id", request_id)
@@ -134,7 +142,17 @@ async fn run(
                         .with("reason", *reason),
                 );
             }
-        })?;
+            return Err(e);
+        }
+    };
+    if let Principal::Workload(_) = &principal
+        && !admission.inference
+    {
+        return Err(ApiError::Unauthenticated {
+            message: "workload tokens are admitted to inference only",
+            reason: "workload_not_inference",
+        });
+    }
 
     // 8. Dispatch.
     dispatch(gw, request_id, &principal, &path, req).await

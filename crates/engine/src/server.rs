@@ -37,6 +37,8 @@ pub struct Gateway {
     pub recorder: Recorder,
     /// Sign-in and sessions, when `oidc` is configured.
     pub identity: Option<crate::identity::Identity>,
+    /// Workload-token admission, when `cri.enabled`.
+    pub workload: Option<Arc<crate::workload::WorkloadVerifier>>,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -118,22 +120,32 @@ pub async fn start_on(
         key_entries.push(("local".into(), hash));
     }
     let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
+    let outbound = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| StartError::Client(e.to_string()))?;
     let identity = match &config.identity {
-        Some(cfg) => {
-            let http = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| StartError::Client(e.to_string()))?;
-            Some(
-                crate::identity::Identity::start(
-                    cfg.clone(),
-                    store.as_ref(),
-                    deps.clock.now(),
-                    http,
-                )
-                .await?,
+        Some(cfg) => Some(
+            crate::identity::Identity::start(
+                cfg.clone(),
+                store.as_ref(),
+                deps.clock.now(),
+                outbound.clone(),
             )
+            .await?,
+        ),
+        None => None,
+    };
+    let workload = match &config.workload {
+        Some(cfg) => {
+            let v = Arc::new(crate::workload::WorkloadVerifier::new(
+                cfg.clone(),
+                outbound,
+                deps.clock.clone(),
+            ));
+            v.prime().await;
+            Some(v)
         }
         None => None,
     };
@@ -156,6 +168,7 @@ pub async fn start_on(
         upstreams,
         recorder,
         identity,
+        workload,
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());

@@ -20,6 +20,8 @@ pub enum Principal {
         user: crate::identity::session::UserIdentity,
         jti: String,
     },
+    /// A machine caller with a workload token (inference only).
+    Workload(crate::workload::Workload),
 }
 
 impl Principal {
@@ -28,6 +30,7 @@ impl Principal {
         match self {
             Principal::ClientKey { id } => format!("key:{id}"),
             Principal::Session { user, .. } => format!("user:{}", user.sub),
+            Principal::Workload(w) => format!("workload:{}/{}", w.org, w.sub),
         }
     }
 }
@@ -63,14 +66,20 @@ fn looks_like_jwt(token: &str) -> bool {
     token.starts_with("eyJ") && token.split('.').count() == 3
 }
 
-/// Admits a caller or says exactly why not: a session token (when sign-in is configured)
-/// or a static client key.
-pub fn admit(
-    keys: &ClientKeys,
-    identity: Option<&crate::identity::Identity>,
-    now: chrono::DateTime<chrono::Utc>,
-    headers: &HeaderMap,
-) -> Result<Principal, ApiError> {
+/// What admission needs to know.
+pub struct Admission<'a> {
+    pub keys: &'a ClientKeys,
+    pub identity: Option<&'a crate::identity::Identity>,
+    pub workload: Option<&'a std::sync::Arc<crate::workload::WorkloadVerifier>>,
+    pub now: chrono::DateTime<chrono::Utc>,
+    /// Workload tokens are admitted to inference paths only.
+    pub inference: bool,
+}
+
+/// Admits a caller or says exactly why not: a static client key, a workload token (on
+/// inference, when configured) or a session token (when sign-in is configured).
+pub async fn admit(a: &Admission<'_>, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let (keys, identity, now) = (a.keys, a.identity, a.now);
     let candidates = presented(headers);
     if candidates.is_empty() {
         return Err(ApiError::Unauthenticated {
@@ -79,9 +88,32 @@ pub fn admit(
         });
     }
     let mut session_error = None;
+    let mut workload_error = None;
     for token in candidates {
         if let Some(id) = keys.find(token) {
             return Ok(Principal::ClientKey { id });
+        }
+        if let Some(verifier) = a
+            .workload
+            .filter(|_| crate::workload::is_workload_token(token))
+        {
+            if !a.inference {
+                workload_error = Some("workload_not_inference");
+                continue;
+            }
+            match verifier.verify(token).await {
+                Ok(w) => return Ok(Principal::Workload(w)),
+                Err(crate::workload::WorkloadError::Unavailable) => {
+                    return Err(ApiError::RetryLater {
+                        message: "workload token keys are unavailable; retry shortly",
+                        retry_after_secs: crate::workload::RETRY_AFTER_SECS,
+                    });
+                }
+                Err(crate::workload::WorkloadError::Invalid(reason)) => {
+                    workload_error = Some(reason);
+                    continue;
+                }
+            }
         }
         if let Some(identity) = identity.filter(|_| looks_like_jwt(token)) {
             match identity.verify_session(token, now) {
@@ -94,6 +126,12 @@ pub fn admit(
                 Err(e) => session_error = Some(e),
             }
         }
+    }
+    if let Some(reason) = workload_error {
+        return Err(ApiError::Unauthenticated {
+            message: "invalid workload token",
+            reason,
+        });
     }
     Err(match session_error {
         Some(e) => ApiError::Unauthenticated {

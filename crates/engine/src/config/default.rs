@@ -94,5 +94,6 @@ pub fn embedded_default(
         logging: LoggingConfig::default(),
         local_key: true,
         identity: None,
+        workload: None,
     })
 }

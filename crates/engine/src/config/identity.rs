@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::raw::{RawConfig, RawRate};
-use super::{ConfigError, IdentityConfig, Listen, OidcConfig, RateLimit};
+use super::{ConfigError, IdentityConfig, Listen, OidcConfig, RateLimit, WorkloadConfig};
 use crate::secret::Secret;
 
 /// Session secrets shorter than this are refused.
@@ -205,4 +205,84 @@ fn rate(
         limit: r.limit,
         window: Duration::from_secs(r.window_seconds),
     })
+}
+
+/// The issuer of Anthropic's workload tokens.
+pub const DEFAULT_CRI_ISSUER: &str = "https://api.anthropic.com/api/oauth/cri";
+
+pub fn validate_workload(raw: &RawConfig) -> Result<Option<WorkloadConfig>, ConfigError> {
+    let Some(cri) = &raw.cri else { return Ok(None) };
+    if cri.policy.is_some() {
+        return Err(ConfigError::at("", "not supported yet: cri.policy"));
+    }
+    if !cri.enabled.unwrap_or(false) {
+        return Ok(None);
+    }
+    let issuer = cri
+        .issuer
+        .clone()
+        .unwrap_or_else(|| DEFAULT_CRI_ISSUER.to_owned());
+    let parsed = url::Url::parse(&issuer)
+        .map_err(|e| ConfigError::at("cri.issuer", format!("invalid URL: {e}")))?;
+    if parsed.scheme() != "https"
+        && !(cri.allow_loopback_jwks == Some(true) && is_loopback_url(&parsed))
+    {
+        return Err(ConfigError::at("cri.issuer", "must be https"));
+    }
+    if parsed.query().is_some()
+        || parsed.fragment().is_some()
+        || issuer.ends_with('/')
+        || parsed.as_str().trim_end_matches('/') != issuer
+    {
+        return Err(ConfigError::at(
+            "cri.issuer",
+            "must be a canonical URL without query, fragment or trailing slash",
+        ));
+    }
+    let jwks_url = match &cri.jwks_url {
+        None => url::Url::parse(&format!("{issuer}/jwks.json"))
+            .map_err(|e| ConfigError::at("cri.issuer", e.to_string()))?,
+        Some(u) => {
+            let url = url::Url::parse(u)
+                .map_err(|e| ConfigError::at("cri.jwks_url", format!("invalid URL: {e}")))?;
+            if cri.allow_loopback_jwks != Some(true) || !is_loopback_url(&url) {
+                return Err(ConfigError::at(
+                    "cri.jwks_url",
+                    "may only point at a loopback address, with `allow_loopback_jwks: true` (tests); production keys come from the issuer",
+                ));
+            }
+            url
+        }
+    };
+    if cri.audience.is_empty() || cri.audience.iter().any(|a| a.trim().is_empty()) {
+        return Err(ConfigError::at(
+            "cri.audience",
+            "must list at least one non-empty audience",
+        ));
+    }
+    if cri.org_allowlist.is_empty() || cri.org_allowlist.iter().any(|o| o.trim().is_empty()) {
+        return Err(ConfigError::at(
+            "cri.org_allowlist",
+            "must list at least one organization (an empty list is not \"allow all\")",
+        ));
+    }
+    Ok(Some(WorkloadConfig {
+        issuer,
+        jwks_url,
+        audience: cri.audience.clone(),
+        org_allowlist: cri
+            .org_allowlist
+            .iter()
+            .map(|o| o.trim().to_ascii_lowercase())
+            .collect(),
+    }))
+}
+
+fn is_loopback_url(u: &url::Url) -> bool {
+    match u.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    }
 }

@@ -74,6 +74,17 @@ pub struct Config {
     pub local_key: bool,
     /// OIDC sign-in and sessions, when configured.
     pub identity: Option<IdentityConfig>,
+    /// Workload-token admission, when `cri.enabled`.
+    pub workload: Option<WorkloadConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    pub issuer: String,
+    pub jwks_url: Url,
+    pub audience: Vec<String>,
+    /// Lower-case.
+    pub org_allowlist: Vec<String>,
 }
 
 /// Sign-in: the IdP, session tokens and the sign-in rate limits.

@@ -58,8 +58,9 @@ pub struct RawConfig {
     /// Per-IP limits on the sign-in endpoints.
     #[serde(default)]
     pub rate_limits: RawRateLimits,
-    /// Reserved: workload-token admission and the policy webhook.
-    pub cri: Reserved,
+    /// Workload-token admission ("customer-routed inference"): machine callers with ES256
+    /// JWTs from a fixed issuer.
+    pub cri: Option<RawCri>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -296,4 +297,23 @@ pub struct RawRateLimits {
 pub struct RawRate {
     pub limit: u32,
     pub window_seconds: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCri {
+    pub enabled: Option<bool>,
+    /// Token issuer (default `https://api.anthropic.com/api/oauth/cri`); exact match.
+    pub issuer: Option<String>,
+    /// Key set URL; only a loopback URL, and only with `allow_loopback_jwks` (tests).
+    pub jwks_url: Option<String>,
+    pub allow_loopback_jwks: Option<bool>,
+    /// Accepted `aud` values (at least one).
+    #[serde(default)]
+    pub audience: Vec<String>,
+    /// Accepted `org` values (at least one).
+    #[serde(default)]
+    pub org_allowlist: Vec<String>,
+    /// Reserved: the policy webhook.
+    pub policy: Reserved,
 }

@@ -279,13 +279,67 @@ fn sign_in_blocks_are_validated() {
 }
 
 #[test]
+fn workload_block_is_validated() {
+    let base = "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\n";
+    let c = load(&format!(
+        "{base}cri: {{enabled: true, audience: ['https://gw'], org_allowlist: [ORG-1]}}\n"
+    ))
+    .unwrap();
+    let w = c.workload.unwrap();
+    assert_eq!(w.issuer, "https://api.anthropic.com/api/oauth/cri");
+    assert_eq!(
+        w.jwks_url.as_str(),
+        "https://api.anthropic.com/api/oauth/cri/jwks.json"
+    );
+    assert_eq!(w.org_allowlist, vec!["org-1"]);
+    assert!(
+        load(&format!("{base}cri: {{enabled: false}}\n"))
+            .unwrap()
+            .workload
+            .is_none()
+    );
+    for (block, want) in [
+        (
+            "cri: {enabled: true, org_allowlist: [o]}",
+            "cri.audience: must list at least one",
+        ),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: []}",
+            "cri.org_allowlist: must list at least one organization",
+        ),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: [o], jwks_url: 'https://keys.example/jwks'}",
+            "cri.jwks_url: may only point at a loopback address",
+        ),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: [o], jwks_url: 'http://127.0.0.1:9/jwks'}",
+            "cri.jwks_url: may only point at a loopback address",
+        ),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: [o], issuer: 'https://iss.example/'}",
+            "cri.issuer: must be a canonical URL",
+        ),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: [o], issuer: 'http://iss.example'}",
+            "cri.issuer: must be https",
+        ),
+    ] {
+        let got = err(&format!("{base}{block}\n"));
+        assert!(got.contains(want), "expected {want}\ngot {got}");
+    }
+}
+
+#[test]
 fn later_blocks_are_refused_not_ignored() {
     for (block, path) in [
         ("managed: {policies: []}\n", "managed"),
         ("admin: {}\n", "admin"),
         ("enforcement: {fail_closed_on_error: true}\n", "enforcement"),
         ("telemetry: {forward_to: []}\n", "telemetry"),
-        ("cri: {enabled: true}\n", "cri"),
+        (
+            "cri: {enabled: true, audience: [a], org_allowlist: [o], policy: {webhook: {url: 'https://p'}}}\n",
+            "cri.policy",
+        ),
         (
             "store: {postgres_url: 'postgres://x'}\n",
             "store.postgres_url",

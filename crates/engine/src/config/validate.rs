@@ -34,6 +34,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let pricing = pricing(&raw)?;
     let logging = logging(&raw)?;
     let identity = super::identity::validate(&raw, &listen)?;
+    let workload = super::identity::validate_workload(&raw)?;
     let t = &raw.timeouts;
     let timeouts = Timeouts {
         upstream_ttfb: Duration::from_millis(positive(
@@ -89,6 +90,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         logging,
         local_key: false,
         identity,
+        workload,
     })
 }
 
@@ -106,7 +108,6 @@ fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
         ("admin", raw.admin.is_some()),
         ("enforcement", raw.enforcement.is_some()),
         ("telemetry", raw.telemetry.is_some()),
-        ("cri", raw.cri.is_some()),
         ("listen.tls", raw.listen.tls.is_some()),
         ("store.postgres_url", raw.store.postgres_url.is_some()),
         ("store.username", raw.store.username.is_some()),

@@ -133,6 +133,23 @@ pub async fn handle(
         } => {
             let (upstream, upstream_model) = leg_facts(leg);
             let status = response.status();
+            if matches!(principal, Principal::Workload(_)) && !status.is_success() {
+                // Workload callers get a stable reason, never the upstream's wording (which
+                // can carry account ids, ARNs or hosts).
+                let mut out_headers = headers::to_caller(response.headers());
+                add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+                let body = response.bytes().await.unwrap_or_default();
+                record_without_body(
+                    gw,
+                    facts,
+                    upstream,
+                    upstream_model,
+                    status,
+                    route_reason,
+                    attempts,
+                );
+                return Ok(sanitized(status, out_headers, &body));
+            }
             let mut out_headers = headers::to_caller(response.headers());
             add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
             let format = BodyFormat::from_content_type(
@@ -229,4 +246,38 @@ fn record_without_body(
     };
     Meter::new(facts, route, BodyFormat::Other, gw.recorder.clone()).finish(false, true);
     let _ = Utc::now;
+}
+
+/// The upstream's error, with its status and `error.type` kept and its message replaced by
+/// `capability_rejected: <reason>` (or a generic sentence when it cannot be classified).
+fn sanitized(status: StatusCode, mut out_headers: http::HeaderMap, body: &[u8]) -> Response<Body> {
+    let upstream: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let kind = upstream["error"]["type"]
+        .as_str()
+        .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .unwrap_or(match status.as_u16() {
+            400 => "invalid_request_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        })
+        .to_owned();
+    let message = upstream["error"]["message"]
+        .as_str()
+        .and_then(crate::workload::capability_reason)
+        .map_or_else(
+            || "upstream request failed".to_owned(),
+            |r| format!("capability_rejected: {r}"),
+        );
+    let envelope =
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
+    out_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let mut resp = Response::new(Body::from(envelope.to_string()));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = out_headers;
+    resp
 }

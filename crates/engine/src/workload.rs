@@ -1,0 +1,346 @@
+//! Workload tokens ("customer-routed inference" in the reference): machine callers present
+//! ES256 JWTs (`typ: cri+jwt`) from one fixed issuer. They are admitted to inference only.
+//!
+//! The issuer's key set is cached: fresh until its refresh time (`Cache-Control: max-age`,
+//! at most 3 h, default 10 min), then served stale while one background refresh runs, and
+//! refused (503, `Retry-After: 30`) once older than 6 h or never fetched. An unknown `kid`
+//! triggers one refresh per minute at most. A response without usable keys never replaces
+//! the keys held.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind, jwk::JwkSet};
+use serde::Deserialize;
+
+use crate::config::WorkloadConfig;
+use crate::deps::Clock;
+
+pub const TOKEN_TYPE: &str = "cri+jwt";
+const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
+const MAX_REFRESH: Duration = Duration::from_secs(3 * 3600);
+const HARD_MAX_AGE: Duration = Duration::from_secs(6 * 3600);
+const UNKNOWN_KID_COOLDOWN: Duration = Duration::from_secs(60);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+const LEEWAY_SECS: i64 = 60;
+/// Seconds a client should wait when keys are unavailable.
+pub const RETRY_AFTER_SECS: u64 = 30;
+
+/// A workload caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    pub sub: String,
+    pub org: String,
+    /// `act.sub`, the acting principal, when present.
+    pub act: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("invalid workload token ({0})")]
+    Invalid(&'static str),
+    #[error("workload token keys are unavailable; retry shortly")]
+    Unavailable,
+}
+
+struct KeySet {
+    keys: HashMap<String, DecodingKey>,
+    fetched_at: DateTime<Utc>,
+    refresh_after: Duration,
+}
+
+pub struct WorkloadVerifier {
+    cfg: WorkloadConfig,
+    http: reqwest::Client,
+    clock: Arc<dyn Clock>,
+    keys: RwLock<Option<Arc<KeySet>>>,
+    fetching: tokio::sync::Mutex<()>,
+    last_unknown_kid_refresh: Mutex<Option<DateTime<Utc>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+struct Act {
+    sub: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    sub: String,
+    aud: Audience,
+    org: String,
+    scope: String,
+    exp: i64,
+    iat: i64,
+    nbf: Option<i64>,
+    act: Option<Act>,
+}
+
+/// Whether a bearer token says it is a workload token (unverified header peek).
+pub fn is_workload_token(token: &str) -> bool {
+    jsonwebtoken::decode_header(token).is_ok_and(|h| h.typ.as_deref() == Some(TOKEN_TYPE))
+}
+
+impl WorkloadVerifier {
+    pub fn new(cfg: WorkloadConfig, http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            cfg,
+            http,
+            clock,
+            keys: RwLock::new(None),
+            fetching: tokio::sync::Mutex::new(()),
+            last_unknown_kid_refresh: Mutex::new(None),
+        }
+    }
+
+    /// Fetches the key set once at start; failure is logged, and workload requests answer
+    /// 503 until a fetch succeeds.
+    pub async fn prime(&self) {
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(error = %e, url = %self.cfg.jwks_url, "workload key set not available at start");
+        }
+    }
+
+    fn current(&self) -> Option<Arc<KeySet>> {
+        self.keys.read().ok().and_then(|k| k.clone())
+    }
+
+    fn age(&self, set: &KeySet) -> Duration {
+        (self.clock.now() - set.fetched_at)
+            .to_std()
+            .unwrap_or_default()
+    }
+
+    async fn refresh(&self) -> Result<(), String> {
+        let _one_at_a_time = self.fetching.lock().await;
+        let resp = tokio::time::timeout(
+            FETCH_TIMEOUT,
+            self.http.get(self.cfg.jwks_url.clone()).send(),
+        )
+        .await
+        .map_err(|_| "timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+        if !resp.status().is_success() {
+            return Err(format!("status {}", resp.status()));
+        }
+        let max_age = resp
+            .headers()
+            .get(http::header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.split(',')
+                    .filter_map(|p| p.trim().strip_prefix("max-age="))
+                    .find_map(|n| n.parse::<u64>().ok())
+            });
+        let body = resp.bytes().await.map_err(|e| e.to_string())?;
+        let set: JwkSet =
+            serde_json::from_slice(&body).map_err(|e| format!("not a JWK set: {e}"))?;
+        let mut keys = HashMap::new();
+        for jwk in &set.keys {
+            let Some(kid) = jwk.common.key_id.clone().filter(|k| !k.is_empty()) else {
+                continue;
+            };
+            let jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(ec) = &jwk.algorithm else {
+                continue;
+            };
+            if ec.curve != jsonwebtoken::jwk::EllipticCurve::P256 {
+                continue;
+            }
+            if let Ok(key) = DecodingKey::from_jwk(jwk) {
+                keys.insert(kid, key);
+            }
+        }
+        if keys.is_empty() {
+            return Err("the key set holds no usable P-256 keys; keeping the previous keys".into());
+        }
+        let refresh_after = max_age
+            .map(Duration::from_secs)
+            .map_or(DEFAULT_REFRESH, |d| d.min(MAX_REFRESH));
+        let set = Arc::new(KeySet {
+            keys,
+            fetched_at: self.clock.now(),
+            refresh_after,
+        });
+        if let Ok(mut k) = self.keys.write() {
+            *k = Some(set);
+        }
+        Ok(())
+    }
+
+    /// Keys to verify with, refreshing per the cache rules.
+    async fn key_set(self: &Arc<Self>) -> Result<Arc<KeySet>, WorkloadError> {
+        if let Some(set) = self.current() {
+            let age = self.age(&set);
+            if age < set.refresh_after {
+                return Ok(set);
+            }
+            if age < HARD_MAX_AGE {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = me.refresh().await {
+                        tracing::warn!(error = %e, "workload key set refresh failed; serving cached keys");
+                    }
+                });
+                return Ok(set);
+            }
+        }
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(error = %e, "workload key set unavailable");
+        }
+        match self.current() {
+            Some(set) if self.age(&set) < HARD_MAX_AGE => Ok(set),
+            _ => Err(WorkloadError::Unavailable),
+        }
+    }
+
+    pub async fn verify(self: &Arc<Self>, token: &str) -> Result<Workload, WorkloadError> {
+        use WorkloadError::Invalid;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid("malformed"))?;
+        if header.typ.as_deref() != Some(TOKEN_TYPE) {
+            return Err(Invalid("wrong_type"));
+        }
+        if header.alg != Algorithm::ES256 {
+            return Err(Invalid("bad_algorithm"));
+        }
+        let kid = header
+            .kid
+            .filter(|k| !k.is_empty())
+            .ok_or(Invalid("missing_kid"))?;
+        let mut set = self.key_set().await?;
+        if !set.keys.contains_key(&kid) {
+            let now = self.clock.now();
+            let may_refresh = self
+                .last_unknown_kid_refresh
+                .lock()
+                .map(|mut last| {
+                    let ok = last.is_none_or(|t| {
+                        (now - t).to_std().unwrap_or_default() >= UNKNOWN_KID_COOLDOWN
+                    });
+                    if ok {
+                        *last = Some(now);
+                    }
+                    ok
+                })
+                .unwrap_or(false);
+            if may_refresh {
+                if let Err(e) = self.refresh().await {
+                    tracing::warn!(error = %e, "workload key set refresh for an unknown kid failed");
+                }
+                set = self.current().ok_or(WorkloadError::Unavailable)?;
+            }
+        }
+        let key = set.keys.get(&kid).ok_or(Invalid("unknown_kid"))?;
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_issuer(&[&self.cfg.issuer]);
+        validation.set_audience(&self.cfg.audience);
+        validation.set_required_spec_claims(&["exp", "iat", "aud", "sub", "iss"]);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        let data = jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| match e
+            .kind()
+        {
+            ErrorKind::InvalidSignature => Invalid("bad_signature"),
+            ErrorKind::InvalidIssuer => Invalid("wrong_issuer"),
+            ErrorKind::InvalidAudience => Invalid("wrong_audience"),
+            ErrorKind::InvalidAlgorithm => Invalid("bad_algorithm"),
+            ErrorKind::MissingRequiredClaim(_) | ErrorKind::Json(_) => Invalid("missing_claim"),
+            _ => Invalid("malformed"),
+        })?;
+        let c = data.claims;
+        let now = self.clock.now().timestamp();
+        if c.exp + LEEWAY_SECS <= now {
+            return Err(Invalid("expired"));
+        }
+        if c.nbf.is_some_and(|n| n - LEEWAY_SECS > now) || c.iat - LEEWAY_SECS > now {
+            return Err(Invalid("not_yet_valid"));
+        }
+        // jsonwebtoken checked `aud`; the field is read here only to require its presence.
+        let _ = match c.aud {
+            Audience::One(a) => vec![a],
+            Audience::Many(v) => v,
+        };
+        if c.iss != self.cfg.issuer {
+            return Err(Invalid("wrong_issuer"));
+        }
+        if c.scope != "inference" {
+            return Err(Invalid("wrong_scope"));
+        }
+        let org = c.org.to_ascii_lowercase();
+        if !self.cfg.org_allowlist.contains(&org) {
+            return Err(Invalid("org_not_allowed"));
+        }
+        if c.sub.trim().is_empty() {
+            return Err(Invalid("missing_claim"));
+        }
+        Ok(Workload {
+            sub: c.sub,
+            org,
+            act: c.act.and_then(|a| a.sub),
+        })
+    }
+}
+
+/// A stable `capability_rejected: <reason>` for an upstream error message, so a workload
+/// caller learns what it can fix without seeing account ids, ARNs or hosts.
+pub fn capability_reason(message: &str) -> Option<&'static str> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("prompt is too long")
+        || m.contains("input is too long")
+        || m.contains("exceeds")
+            && (m.contains("context") || m.contains("limit") || m.contains("maximum"))
+    {
+        Some("prompt_too_long")
+    } else if m.contains("signature") && m.contains("thinking") {
+        Some("thinking_signature")
+    } else if m.contains("effort") {
+        Some("effort_unsupported")
+    } else if m.contains("image") {
+        Some("image_block")
+    } else if m.contains("thinking") {
+        Some("thinking_unsupported")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capability_reasons() {
+        assert_eq!(
+            capability_reason("prompt is too long: 210000 tokens > 200000 maximum"),
+            Some("prompt_too_long")
+        );
+        assert_eq!(
+            capability_reason("Input is too long."),
+            Some("prompt_too_long")
+        );
+        assert_eq!(
+            capability_reason("Invalid `signature` in `thinking` block"),
+            Some("thinking_signature")
+        );
+        assert_eq!(
+            capability_reason("output_config.effort: Extra inputs are not permitted"),
+            Some("effort_unsupported")
+        );
+        assert_eq!(
+            capability_reason("messages.0.content.1.image.source: invalid"),
+            Some("image_block")
+        );
+        assert_eq!(
+            capability_reason("arn:aws:bedrock:us-east-1:123456789012 throttled"),
+            None
+        );
+    }
+}

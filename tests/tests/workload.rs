@@ -1,0 +1,374 @@
+//! Workload-token admission: ES256 JWTs verified against the issuer's key set, served here
+//! by a small loopback JWKS server the test controls (keys, Cache-Control, outages).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
+use fake_upstream::{FakeConfig, FakeUpstream, Fault};
+use gatehouse_tests::{CLIENT_KEY, OPERATOR_KEY, TestGateway, load, sonnet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use p256::pkcs8::EncodePrivateKey;
+use serde_json::{Value, json};
+
+const ISSUER: &str = "http://127.0.0.1/cri-issuer";
+const AUD: &str = "https://gatehouse.test";
+const ORG: &str = "11111111-2222-3333-4444-555555555555";
+
+struct Key {
+    kid: String,
+    encoding: EncodingKey,
+    jwk: Value,
+}
+
+fn key(kid: &str) -> Key {
+    let secret = p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let der = secret.to_pkcs8_der().unwrap();
+    let mut jwk: Value = serde_json::from_str(&secret.public_key().to_jwk_string()).unwrap();
+    jwk["kid"] = kid.into();
+    jwk["alg"] = "ES256".into();
+    jwk["use"] = "sig".into();
+    Key {
+        kid: kid.to_owned(),
+        encoding: EncodingKey::from_ec_der(der.as_bytes()),
+        jwk,
+    }
+}
+
+#[derive(Default)]
+struct Jwks {
+    keys: Vec<Value>,
+    down: bool,
+    fetches: usize,
+}
+
+type Shared = Arc<Mutex<Jwks>>;
+
+async fn serve_jwks(State(s): State<Shared>) -> (StatusCode, HeaderMap, String) {
+    let mut j = s.lock().unwrap();
+    j.fetches += 1;
+    let mut h = HeaderMap::new();
+    h.insert("cache-control", "max-age=300".parse().unwrap());
+    if j.down {
+        return (StatusCode::SERVICE_UNAVAILABLE, h, "down".into());
+    }
+    (StatusCode::OK, h, json!({"keys": j.keys}).to_string())
+}
+
+struct Setup {
+    gw: TestGateway,
+    jwks: Shared,
+    key: Key,
+    clock: Arc<gatehouse_tests::OffsetClock>,
+}
+
+async fn setup(jwks_down_at_start: bool) -> Setup {
+    let key = key("k1");
+    let jwks: Shared = Arc::new(Mutex::new(Jwks {
+        keys: vec![key.jwk.clone()],
+        down: jwks_down_at_start,
+        fetches: 0,
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route("/jwks.json", get(serve_jwks))
+        .with_state(jwks.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+store: {{sqlite_path: "{db}"}}
+upstreams: [{{name: primary, provider: anthropic, base_url: "{fake}", auth: {{api_key: "{OPERATOR_KEY}"}}}}]
+client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
+cri:
+  enabled: true
+  issuer: "{ISSUER}"
+  jwks_url: "{jwks_url}"
+  allow_loopback_jwks: true
+  audience: ["{AUD}", "https://other-aud.test"]
+  org_allowlist: ["{ORG}"]
+"#,
+        db = dir.path().join("g.db").display(),
+        fake = fake.url()
+    );
+    let config = load(&yaml, dir.path());
+    let clock = Arc::new(gatehouse_tests::OffsetClock::default());
+    let events = Arc::new(gatehouse_engine::events::MemoryEventSink::default());
+    let deps = gatehouse_engine::deps::Deps {
+        clock: clock.clone(),
+        env: Arc::new(gatehouse_engine::deps::MapEnvironment::default()),
+        credentials: Arc::new(gatehouse_engine::deps::NoCredentialStore),
+        events: events.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = gatehouse_engine::server::start_on(listener, config, deps)
+        .await
+        .unwrap();
+    let gw = TestGateway {
+        handle,
+        fake,
+        events,
+        dir,
+        client: reqwest::Client::builder().no_proxy().build().unwrap(),
+    };
+    Setup {
+        gw,
+        jwks,
+        key,
+        clock,
+    }
+}
+
+fn token(key: &Key, patch: impl FnOnce(&mut Value, &mut Header)) -> String {
+    let now = chrono::Utc::now().timestamp();
+    let mut claims = json!({
+        "iss": ISSUER, "aud": AUD, "sub": "agent-7", "org": ORG, "scope": "inference",
+        "iat": now, "exp": now + 300, "act": {"sub": "user-1"}
+    });
+    let mut header = Header::new(Algorithm::ES256);
+    header.typ = Some("cri+jwt".into());
+    header.kid = Some(key.kid.clone());
+    patch(&mut claims, &mut header);
+    jsonwebtoken::encode(&header, &claims, &key.encoding).unwrap()
+}
+
+async fn infer(s: &Setup, t: &str, path: &str) -> reqwest::Response {
+    s.gw.client
+        .post(s.gw.url(path))
+        .bearer_auth(t)
+        .json(&sonnet(false))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn valid_workload_tokens_reach_inference_only() {
+    let s = setup(false).await;
+    let ok = token(&s.key, |_, _| {});
+    let r = infer(&s, &ok, "/v1/messages").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        infer(&s, &ok, "/v1/messages/count_tokens").await.status(),
+        200
+    );
+    let rows = s.gw.usage_rows(2).await;
+    assert!(
+        rows.iter()
+            .all(|r| r.principal == format!("workload:{ORG}/agent-7"))
+    );
+    assert!(
+        s.gw.fake
+            .requests()
+            .iter()
+            .all(|r| r.headers.iter().all(|(_, v)| !v.contains(&ok))),
+        "the workload token never reaches the upstream"
+    );
+    // Inference only.
+    let r =
+        s.gw.client
+            .get(s.gw.url("/v1/models"))
+            .bearer_auth(&ok)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 401);
+    // Within the 60 s clock tolerance.
+    let late = token(&s.key, |c, _| {
+        c["exp"] = (chrono::Utc::now().timestamp() - 30).into()
+    });
+    assert_eq!(infer(&s, &late, "/v1/messages").await.status(), 200);
+}
+
+#[tokio::test]
+async fn forged_and_misaddressed_tokens_are_refused_with_reasons() {
+    let s = setup(false).await;
+    let other = key("k1");
+    let now = chrono::Utc::now().timestamp();
+    let cases: Vec<(String, &str)> = vec![
+        (token(&other, |_, _| {}), "bad_signature"),
+        (
+            token(&s.key, |c, _| c["iss"] = "https://evil.example/cri".into()),
+            "wrong_issuer",
+        ),
+        (
+            token(&s.key, |c, _| c["aud"] = "https://elsewhere".into()),
+            "wrong_audience",
+        ),
+        (
+            token(&s.key, |c, _| {
+                c["org"] = "99999999-0000-0000-0000-000000000000".into()
+            }),
+            "org_not_allowed",
+        ),
+        (
+            token(&s.key, |c, _| c["scope"] = "admin".into()),
+            "wrong_scope",
+        ),
+        (
+            token(&s.key, |c, _| c["exp"] = (now - 120).into()),
+            "expired",
+        ),
+        (
+            token(&s.key, |c, _| c["nbf"] = (now + 600).into()),
+            "not_yet_valid",
+        ),
+        (
+            token(&s.key, |c, _| {
+                c.as_object_mut().unwrap().remove("org");
+            }),
+            "missing_claim",
+        ),
+        (
+            token(&s.key, |_, h| h.kid = Some("nope".into())),
+            "unknown_kid",
+        ),
+    ];
+    for (t, _) in &cases {
+        let r = infer(&s, t, "/v1/messages").await;
+        assert_eq!(r.status(), 401);
+        assert_eq!(r.headers()["x-should-retry"], "false");
+    }
+    // HS256 with the cri typ, and alg none.
+    let hs = {
+        let mut h = Header::new(Algorithm::HS256);
+        h.typ = Some("cri+jwt".into());
+        h.kid = Some("k1".into());
+        jsonwebtoken::encode(
+            &h,
+            &json!({"iss": ISSUER}),
+            &EncodingKey::from_secret(b"guess"),
+        )
+        .unwrap()
+    };
+    assert_eq!(infer(&s, &hs, "/v1/messages").await.status(), 401);
+    let reasons: Vec<String> =
+        s.gw.events
+            .named("auth.denied")
+            .iter()
+            .map(|e| e["reason"].as_str().unwrap().to_owned())
+            .collect();
+    let mut expected: Vec<String> = cases.iter().map(|(_, r)| (*r).to_owned()).collect();
+    expected.push("bad_algorithm".into());
+    assert_eq!(reasons, expected);
+    assert!(s.gw.fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn key_set_cache_refreshes_and_fails_closed() {
+    let s = setup(true).await;
+    let ok = token(&s.key, |_, _| {});
+    // Never fetched: 503 with Retry-After, the client should retry, not re-authenticate.
+    let r = infer(&s, &ok, "/v1/messages").await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "30");
+    s.jwks.lock().unwrap().down = false;
+    assert_eq!(infer(&s, &ok, "/v1/messages").await.status(), 200);
+
+    // A new key appears: an unknown kid triggers one refresh.
+    let k2 = key("k2");
+    s.jwks.lock().unwrap().keys.push(k2.jwk.clone());
+    assert_eq!(
+        infer(&s, &token(&k2, |_, _| {}), "/v1/messages")
+            .await
+            .status(),
+        200
+    );
+    // Another unknown kid within the cooldown does not fetch again.
+    let before = s.jwks.lock().unwrap().fetches;
+    let k3 = key("k3");
+    assert_eq!(
+        infer(&s, &token(&k3, |_, _| {}), "/v1/messages")
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(s.jwks.lock().unwrap().fetches, before);
+
+    // Stale (past max-age 300 s) but under 6 h: still served while refreshing; the issuer is down.
+    s.jwks.lock().unwrap().down = true;
+    s.clock.advance(600);
+    assert_eq!(infer(&s, &at(&s, 600), "/v1/messages").await.status(), 200);
+    // Older than 6 h with the issuer down: fail closed.
+    s.clock.advance(7 * 3600);
+    assert_eq!(
+        infer(&s, &at(&s, 600 + 7 * 3600), "/v1/messages")
+            .await
+            .status(),
+        503
+    );
+    // The issuer is back: served again.
+    s.jwks.lock().unwrap().down = false;
+    assert_eq!(
+        infer(&s, &at(&s, 600 + 7 * 3600), "/v1/messages")
+            .await
+            .status(),
+        200
+    );
+}
+
+/// A valid token for the gateway's clock moved `offset` seconds ahead.
+fn at(s: &Setup, offset: i64) -> String {
+    let now = (chrono::Utc::now() + chrono::Duration::seconds(offset)).timestamp();
+    token(&s.key, |c, _| {
+        c["iat"] = now.into();
+        c["exp"] = (now + 300).into();
+    })
+}
+
+#[tokio::test]
+async fn upstream_errors_reach_workloads_as_capability_reasons() {
+    let s = setup(false).await;
+    let ok = token(&s.key, |_, _| {});
+    s.gw.fake.push_fault(Fault::Status {
+        status: 400,
+        retry_after: None,
+        error_type: None,
+        message: Some("prompt is too long: 210000 tokens > 200000 maximum".into()),
+    });
+    let r = infer(&s, &ok, "/v1/messages").await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v,
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "capability_rejected: prompt_too_long"}})
+    );
+    s.gw.fake.push_fault(Fault::Status {
+        status: 400,
+        retry_after: None,
+        error_type: None,
+        message: Some(
+            "model arn:aws:bedrock:us-east-1:123456789012:inference-profile/x is not available"
+                .into(),
+        ),
+    });
+    let v: Value = infer(&s, &ok, "/v1/messages").await.json().await.unwrap();
+    assert_eq!(v["error"]["message"], "upstream request failed");
+    assert!(!v.to_string().contains("123456789012"));
+    // A person's client key still sees the upstream's own words.
+    s.gw.fake.push_fault(Fault::Status {
+        status: 400,
+        retry_after: None,
+        error_type: None,
+        message: Some("prompt is too long: 5 tokens".into()),
+    });
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .header("x-api-key", CLIENT_KEY)
+            .json(&sonnet(false))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["message"],
+        "prompt is too long: 5 tokens"
+    );
+}
