@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone)]
 pub struct Event {
     pub evt: &'static str,
+    /// When the event happened (not when it was written).
+    pub ts: chrono::DateTime<Utc>,
     pub fields: Map<String, Value>,
 }
 
@@ -22,6 +24,7 @@ impl Event {
     pub fn new(evt: &'static str) -> Self {
         Self {
             evt,
+            ts: Utc::now(),
             fields: Map::new(),
         }
     }
@@ -36,9 +39,7 @@ impl Event {
         let mut obj = Map::with_capacity(self.fields.len() + 2);
         obj.insert(
             "ts".into(),
-            Utc::now()
-                .to_rfc3339_opts(SecondsFormat::Millis, true)
-                .into(),
+            self.ts.to_rfc3339_opts(SecondsFormat::Millis, true).into(),
         );
         obj.insert("evt".into(), self.evt.into());
         for (k, v) in &self.fields {
@@ -51,6 +52,13 @@ impl Event {
 /// Where events go.
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &Event);
+
+    /// Several events at once (sinks that write may do it in one go).
+    fn emit_batch(&self, events: &[Event]) {
+        for e in events {
+            self.emit(e);
+        }
+    }
 }
 
 /// One line per event on stderr (the default for `gatehouse serve`).
@@ -59,10 +67,17 @@ pub struct StderrEventSink;
 
 impl EventSink for StderrEventSink {
     fn emit(&self, event: &Event) {
-        let mut line = event.to_json().to_string();
-        line.push('\n');
-        // A closed stderr must not take the gateway down.
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        self.emit_batch(std::slice::from_ref(event));
+    }
+
+    fn emit_batch(&self, events: &[Event]) {
+        let mut out = String::with_capacity(events.len() * 512);
+        for e in events {
+            out.push_str(&e.to_json().to_string());
+            out.push('\n');
+        }
+        // One write per batch; a closed stderr must not take the gateway down.
+        let _ = std::io::stderr().lock().write_all(out.as_bytes());
     }
 }
 
@@ -101,6 +116,12 @@ impl EventSink for FanoutEventSink {
     fn emit(&self, event: &Event) {
         for sink in &self.0 {
             sink.emit(event);
+        }
+    }
+
+    fn emit_batch(&self, events: &[Event]) {
+        for sink in &self.0 {
+            sink.emit_batch(events);
         }
     }
 }

@@ -26,7 +26,9 @@ impl Recorder {
     }
 }
 
-const BATCH: usize = 256;
+const BATCH: usize = 512;
+/// How long the recorder waits for more finished requests before writing a batch.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// Starts the recorder. It runs until `stop` is cancelled, then writes what is queued.
 pub fn spawn(
@@ -37,21 +39,46 @@ pub fn spawn(
 ) -> (Recorder, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
     let task = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(BATCH);
+        let mut finished = Vec::with_capacity(BATCH);
+        let mut stopping = false;
         loop {
-            let first = tokio::select! {
-                f = rx.recv() => f,
-                () = stop.cancelled() => { rx.close(); rx.recv().await }
+            let first = if stopping {
+                rx.recv().await
+            } else {
+                tokio::select! {
+                    f = rx.recv() => f,
+                    () = stop.cancelled() => { stopping = true; rx.close(); rx.recv().await }
+                }
             };
             let Some(first) = first else { break };
-            batch.push(price(first, &pricing, events.as_ref()));
-            while batch.len() < BATCH {
+            finished.push(first);
+            // Gather what arrives within a short window: one transaction and one write of
+            // event lines per batch instead of per request.
+            let window = tokio::time::sleep(BATCH_WINDOW);
+            tokio::pin!(window);
+            while finished.len() < BATCH && !stopping {
+                tokio::select! {
+                    f = rx.recv() => match f {
+                        Some(f) => finished.push(f),
+                        None => break,
+                    },
+                    () = &mut window => break,
+                    () = stop.cancelled() => { stopping = true; rx.close(); }
+                }
+            }
+            while finished.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(f) => batch.push(price(f, &pricing, events.as_ref())),
+                    Ok(f) => finished.push(f),
                     Err(_) => break,
                 }
             }
-            write(store.as_ref(), std::mem::take(&mut batch)).await;
+            let mut lines = Vec::with_capacity(finished.len());
+            let rows: Vec<UsageRecord> = finished
+                .drain(..)
+                .map(|f| price(f, &pricing, &mut lines))
+                .collect();
+            events.emit_batch(&lines);
+            write(store.as_ref(), rows).await;
         }
     });
     (Recorder { tx }, task)
@@ -74,7 +101,7 @@ async fn write(store: &dyn Store, rows: Vec<UsageRecord>) {
     }
 }
 
-fn price(f: Finished, pricing: &Pricing, events: &dyn EventSink) -> UsageRecord {
+fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord {
     let priced_model = f.route.upstream_model.as_deref().filter(|_| {
         // Operators price what callers ask for; fall back to the upstream id only when the
         // requested id is unknown.
@@ -87,8 +114,8 @@ fn price(f: Finished, pricing: &Pricing, events: &dyn EventSink) -> UsageRecord 
         pricing.cost_micro_usd(model, &f.usage)
     };
     if source == PriceSource::Default && f.usage != Default::default() {
-        events.emit(
-            &Event::new("pricing.unknown_model")
+        events.push(
+            Event::new("pricing.unknown_model")
                 .with("request_id", f.request.request_id.clone())
                 .with("model", model.to_owned()),
         );
@@ -116,8 +143,8 @@ fn price(f: Finished, pricing: &Pricing, events: &dyn EventSink) -> UsageRecord 
         ttfb_ms: f.route.ttfb.map(|d| d.as_millis() as u64),
         client_disconnected: f.client_disconnected,
     };
-    events.emit(
-        &Event::new("inference")
+    events.push(
+        Event::new("inference")
             .with("request_id", rec.request_id.clone())
             .with("principal", rec.principal.clone())
             .with("endpoint", rec.endpoint.clone())
