@@ -75,6 +75,7 @@ pub async fn run(opts: &Options, meta: Meta) -> anyhow::Result<Results> {
         meta,
         params: params(opts.quick),
         children: &mut children,
+        foreign: (0, 0),
     }
     .go(opts, &dir)
     .await;
@@ -94,6 +95,9 @@ struct Run<'a> {
     meta: Meta,
     params: Params,
     children: &'a mut Children,
+    /// Clock ticks used by other processes, and elapsed, summed over every
+    /// measurement window.
+    foreign: (u64, u64),
 }
 
 impl Run<'_> {
@@ -101,7 +105,7 @@ impl Run<'_> {
         let started = Instant::now();
         let mut stack = Stack::start(self.children, &opts.fake, &opts.gatehouse, dir).await?;
         tokio::time::sleep(IDLE_SETTLE).await;
-        let overall = self.quiet("idle RSS", "all").await;
+        self.quiet("idle RSS", "all").await;
         let mut proxy_mem = Memory {
             idle_kib: rss_kib(stack.proxy.pid)?,
             ..Memory::default()
@@ -236,7 +240,7 @@ impl Run<'_> {
         }
         self.children.check_alive()?;
 
-        self.meta.foreign_cpu = overall.foreign_share(&self.children.pids()).unwrap_or(0.0);
+        self.meta.foreign_cpu = self.foreign.0 as f64 / self.foreign.1.max(1) as f64;
         self.meta.elapsed = started.elapsed();
         let [direct, proxy, gatehouse] = res;
         Ok(Results {
@@ -300,7 +304,12 @@ impl Run<'_> {
     /// Notes a measurement during which other processes used more than
     /// [`FOREIGN_CPU_LIMIT`] of the machine.
     fn disturbed(&mut self, meter: &CpuMeter, phase: &str, path: &str) {
-        let share = meter.foreign_share(&self.children.pids()).unwrap_or(0.0);
+        let pids = self.children.pids();
+        if let Some((foreign, elapsed)) = meter.foreign_ticks(&pids) {
+            self.foreign.0 += foreign;
+            self.foreign.1 += elapsed;
+        }
+        let share = meter.foreign_share(&pids).unwrap_or(0.0);
         if share > FOREIGN_CPU_LIMIT {
             let note = format!(
                 "{phase} on {path}: other processes used {:.0}% of the machine's CPU meanwhile (disturbed)",

@@ -118,19 +118,23 @@ impl CpuMeter {
         }
     }
 
+    /// Clock ticks (summed over CPUs) used since [`CpuMeter::start`] by
+    /// processes other than this one and `pids`, and ticks elapsed.
+    pub fn foreign_ticks(&self, pids: &[u32]) -> Option<(u64, u64)> {
+        let (busy, total) = machine_ticks().ok()?;
+        let elapsed = total.saturating_sub(self.total);
+        let foreign = busy
+            .saturating_sub(self.busy)
+            .saturating_sub(ours(pids).saturating_sub(self.ours));
+        Some((foreign.min(elapsed), elapsed))
+    }
+
     /// Share (0..=1) of the machine's whole CPU capacity used since
     /// [`CpuMeter::start`] by processes other than this one and `pids`;
     /// `None` when too little time passed to tell (under [`MIN_TICKS`]).
     pub fn foreign_share(&self, pids: &[u32]) -> Option<f64> {
-        let (busy, total) = machine_ticks().ok()?;
-        let elapsed = total.saturating_sub(self.total);
-        if elapsed < MIN_TICKS {
-            return None;
-        }
-        let foreign = busy
-            .saturating_sub(self.busy)
-            .saturating_sub(ours(pids).saturating_sub(self.ours));
-        Some((foreign as f64 / elapsed as f64).min(1.0))
+        let (foreign, elapsed) = self.foreign_ticks(pids)?;
+        (elapsed >= MIN_TICKS).then(|| foreign as f64 / elapsed as f64)
     }
 }
 

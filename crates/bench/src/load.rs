@@ -18,6 +18,8 @@ use crate::procs::rss_kib;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Timeout of one streaming request (a 2000-event stream included).
 const STREAM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Streams opened at once while building up the open streams.
+const OPEN_WAVE: usize = 50;
 /// RSS sampling period during the throughput phase.
 const RSS_PERIOD: Duration = Duration::from_millis(100);
 
@@ -225,12 +227,21 @@ pub struct OpenStreams {
 pub async fn open_streams(addr: SocketAddr, count: usize, pid: u32) -> anyhow::Result<OpenStreams> {
     let before_kib = rss_kib(pid)?;
     let start = Instant::now();
-    let opened = join_all((0..count).map(|_| async move {
-        let mut conn = Conn::connect(addr).await?;
-        let body = conn.open_stream(STREAM_TIMEOUT).await?;
-        anyhow::Ok((conn, body))
-    }))
-    .await;
+    let mut opened = Vec::with_capacity(count);
+    // Waves, so the listen queues (tokio's default backlog is 128) of the
+    // relay and the fake do not overflow and stall connects for a 1 s SYN
+    // retransmit; every stream of every wave stays open.
+    for wave in 0..count.div_ceil(OPEN_WAVE) {
+        let n = OPEN_WAVE.min(count - wave * OPEN_WAVE);
+        opened.extend(
+            join_all((0..n).map(|_| async move {
+                let mut conn = Conn::connect(addr).await?;
+                let body = conn.open_stream(STREAM_TIMEOUT).await?;
+                anyhow::Ok((conn, body))
+            }))
+            .await,
+        );
+    }
     let open_time = start.elapsed();
     let mut held = Vec::with_capacity(count);
     let mut first_error = None;

@@ -77,7 +77,7 @@ impl Results {
         let _ = writeln!(out, "- Build profile: {}", m.profile);
         let _ = writeln!(
             out,
-            "- Other processes' CPU use during the run: {:.1}% of the machine (should be ≈ 0; see notes for disturbed measurements)",
+            "- Other processes' CPU use during the measurements: {:.1}% of the machine (should be ≈ 0; see notes for disturbed measurements)",
             m.foreign_cpu * 100.0
         );
         let _ = writeln!(
@@ -158,7 +158,7 @@ impl Results {
             "- Memory: idle RSS is read after start-up, before any request. Peak RSS is the largest \
              100 ms sample during the throughput phase. For open streams the proxy and Gatehouse are \
              restarted (so heap kept from earlier phases does not hide the cost), the fake paces deltas \
-             50 ms apart (100 deltas), {} streaming requests are opened at once (one connection each), \
+             50 ms apart (100 deltas), {} streaming requests are opened (one connection each, in waves of 50 so no listen queue overflows), \
              each read up to its first delta, RSS sampled three times 100 ms apart (maximum kept), then \
              all are dropped. Per stream = (that RSS − the fresh process's idle RSS) ÷ streams opened.",
             pr.open_streams

@@ -24,7 +24,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
+
+/// Accept queue length (tokio's `TcpListener::bind` uses 128, which a burst
+/// of new connections overflows).
+const LISTEN_BACKLOG: u32 = 1024;
 
 /// Response body: the upstream's body, or a small local error body.
 type ProxyBody = Either<Incoming, Full<Bytes>>;
@@ -57,9 +61,16 @@ pub async fn run(listen: &str, upstream: &str, exit_on_stdin_eof: bool) -> anyho
     if !addr.ip().is_loopback() {
         bail!("refusing to listen on non-loopback address {addr}");
     }
-    let listener = TcpListener::bind(addr)
-        .await
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket
+        .bind(addr)
         .with_context(|| format!("cannot bind {addr}"))?;
+    let listener = socket.listen(LISTEN_BACKLOG)?;
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let client = Client::builder(TokioExecutor::new())

@@ -178,7 +178,7 @@ impl Results {
         );
         let ratio = |a: f64, b: f64| {
             if b > 0.0 {
-                format!("{:.2}×", a / b)
+                format!("{:.3}×", a / b)
             } else {
                 dash()
             }

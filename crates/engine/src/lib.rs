@@ -17,6 +17,7 @@ pub mod inference;
 pub mod metering;
 pub mod models;
 pub mod pipeline;
+pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod status_page;

@@ -8,8 +8,9 @@
 //!  -> framing limits (414, 431, 411, 413), loopback Host check
 //!  -> public routes (status page, sign-in)   -- no credential
 //!  -> bearer admission (client keys)         -- everything below is authenticated
-//!  -> dispatch: /v1/models, inference
-//!  -> inference: JSON parse -> model allowlist/mapping -> routing + failover
+//!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, inference
+//!  -> inference: JSON parse -> policy model allowlist -> operator model mapping
+//!     -> routing + failover
 //!     -> response hygiene + usage metering (see `inference`)
 //! ```
 //!
@@ -202,7 +203,7 @@ async fn dispatch(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let (allowed, allow_header) = match path {
-        "/v1/models" => (Method::GET, "GET"),
+        "/v1/models" | "/managed/settings" | "/user/bootstrap" => (Method::GET, "GET"),
         "/v1/messages" | "/v1/messages/count_tokens" => (Method::POST, "POST"),
         _ => return Err(ApiError::NotFound(format!("no route for {method} {path}"))),
     };
@@ -219,8 +220,12 @@ async fn dispatch(
                     .with("request_id", request_id)
                     .with("principal", principal.label()),
             );
-            Ok(json_response(StatusCode::OK, gw.catalog.list()))
+            Ok(crate::policy::routes::models_response(gw, principal))
         }
+        "/managed/settings" => {
+            crate::policy::routes::managed_settings(gw, request_id, principal, req.headers())
+        }
+        "/user/bootstrap" => crate::policy::routes::user_bootstrap(gw, request_id, principal),
         "/v1/messages" => {
             inference::handle(gw, request_id, principal, Endpoint::Messages, req).await
         }

@@ -39,6 +39,10 @@ pub struct Gateway {
     pub identity: Option<crate::identity::Identity>,
     /// Workload-token admission, when `cri.enabled`.
     pub workload: Option<Arc<crate::workload::WorkloadVerifier>>,
+    /// Managed policies (empty when `managed` is not configured).
+    pub policies: crate::policy::Policies,
+    /// Where clients send OTLP (the public URL), when telemetry forwarding is on.
+    pub otlp_endpoint: Option<String>,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -57,6 +61,8 @@ pub enum StartError {
     Client(String),
     #[error(transparent)]
     Oidc(#[from] crate::identity::oidc::OidcError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// A running gateway.
@@ -137,6 +143,11 @@ pub async fn start_on(
         ),
         None => None,
     };
+    let otlp_endpoint: Option<String> = None;
+    let policies = crate::policy::Policies::new(
+        &config.policies,
+        otlp_endpoint.as_deref().map(crate::policy::otlp_env).as_ref(),
+    )?;
     let workload = match &config.workload {
         Some(cfg) => {
             let v = Arc::new(crate::workload::WorkloadVerifier::new(
@@ -169,6 +180,8 @@ pub async fn start_on(
         recorder,
         identity,
         workload,
+        policies,
+        otlp_endpoint,
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());

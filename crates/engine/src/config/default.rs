@@ -95,5 +95,6 @@ pub fn embedded_default(
         local_key: true,
         identity: None,
         workload: None,
+        policies: Vec::new(),
     })
 }

@@ -8,6 +8,7 @@
 mod default;
 mod expand;
 mod identity;
+pub mod managed;
 pub mod raw;
 mod validate;
 
@@ -76,6 +77,8 @@ pub struct Config {
     pub identity: Option<IdentityConfig>,
     /// Workload-token admission, when `cri.enabled`.
     pub workload: Option<WorkloadConfig>,
+    /// Managed-settings policies in match order (empty: no managed settings).
+    pub policies: Vec<managed::PolicyConfig>,
 }
 
 #[derive(Debug, Clone)]

@@ -47,8 +47,8 @@ pub struct RawConfig {
     pub session: Option<RawSession>,
     /// OIDC sign-in for people (device flow for CLIs).
     pub oidc: Option<RawOidc>,
-    /// Reserved: managed settings and policies.
-    pub managed: Reserved,
+    /// Managed settings per role (groups / email domain).
+    pub managed: Option<super::managed::RawManaged>,
     /// Reserved: spend admin API.
     pub admin: Reserved,
     /// Reserved: spend enforcement.

@@ -35,6 +35,12 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let logging = logging(&raw)?;
     let identity = super::identity::validate(&raw, &listen)?;
     let workload = super::identity::validate_workload(&raw)?;
+    let policies = match &raw.managed {
+        Some(m) => super::managed::validate(m, ctx.env)?,
+        None => Vec::new(),
+    };
+    // Merge now so that `check-config` reports a bad merged result too.
+    crate::policy::Policies::new(&policies, None)?;
     let t = &raw.timeouts;
     let timeouts = Timeouts {
         upstream_ttfb: Duration::from_millis(positive(
@@ -91,6 +97,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         local_key: false,
         identity,
         workload,
+        policies,
     })
 }
 
@@ -104,7 +111,6 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
 
 fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
     let reserved = [
-        ("managed", raw.managed.is_some()),
         ("admin", raw.admin.is_some()),
         ("enforcement", raw.enforcement.is_some()),
         ("telemetry", raw.telemetry.is_some()),

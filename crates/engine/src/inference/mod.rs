@@ -70,6 +70,25 @@ pub async fn handle(
         }
     };
     let head = body::parse_head(&bytes)?;
+    // The caller's managed policy is checked before the operator's model map.
+    if let Principal::Session { user, .. } = principal
+        && let Some(allowed) = gw.policies.matched(user).and_then(crate::policy::ResolvedPolicy::available_models)
+        && !crate::policy::model_allowed(&allowed, &head.model)
+    {
+        gw.deps.emit(
+            Event::new("access.denied")
+                .with("request_id", request_id)
+                .with("principal", principal.label())
+                .with("reason", "model_not_allowed")
+                .with("layer", "policy")
+                .with("model", head.model.clone()),
+        );
+        return Err(ApiError::InvalidRequest(format!(
+            "model `{}` is not allowed by your managed policy (availableModels: {})",
+            head.model,
+            allowed.join(", ")
+        )));
+    }
     let resolution = gw.catalog.resolve(&head.model).map_err(|e| {
         gw.deps.emit(
             Event::new("access.denied")

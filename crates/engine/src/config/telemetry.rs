@@ -1,0 +1,215 @@
+//! The `telemetry` block: where the OTLP relay forwards what Claude Code sends it.
+//!
+//! ```yaml
+//! telemetry:
+//!   forward_to:
+//!     - url: https://otel.corp.example        # collector base; the relay appends /v1/<signal>
+//!       headers: {authorization: "${OTEL_AUTH_HEADER}"}
+//!       metrics: true                         # default true
+//!       logs: true                            # default false
+//!       traces: false                         # default false
+//! ```
+//!
+//! Header values are secrets: they are kept as [`Secret`] and never echoed in errors.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderName, HeaderValue};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use url::Url;
+
+use super::ConfigError;
+use crate::secret::Secret;
+
+/// Headers the relay sets itself from the incoming payload or the transport.
+const RESERVED_HEADERS: &[&str] = &[
+    "content-type",
+    "content-encoding",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+];
+
+/// `telemetry` as written.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    /// OTLP/HTTP collectors the relay forwards to.
+    #[serde(default)]
+    pub forward_to: Vec<RawDestination>,
+}
+
+/// One collector.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDestination {
+    /// Collector base URL (`https://otel.corp.example` or `.../otlp`); `/v1/<signal>` is
+    /// appended. User info (`user:password@`) is sent as basic auth and never logged.
+    pub url: String,
+    /// Extra request headers, e.g. `authorization` (values are treated as secrets).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Forward metrics (default true).
+    pub metrics: Option<bool>,
+    /// Forward logs (default false).
+    pub logs: Option<bool>,
+    /// Forward traces (default false).
+    pub traces: Option<bool>,
+}
+
+/// Validated `telemetry`.
+#[derive(Debug, Clone, Default)]
+pub struct TelemetryConfig {
+    pub destinations: Vec<Destination>,
+}
+
+/// A validated collector.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// The base URL as configured (may carry user info; log it only through
+    /// [`crate::outbound::redact_url`]).
+    pub url: Url,
+    /// Lower-case names, values kept secret.
+    pub headers: Vec<(HeaderName, Secret)>,
+    pub metrics: bool,
+    pub logs: bool,
+    pub traces: bool,
+}
+
+pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
+    let destinations = raw
+        .forward_to
+        .iter()
+        .enumerate()
+        .map(|(i, d)| destination(d, &format!("telemetry.forward_to[{i}]")))
+        .collect::<Result<_, _>>()?;
+    Ok(TelemetryConfig { destinations })
+}
+
+fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigError> {
+    let url_path = format!("{path}.url");
+    // Parse errors from `url` describe the problem without echoing the input, which may
+    // hold a password.
+    let url = Url::parse(raw.url.trim())
+        .map_err(|e| ConfigError::at(&url_path, format!("not a valid URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::at(&url_path, "must be an http or https URL"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::at(&url_path, "must have a host"));
+    }
+    if url.fragment().is_some() {
+        return Err(ConfigError::at(&url_path, "must not have a #fragment"));
+    }
+
+    let mut headers: Vec<(HeaderName, Secret)> = Vec::with_capacity(raw.headers.len());
+    for (name, value) in &raw.headers {
+        let at = format!("{path}.headers.{name}");
+        let parsed = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::at(&at, "not a valid header name"))?;
+        if RESERVED_HEADERS.contains(&parsed.as_str()) {
+            return Err(ConfigError::at(&at, "is set by the relay and cannot be configured"));
+        }
+        if headers.iter().any(|(n, _)| n == parsed) {
+            return Err(ConfigError::at(&at, "duplicate header (names are case-insensitive)"));
+        }
+        if HeaderValue::from_str(value).is_err() {
+            return Err(ConfigError::at(
+                &at,
+                "not a valid header value (control characters or non-ASCII)",
+            ));
+        }
+        headers.push((parsed, Secret::new(value.clone())));
+    }
+
+    let d = Destination {
+        url,
+        headers,
+        metrics: raw.metrics.unwrap_or(true),
+        logs: raw.logs.unwrap_or(false),
+        traces: raw.traces.unwrap_or(false),
+    };
+    if !(d.metrics || d.logs || d.traces) {
+        return Err(ConfigError::at(
+            path,
+            "forwards no signal (enable at least one of metrics, logs, traces)",
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn parse(yaml: &str) -> RawTelemetry {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn err(yaml: &str) -> ConfigError {
+        validate(&parse(yaml)).expect_err("should fail")
+    }
+
+    #[test]
+    fn defaults_and_secret_headers() {
+        let cfg = validate(&parse(
+            "forward_to:\n  - url: https://otel.corp.example\n    headers: {Authorization: Bearer abc}\n  - {url: 'http://c:4318/otlp', logs: true, metrics: false, traces: true}\n",
+        ))
+        .unwrap();
+        let [a, b] = cfg.destinations.as_slice() else {
+            panic!("two destinations")
+        };
+        assert_eq!(a.url.as_str(), "https://otel.corp.example/");
+        assert!(a.metrics && !a.logs && !a.traces);
+        assert_eq!(a.headers[0].0.as_str(), "authorization");
+        assert_eq!(a.headers[0].1.expose(), "Bearer abc");
+        assert!(!format!("{a:?}").contains("abc"));
+        assert!(!b.metrics && b.logs && b.traces);
+        assert!(b.headers.is_empty());
+        assert!(validate(&parse("{}")).unwrap().destinations.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(serde_yaml_ng::from_str::<RawTelemetry>("forward: []").is_err());
+        assert!(
+            serde_yaml_ng::from_str::<RawTelemetry>("forward_to: [{url: 'http://a', x: 1}]")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn url_errors_name_the_path() {
+        let e = err("forward_to: [{url: 'https://a'}, {url: 'ftp://b'}]");
+        assert_eq!(e.path, "telemetry.forward_to[1].url");
+        let e = err("forward_to: [{url: 'not a url'}]");
+        assert_eq!(e.path, "telemetry.forward_to[0].url");
+        let e = err("forward_to: [{url: 'https://a/x#frag'}]");
+        assert!(e.message.contains("fragment"), "{e}");
+        let e = err("forward_to: [{url: 'https://user:hunter2@/x'}]");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn header_errors_name_the_header_and_hide_the_value() {
+        let e = err("forward_to: [{url: 'https://a', headers: {'bad name': v}}]");
+        assert_eq!(e.path, "telemetry.forward_to[0].headers.bad name");
+        assert_eq!(e.message, "not a valid header name");
+        let e = err("forward_to: [{url: 'https://a', headers: {x-key: \"sec\\nret\"}}]");
+        assert_eq!(e.path, "telemetry.forward_to[0].headers.x-key");
+        assert!(!e.to_string().contains("sec"), "{e}");
+        let e = err("forward_to: [{url: 'https://a', headers: {Content-Type: text/plain}}]");
+        assert!(e.message.contains("set by the relay"), "{e}");
+        let e = err("forward_to: [{url: 'https://a', headers: {X-A: '1', x-a: '2'}}]");
+        assert!(e.message.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn a_destination_needs_a_signal() {
+        let e = err("forward_to: [{url: 'https://a', metrics: false}]");
+        assert_eq!(e.path, "telemetry.forward_to[0]");
+    }
+}

@@ -1,0 +1,128 @@
+//! `GET /managed/settings` and `GET /user/bootstrap`.
+
+use axum::body::Body;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::bootstrap::{self, BootstrapContext};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::server::Gateway;
+
+fn person(principal: &Principal) -> Result<&crate::identity::session::UserIdentity, ApiError> {
+    match principal {
+        Principal::Session { user, .. } => Ok(user),
+        _ => Err(ApiError::Forbidden(
+            "managed settings are served to people signed in to this gateway".into(),
+        )),
+    }
+}
+
+pub fn managed_settings(gw: &Gateway, request_id: &str, principal: &Principal, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+    let who = person(principal)?;
+    let event = |status: u16, policy: Option<usize>| {
+        gw.deps.emit(
+            Event::new("managed.serve")
+                .with("request_id", request_id)
+                .with("sub", who.sub.clone())
+                .with("status", status)
+                .with("policy", policy),
+        );
+    };
+    let Some(policy) = gw.policies.matched(who) else {
+        event(404, None);
+        return Err(ApiError::NotFound("no managed policy applies to this user".into()));
+    };
+    let etag = format!("\"{}\"", policy.checksum);
+    let inm = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    // `*` (Claude Desktop asking whether settings exist) is answered as if absent.
+    if let Some(inm) = inm.filter(|v| v.trim() != "*")
+        && super::checksum::if_none_match_hits(inm, &policy.checksum)
+    {
+        event(304, Some(policy.index));
+        let mut resp = Response::new(Body::empty());
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+        if let Ok(v) = HeaderValue::from_str(&etag) {
+            resp.headers_mut().insert(header::ETAG, v);
+        }
+        return Ok(resp);
+    }
+    event(200, Some(policy.index));
+    let body = json!({"uuid": policy.uuid, "checksum": policy.checksum, "settings": policy.settings});
+    let mut resp = crate::pipeline::json_response(StatusCode::OK, body);
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(resp)
+}
+
+pub fn user_bootstrap(gw: &Gateway, request_id: &str, principal: &Principal) -> Result<Response<Body>, ApiError> {
+    let who = person(principal)?;
+    let deny = |reason: &'static str| {
+        gw.deps.emit(
+            Event::new("desktop_bootstrap.denied")
+                .with("request_id", request_id)
+                .with("sub", who.sub.clone())
+                .with("reason", reason),
+        );
+        ApiError::NotFound(format!("no Claude Desktop policy for this user ({reason})"))
+    };
+    let policy = gw.policies.matched(who).ok_or_else(|| deny("no_policy"))?;
+    if policy.desktop.is_none() {
+        return Err(deny("policy_has_no_desktop_block"));
+    }
+    let identity = gw.identity.as_ref().ok_or_else(|| deny("sign_in_not_configured"))?;
+    let models = super::routes::visible_models(gw, Some(policy));
+    let origin = identity.origin();
+    let ttl = chrono::Duration::from_std(identity.cfg.session_ttl).unwrap_or_default();
+    let doc = bootstrap::document(
+        policy,
+        &BootstrapContext {
+            public_origin: &origin,
+            models,
+            otlp_endpoint: gw.otlp_endpoint.as_deref(),
+            subject: &who.sub,
+            expires_at: gw.deps.clock.now() + ttl,
+        },
+    );
+    gw.deps.emit(
+        Event::new("desktop_bootstrap.serve")
+            .with("request_id", request_id)
+            .with("sub", who.sub.clone())
+            .with("policy", policy.index),
+    );
+    let mut resp = crate::pipeline::json_response(StatusCode::OK, doc);
+    resp.headers_mut().insert("x-gateway-spend-admin", HeaderValue::from_static("false"));
+    Ok(resp)
+}
+
+/// The model list a caller may use: the operator's catalog, filtered by the policy's
+/// `availableModels` when it has one.
+pub fn visible_models(gw: &Gateway, policy: Option<&super::ResolvedPolicy>) -> Vec<Value> {
+    let list = gw.catalog.list();
+    let data = list["data"].as_array().cloned().unwrap_or_default();
+    match policy.and_then(super::ResolvedPolicy::available_models) {
+        Some(allowed) => data
+            .into_iter()
+            .filter(|m| m["id"].as_str().is_some_and(|id| super::model_allowed(&allowed, id)))
+            .collect(),
+        None => data,
+    }
+}
+
+/// `/v1/models` for this caller.
+pub fn models_response(gw: &Gateway, principal: &Principal) -> Response<Body> {
+    let policy = match principal {
+        Principal::Session { user, .. } => gw.policies.matched(user),
+        _ => None,
+    };
+    let data = visible_models(gw, policy);
+    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    crate::pipeline::json_response(
+        StatusCode::OK,
+        json!({"data": data, "has_more": false, "first_id": first, "last_id": last}),
+    )
+}
