@@ -6,7 +6,9 @@
 use gatehouse_engine::identity::keys::KeyRing;
 use gatehouse_engine::identity::session::{self, UserIdentity};
 use gatehouse_engine::secret::Secret;
-use gatehouse_tests::{CLIENT_KEY, SESSION_SECRET_A, SignInGateway, e2e_dir, sign_in_gateway, sonnet};
+use gatehouse_tests::{
+    CLIENT_KEY, SESSION_SECRET_A, SignInGateway, e2e_dir, sign_in_gateway, sonnet,
+};
 use serde_json::{Value, json};
 
 const POLICIES: &str = r#"
@@ -36,7 +38,15 @@ fn token(s: &SignInGateway, sub: &str, email: &str, groups: &[&str]) -> String {
         name: None,
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
     };
-    session::mint(&KeyRing::new(&[Secret::new(SESSION_SECRET_A)]), &s.origin, 3600, chrono::Utc::now(), &who).unwrap().0
+    session::mint(
+        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
+        &s.origin,
+        3600,
+        chrono::Utc::now(),
+        &who,
+    )
+    .unwrap()
+    .0
 }
 
 async fn get(s: &SignInGateway, path: &str, bearer: &str, inm: Option<&str>) -> reqwest::Response {
@@ -62,14 +72,26 @@ console.log('sha256:' + require('crypto').createHash('sha256').update(JSON.strin
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), settings.to_string().as_bytes()).unwrap();
-    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_owned()
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        settings.to_string().as_bytes(),
+    )
+    .unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 #[tokio::test]
 async fn two_roles_get_different_settings_and_models() {
     let s = sign_in_gateway(&[SESSION_SECRET_A], POLICIES).await;
-    let alice = token(&s, "alice", "alice@corp.example", &["engineering", "claude-users"]);
+    let alice = token(
+        &s,
+        "alice",
+        "alice@corp.example",
+        &["engineering", "claude-users"],
+    );
     let bob = token(&s, "bob", "bob@corp.example", &["sales"]);
     let zed = token(&s, "zed", "zed@partner.example", &["contractors"]);
 
@@ -78,11 +100,23 @@ async fn two_roles_get_different_settings_and_models() {
     let etag = r.headers()["etag"].to_str().unwrap().to_owned();
     let body: Value = r.json().await.unwrap();
     let settings = &body["settings"];
-    assert_eq!(settings["availableModels"], json!(["opus", "claude-sonnet-4-6"]));
-    assert_eq!(settings["permissions"]["deny"], json!(["WebFetch", "mcp__evil__x", "Bash(rm:*)"]));
+    assert_eq!(
+        settings["availableModels"],
+        json!(["opus", "claude-sonnet-4-6"])
+    );
+    assert_eq!(
+        settings["permissions"]["deny"],
+        json!(["WebFetch", "mcp__evil__x", "Bash(rm:*)"])
+    );
     assert_eq!(settings["permissions"]["ask"], json!(["Bash(git push:*)"]));
-    assert_eq!(settings["env"], json!({"CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY": "1", "TEAM": "eng"}));
-    assert_eq!(settings["sandbox"]["network"]["allowedDomains"], json!(["github.com"]));
+    assert_eq!(
+        settings["env"],
+        json!({"CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY": "1", "TEAM": "eng"})
+    );
+    assert_eq!(
+        settings["sandbox"]["network"]["allowedDomains"],
+        json!(["github.com"])
+    );
     // Checksum and ETag byte for byte as Claude Code computes them.
     let expected = js_checksum(settings);
     assert_eq!(body["checksum"], expected);
@@ -93,46 +127,143 @@ async fn two_roles_get_different_settings_and_models() {
     assert_eq!(r.status(), 304);
     assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
     assert!(r.bytes().await.unwrap().is_empty());
-    assert_eq!(get(&s, "/managed/settings", &alice, Some("\"sha256:0000\"")).await.status(), 200);
-    assert_eq!(get(&s, "/managed/settings", &alice, Some("*")).await.status(), 200, "`*` is answered as without the header");
+    assert_eq!(
+        get(&s, "/managed/settings", &alice, Some("\"sha256:0000\""))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        get(&s, "/managed/settings", &alice, Some("*"))
+            .await
+            .status(),
+        200,
+        "`*` is answered as without the header"
+    );
 
     // A role that tries to drop the base deny keeps it.
-    let bob_settings: Value = get(&s, "/managed/settings", &bob, None).await.json().await.unwrap();
-    assert_eq!(bob_settings["settings"]["permissions"]["deny"], json!(["WebFetch", "mcp__evil__x"]));
-    assert_eq!(bob_settings["settings"]["availableModels"], json!(["haiku"]));
+    let bob_settings: Value = get(&s, "/managed/settings", &bob, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        bob_settings["settings"]["permissions"]["deny"],
+        json!(["WebFetch", "mcp__evil__x"])
+    );
+    assert_eq!(
+        bob_settings["settings"]["availableModels"],
+        json!(["haiku"])
+    );
     assert_ne!(bob_settings["checksum"], body["checksum"]);
-    let zed_settings: Value = get(&s, "/managed/settings", &zed, None).await.json().await.unwrap();
-    assert!(zed_settings["settings"].get("availableModels").is_none(), "catch-all only");
+    let zed_settings: Value = get(&s, "/managed/settings", &zed, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        zed_settings["settings"].get("availableModels").is_none(),
+        "catch-all only"
+    );
 
     // Model lists follow the policy.
-    let ids = |v: Value| v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
-    let a_models = ids(get(&s, "/v1/models", &alice, None).await.json().await.unwrap());
-    assert!(a_models.contains(&"claude-opus-4-8".to_owned()) && a_models.contains(&"claude-sonnet-4-6".to_owned()));
-    assert!(!a_models.iter().any(|m| m.contains("haiku") || m == "claude-sonnet-4-5"), "{a_models:?}");
-    let b_models = ids(get(&s, "/v1/models", &bob, None).await.json().await.unwrap());
-    assert!(!b_models.is_empty() && b_models.iter().all(|m| m.contains("haiku")), "{b_models:?}");
+    let ids = |v: Value| {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let a_models = ids(get(&s, "/v1/models", &alice, None)
+        .await
+        .json()
+        .await
+        .unwrap());
+    assert!(
+        a_models.contains(&"claude-opus-4-8".to_owned())
+            && a_models.contains(&"claude-sonnet-4-6".to_owned())
+    );
+    assert!(
+        !a_models
+            .iter()
+            .any(|m| m.contains("haiku") || m == "claude-sonnet-4-5"),
+        "{a_models:?}"
+    );
+    let b_models = ids(get(&s, "/v1/models", &bob, None)
+        .await
+        .json()
+        .await
+        .unwrap());
+    assert!(
+        !b_models.is_empty() && b_models.iter().all(|m| m.contains("haiku")),
+        "{b_models:?}"
+    );
 
     // Inference: the policy layer refuses first, and says so.
     let infer = |t: String, model: &str| {
         let mut body = sonnet(false);
         body["model"] = model.into();
-        s.gw.client.post(s.gw.url("/v1/messages")).bearer_auth(t).json(&body).send()
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .bearer_auth(t)
+            .json(&body)
+            .send()
     };
     let r = infer(bob.clone(), "claude-sonnet-4-6").await.unwrap();
     assert_eq!(r.status(), 400);
     let err: Value = r.json().await.unwrap();
-    assert!(err["error"]["message"].as_str().unwrap().contains("not allowed by your managed policy"), "{err}");
-    assert_eq!(infer(bob.clone(), "claude-haiku-4-5").await.unwrap().status(), 200);
-    assert_eq!(infer(alice.clone(), "claude-opus-4-8").await.unwrap().status(), 200);
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not allowed by your managed policy"),
+        "{err}"
+    );
+    assert_eq!(
+        infer(bob.clone(), "claude-haiku-4-5")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        infer(alice.clone(), "claude-opus-4-8")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let r = infer(zed.clone(), "gpt-4o").await.unwrap();
     let err: Value = r.json().await.unwrap();
-    assert!(err["error"]["message"].as_str().unwrap().contains("operator's model allowlist"), "{err}");
-    assert_eq!(s.gw.fake.requests().len(), 2, "refused models never reach the upstream");
-    let layers: Vec<Value> = s.gw.events.named("access.denied").iter().map(|e| e["layer"].clone()).collect();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("operator's model allowlist"),
+        "{err}"
+    );
+    assert_eq!(
+        s.gw.fake.requests().len(),
+        2,
+        "refused models never reach the upstream"
+    );
+    let layers: Vec<Value> =
+        s.gw.events
+            .named("access.denied")
+            .iter()
+            .map(|e| e["layer"].clone())
+            .collect();
     assert_eq!(layers, vec![json!("policy"), json!("operator")]);
 
     // Static keys get no managed settings.
-    let r = s.gw.client.get(s.gw.url("/managed/settings")).header("x-api-key", CLIENT_KEY).send().await.unwrap();
+    let r =
+        s.gw.client
+            .get(s.gw.url("/managed/settings"))
+            .header("x-api-key", CLIENT_KEY)
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 403);
 }
 
@@ -148,15 +279,31 @@ async fn desktop_bootstrap_needs_a_desktop_block() {
     assert_eq!(doc["inferenceProvider"], "gateway");
     assert_eq!(doc["inferenceGatewayBaseUrl"], s.origin);
     assert_eq!(doc["inferenceCredentialKind"], "interactive");
-    assert_eq!(doc["disabledBuiltinTools"], json!(["WebFetch", "computer"]), "argument-less, non-MCP deny rules plus the overlay");
+    assert_eq!(
+        doc["disabledBuiltinTools"],
+        json!(["WebFetch", "computer"]),
+        "argument-less, non-MCP deny rules plus the overlay"
+    );
     assert_eq!(doc["coworkEgressAllowedHosts"], json!(["github.com"]));
-    assert!(doc["models"].as_array().unwrap().iter().all(|m| !m["id"].as_str().unwrap().contains("haiku")));
+    assert!(
+        doc["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| !m["id"].as_str().unwrap().contains("haiku"))
+    );
     let expires = chrono::DateTime::parse_from_rfc3339(doc["expiresAt"].as_str().unwrap()).unwrap();
     let ttl = expires.with_timezone(&chrono::Utc) - chrono::Utc::now();
     assert!(ttl.num_minutes() > 55 && ttl.num_minutes() <= 60, "{ttl}");
-    assert!(doc.get("otlpEndpoint").is_none(), "no telemetry forwarding configured");
+    assert!(
+        doc.get("otlpEndpoint").is_none(),
+        "no telemetry forwarding configured"
+    );
 
     let r = get(&s, "/user/bootstrap", &bob, None).await;
     assert_eq!(r.status(), 404);
-    assert_eq!(s.gw.events.named("desktop_bootstrap.denied")[0]["reason"], "policy_has_no_desktop_block");
+    assert_eq!(
+        s.gw.events.named("desktop_bootstrap.denied")[0]["reason"],
+        "policy_has_no_desktop_block"
+    );
 }

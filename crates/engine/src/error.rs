@@ -22,6 +22,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     InvalidRequest(String),
+    /// The policy webhook blocked the request (or could not be asked, failing closed).
+    #[error("policy_blocked: {0}")]
+    PolicyBlocked(String),
     #[error("{message}")]
     Unauthenticated {
         message: &'static str,
@@ -76,7 +79,7 @@ impl ApiError {
                 "request_too_large",
                 Some(false),
             ),
-            InvalidRequest(_) => (
+            InvalidRequest(_) | PolicyBlocked(_) => (
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 Some(false),
@@ -144,6 +147,7 @@ mod tests {
             (ApiError::LengthRequired, 411),
             (ApiError::PayloadTooLarge("x".into()), 413),
             (ApiError::InvalidRequest("x".into()), 400),
+            (ApiError::PolicyBlocked("x".into()), 400),
             (
                 ApiError::Unauthenticated {
                     message: "m",

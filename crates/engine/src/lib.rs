@@ -16,12 +16,14 @@ pub mod identity;
 pub mod inference;
 pub mod metering;
 pub mod models;
+pub mod outbound;
 pub mod pipeline;
 pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod status_page;
 pub mod store;
+pub mod telemetry;
 pub mod upstream;
 pub mod workload;
 

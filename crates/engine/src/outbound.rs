@@ -129,7 +129,11 @@ impl SafeFetch {
     }
 
     /// GETs `url`; never follows redirects (a 3xx is returned as is).
-    pub async fn get(&self, url: &Url, headers: HeaderMap) -> Result<reqwest::Response, FetchError> {
+    pub async fn get(
+        &self,
+        url: &Url,
+        headers: HeaderMap,
+    ) -> Result<reqwest::Response, FetchError> {
         self.send(http::Method::GET, url, headers, None).await
     }
 
@@ -290,10 +294,18 @@ fn check_v4(ip: Ipv4Addr, allow_loopback: bool) -> Result<(), &'static str> {
         return Err("link-local address");
     }
     if ip.is_loopback() {
-        return if allow_loopback { Ok(()) } else { Err("loopback address") };
+        return if allow_loopback {
+            Ok(())
+        } else {
+            Err("loopback address")
+        };
     }
     if ip.is_unspecified() {
-        return if allow_loopback { Ok(()) } else { Err("unspecified address") };
+        return if allow_loopback {
+            Ok(())
+        } else {
+            Err("unspecified address")
+        };
     }
     if o[0] == 0 {
         return Err("\"this network\" address");
@@ -316,10 +328,18 @@ fn check_v6(ip: Ipv6Addr, allow_loopback: bool) -> Result<(), &'static str> {
         return Err("cloud metadata address");
     }
     if ip.is_loopback() {
-        return if allow_loopback { Ok(()) } else { Err("loopback address") };
+        return if allow_loopback {
+            Ok(())
+        } else {
+            Err("loopback address")
+        };
     }
     if ip.is_unspecified() {
-        return if allow_loopback { Ok(()) } else { Err("unspecified address") };
+        return if allow_loopback {
+            Ok(())
+        } else {
+            Err("unspecified address")
+        };
     }
     if s[0] & 0xffc0 == 0xfe80 {
         return Err("link-local address");
@@ -336,7 +356,8 @@ fn check_v6(ip: Ipv6Addr, allow_loopback: bool) -> Result<(), &'static str> {
 /// The IPv4 address carried inside an IPv6 address, for the forms that route to it.
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
-    let low = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    let low =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
         // IPv4-mapped ::ffff:a.b.c.d
         [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(low(hi, lo)),
@@ -376,7 +397,14 @@ mod tests {
 
     #[test]
     fn public_addresses_pass() {
-        for a in ["8.8.8.8", "10.1.2.3", "192.168.1.1", "100.64.0.1", "2606:4700::1111", "fd12::1"] {
+        for a in [
+            "8.8.8.8",
+            "10.1.2.3",
+            "192.168.1.1",
+            "100.64.0.1",
+            "2606:4700::1111",
+            "fd12::1",
+        ] {
             assert_eq!(check_ip(ip(a), false), Ok(()), "{a}");
         }
     }
@@ -399,7 +427,7 @@ mod tests {
             ("224.0.0.1", "multicast address"),
             ("239.255.255.250", "multicast address"),
             ("ff02::1", "multicast address"),
-            ("255.255.255.255", "reserved address"),
+            ("255.255.255.255", "broadcast address"),
             ("240.0.0.1", "reserved address"),
         ];
         for (a, why) in cases {
@@ -414,7 +442,12 @@ mod tests {
             assert_eq!(check_ip(ip(a), true), Ok(()), "{a}");
         }
         // The exemption never covers metadata or link-local.
-        for a in ["169.254.169.254", "fe80::1", "::ffff:169.254.169.254", "224.0.0.1"] {
+        for a in [
+            "169.254.169.254",
+            "fe80::1",
+            "::ffff:169.254.169.254",
+            "224.0.0.1",
+        ] {
             assert!(check_ip(ip(a), true).is_err(), "{a}");
         }
     }
@@ -440,7 +473,12 @@ mod tests {
             check_ip(ip("::ffff:169.254.169.254"), false),
             Err("cloud metadata address")
         );
-        for a in ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "::ffff:10.0.0.1"] {
+        for a in [
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "::ffff:10.0.0.1",
+        ] {
             assert_eq!(check_ip(ip(a), false), Ok(()), "{a}");
         }
     }
@@ -448,8 +486,14 @@ mod tests {
     #[test]
     fn redact_url_drops_userinfo_query_and_fragment() {
         let cases = [
-            ("https://user:secret@otel.example/otlp?k=v#f", "https://otel.example/otlp"),
-            ("http://user@otel.example:4318/", "http://otel.example:4318/"),
+            (
+                "https://user:secret@otel.example/otlp?k=v#f",
+                "https://otel.example/otlp",
+            ),
+            (
+                "http://user@otel.example:4318/",
+                "http://otel.example:4318/",
+            ),
             ("https://otel.example:443/x", "https://otel.example/x"),
             ("http://[::1]:8080/a/b", "http://[::1]:8080/a/b"),
             ("http://127.0.0.1:9/", "http://127.0.0.1:9/"),
@@ -461,8 +505,14 @@ mod tests {
 
     async fn server() -> SocketAddr {
         let app = Router::new()
-            .route("/ok", get(|| async { "hello" }).post(|body: Bytes| async move { body }))
-            .route("/redirect", get(|| async { Redirect::to("/ok").into_response() }))
+            .route(
+                "/ok",
+                get(|| async { "hello" }).post(|body: Bytes| async move { body }),
+            )
+            .route(
+                "/redirect",
+                get(|| async { Redirect::to("/ok").into_response() }),
+            )
             .route(
                 "/hang",
                 get(|| async {
@@ -494,12 +544,18 @@ mod tests {
     async fn loopback_allowed_when_the_policy_says_so() {
         let addr = server().await;
         let f = fetch(true, Duration::from_secs(5));
-        let resp = f.get(&url(format!("http://{addr}/ok")), HeaderMap::new()).await.unwrap();
+        let resp = f
+            .get(&url(format!("http://{addr}/ok")), HeaderMap::new())
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.text().await.unwrap(), "hello");
         // Through the resolver: a name that resolves to loopback.
         let by_name = url(format!("http://localhost:{}/ok", addr.port()));
-        let resp = f.post(&by_name, HeaderMap::new(), Bytes::from_static(b"ping")).await.unwrap();
+        let resp = f
+            .post(&by_name, HeaderMap::new(), Bytes::from_static(b"ping"))
+            .await
+            .unwrap();
         assert_eq!(resp.text().await.unwrap(), "ping");
     }
 
@@ -507,7 +563,10 @@ mod tests {
     async fn loopback_refused_by_default() {
         let addr = server().await;
         let f = fetch(false, Duration::from_secs(5));
-        match f.get(&url(format!("http://{addr}/ok")), HeaderMap::new()).await {
+        match f
+            .get(&url(format!("http://{addr}/ok")), HeaderMap::new())
+            .await
+        {
             Err(FetchError::Blocked { addr: a, why, .. }) => {
                 assert_eq!(a, addr.ip());
                 assert_eq!(why, "loopback address");
@@ -524,17 +583,26 @@ mod tests {
             other => panic!("expected Blocked, got {other:?}"),
         }
         let v6 = url(format!("http://[::ffff:127.0.0.1]:{}/ok", addr.port()));
-        assert!(matches!(f.get(&v6, HeaderMap::new()).await, Err(FetchError::Blocked { .. })));
+        assert!(matches!(
+            f.get(&v6, HeaderMap::new()).await,
+            Err(FetchError::Blocked { .. })
+        ));
         let meta = url("http://169.254.169.254/latest/meta-data/".into());
         let loose = fetch(true, Duration::from_secs(5));
-        assert!(matches!(loose.get(&meta, HeaderMap::new()).await, Err(FetchError::Blocked { .. })));
+        assert!(matches!(
+            loose.get(&meta, HeaderMap::new()).await,
+            Err(FetchError::Blocked { .. })
+        ));
     }
 
     #[tokio::test]
     async fn redirects_are_returned_not_followed() {
         let addr = server().await;
         let f = fetch(true, Duration::from_secs(5));
-        let resp = f.get(&url(format!("http://{addr}/redirect")), HeaderMap::new()).await.unwrap();
+        let resp = f
+            .get(&url(format!("http://{addr}/redirect")), HeaderMap::new())
+            .await
+            .unwrap();
         assert!(resp.status().is_redirection());
         assert_eq!(resp.headers()["location"], "/ok");
     }
@@ -543,19 +611,27 @@ mod tests {
     async fn slow_servers_time_out() {
         let addr = server().await;
         let f = fetch(true, Duration::from_millis(200));
-        let r = f.get(&url(format!("http://{addr}/hang")), HeaderMap::new()).await;
+        let r = f
+            .get(&url(format!("http://{addr}/hang")), HeaderMap::new())
+            .await;
         assert!(matches!(r, Err(FetchError::Timeout)), "{r:?}");
     }
 
     #[tokio::test]
     async fn other_schemes_and_bad_names_are_refused() {
         let f = fetch(true, Duration::from_secs(5));
-        let r = f.get(&url("ftp://example.com/x".into()), HeaderMap::new()).await;
+        let r = f
+            .get(&url("ftp://example.com/x".into()), HeaderMap::new())
+            .await;
         assert!(matches!(r, Err(FetchError::BadUrl(_))), "{r:?}");
-        let r = f.get(&url("file:///etc/passwd".into()), HeaderMap::new()).await;
+        let r = f
+            .get(&url("file:///etc/passwd".into()), HeaderMap::new())
+            .await;
         assert!(matches!(r, Err(FetchError::BadUrl(_))), "{r:?}");
         // `.invalid` never resolves (a resolver that does not answer at all times out).
-        let r = f.get(&url("http://name.invalid/".into()), HeaderMap::new()).await;
+        let r = f
+            .get(&url("http://name.invalid/".into()), HeaderMap::new())
+            .await;
         assert!(
             matches!(r, Err(FetchError::Resolve(_) | FetchError::Timeout)),
             "{r:?}"

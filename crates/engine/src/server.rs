@@ -43,6 +43,8 @@ pub struct Gateway {
     pub policies: crate::policy::Policies,
     /// Where clients send OTLP (the public URL), when telemetry forwarding is on.
     pub otlp_endpoint: Option<String>,
+    /// The policy webhook, when configured.
+    pub webhook: Option<crate::policy::webhook::Webhook>,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -146,8 +148,18 @@ pub async fn start_on(
     let otlp_endpoint: Option<String> = None;
     let policies = crate::policy::Policies::new(
         &config.policies,
-        otlp_endpoint.as_deref().map(crate::policy::otlp_env).as_ref(),
+        otlp_endpoint
+            .as_deref()
+            .map(crate::policy::otlp_env)
+            .as_ref(),
     )?;
+    let webhook = config.webhook.clone().map(|cfg| {
+        let fetch = crate::outbound::SafeFetch::new(crate::outbound::FetchPolicy {
+            allow_loopback: cfg.allow_loopback,
+            timeout: cfg.timeout,
+        });
+        crate::policy::webhook::Webhook::new(cfg, fetch)
+    });
     let workload = match &config.workload {
         Some(cfg) => {
             let v = Arc::new(crate::workload::WorkloadVerifier::new(
@@ -182,6 +194,7 @@ pub async fn start_on(
         workload,
         policies,
         otlp_endpoint,
+        webhook,
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());

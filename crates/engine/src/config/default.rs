@@ -96,5 +96,6 @@ pub fn embedded_default(
         identity: None,
         workload: None,
         policies: Vec::new(),
+        webhook: None,
     })
 }

@@ -212,9 +212,6 @@ pub const DEFAULT_CRI_ISSUER: &str = "https://api.anthropic.com/api/oauth/cri";
 
 pub fn validate_workload(raw: &RawConfig) -> Result<Option<WorkloadConfig>, ConfigError> {
     let Some(cri) = &raw.cri else { return Ok(None) };
-    if cri.policy.is_some() {
-        return Err(ConfigError::at("", "not supported yet: cri.policy"));
-    }
     if !cri.enabled.unwrap_or(false) {
         return Ok(None);
     }
@@ -285,4 +282,44 @@ fn is_loopback_url(u: &url::Url) -> bool {
         Some(url::Host::Domain(d)) => d == "localhost",
         None => false,
     }
+}
+
+pub fn validate_webhook(
+    raw: &RawConfig,
+) -> Result<Option<crate::policy::webhook::WebhookConfig>, ConfigError> {
+    let Some(w) = raw
+        .cri
+        .as_ref()
+        .and_then(|c| c.policy.as_ref())
+        .and_then(|p| p.webhook.as_ref())
+    else {
+        return Ok(None);
+    };
+    let url = url::Url::parse(&w.url)
+        .map_err(|e| ConfigError::at("cri.policy.webhook.url", format!("invalid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ConfigError::at(
+            "cri.policy.webhook.url",
+            "must be an http(s) URL",
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::at(
+            "cri.policy.webhook.url",
+            "must not carry credentials",
+        ));
+    }
+    let timeout = w.timeout_ms.unwrap_or(2000);
+    if timeout == 0 || timeout > 30_000 {
+        return Err(ConfigError::at(
+            "cri.policy.webhook.timeout_ms",
+            "must be between 1 and 30000",
+        ));
+    }
+    Ok(Some(crate::policy::webhook::WebhookConfig {
+        url,
+        timeout: Duration::from_millis(timeout),
+        fail_closed: w.fail_closed.unwrap_or(true),
+        allow_loopback: w.allow_loopback.unwrap_or(false),
+    }))
 }

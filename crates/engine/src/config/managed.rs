@@ -70,25 +70,41 @@ pub const UNSERVABLE_KEYS: &[&str] = &[
 
 /// Desktop overlay fields a gateway may serve; connection, credential and telemetry fields
 /// are written by the gateway itself.
-pub const DESKTOP_FIELDS: &[&str] = &["disabledBuiltinTools", "builtinToolPolicy", "coworkEgressAllowedHosts"];
+pub const DESKTOP_FIELDS: &[&str] = &[
+    "disabledBuiltinTools",
+    "builtinToolPolicy",
+    "coworkEgressAllowedHosts",
+];
 
 pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyConfig>, ConfigError> {
     let mut out = Vec::new();
     if let Some(path) = &raw.settings {
         if !raw.policies.is_empty() {
-            return Err(ConfigError::at("managed.settings", "use either `settings` (one file) or `policies`, not both"));
+            return Err(ConfigError::at(
+                "managed.settings",
+                "use either `settings` (one file) or `policies`, not both",
+            ));
         }
         let p = Path::new(path);
         if !p.is_absolute() {
-            return Err(ConfigError::at("managed.settings", "must be an absolute path"));
+            return Err(ConfigError::at(
+                "managed.settings",
+                "must be an absolute path",
+            ));
         }
         let text = env
             .read_file(p)
             .map_err(|e| ConfigError::at("managed.settings", format!("cannot read {path}: {e}")))?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| ConfigError::at("managed.settings", format!("{path} is not valid JSON: {e}")))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            ConfigError::at("managed.settings", format!("{path} is not valid JSON: {e}"))
+        })?;
         let cli = settings_object(&value, "managed.settings")?;
-        out.push(PolicyConfig { groups: None, email_domain: None, cli, desktop: None });
+        out.push(PolicyConfig {
+            groups: None,
+            email_domain: None,
+            cli,
+            desktop: None,
+        });
         return Ok(out);
     }
     for (i, p) in raw.policies.iter().enumerate() {
@@ -96,11 +112,17 @@ pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyCon
         if let Some(g) = &p.match_.groups
             && (g.is_empty() || g.iter().any(|x| x.trim().is_empty()))
         {
-            return Err(ConfigError::at(&at("match.groups"), "must list non-empty group names (omit it to match any group)"));
+            return Err(ConfigError::at(
+                &at("match.groups"),
+                "must list non-empty group names (omit it to match any group)",
+            ));
         }
         let domain = match &p.match_.email_domain {
             Some(d) if d.trim().is_empty() || d.contains('@') => {
-                return Err(ConfigError::at(&at("match.email_domain"), "must be a bare domain such as corp.example"));
+                return Err(ConfigError::at(
+                    &at("match.email_domain"),
+                    "must be a bare domain such as corp.example",
+                ));
             }
             Some(d) => Some(d.trim().to_ascii_lowercase()),
             None => None,
@@ -116,7 +138,10 @@ pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyCon
                     if !DESKTOP_FIELDS.contains(&k.as_str()) {
                         return Err(ConfigError::at(
                             &at(&format!("desktop.{k}")),
-                            format!("is not a field a gateway can serve to Claude Desktop (servable: {})", DESKTOP_FIELDS.join(", ")),
+                            format!(
+                                "is not a field a gateway can serve to Claude Desktop (servable: {})",
+                                DESKTOP_FIELDS.join(", ")
+                            ),
                         ));
                     }
                 }
@@ -125,16 +150,27 @@ pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyCon
             Some(_) => return Err(ConfigError::at(&at("desktop"), "must be a mapping")),
         };
         if p.cli.is_none() && p.desktop.is_none() {
-            return Err(ConfigError::at(&format!("managed.policies[{i}]"), "needs `cli`, `desktop` or both"));
+            return Err(ConfigError::at(
+                &format!("managed.policies[{i}]"),
+                "needs `cli`, `desktop` or both",
+            ));
         }
-        out.push(PolicyConfig { groups: p.match_.groups.clone(), email_domain: domain, cli, desktop });
+        out.push(PolicyConfig {
+            groups: p.match_.groups.clone(),
+            email_domain: domain,
+            cli,
+            desktop,
+        });
     }
     Ok(out)
 }
 
 fn settings_object(v: &Value, path: &str) -> Result<Map<String, Value>, ConfigError> {
     let Value::Object(m) = v else {
-        return Err(ConfigError::at(path, "must be a mapping of Claude Code settings"));
+        return Err(ConfigError::at(
+            path,
+            "must be a mapping of Claude Code settings",
+        ));
     };
     check_settings(m, path)?;
     Ok(m.clone())
@@ -145,14 +181,20 @@ fn settings_object(v: &Value, path: &str) -> Result<Map<String, Value>, ConfigEr
 pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigError> {
     for k in UNSERVABLE_KEYS {
         if m.contains_key(*k) {
-            return Err(ConfigError::at(&format!("{path}.{k}"), "cannot be served through a gateway"));
+            return Err(ConfigError::at(
+                &format!("{path}.{k}"),
+                "cannot be served through a gateway",
+            ));
         }
     }
     let string_map = |key: &str| -> Result<(), ConfigError> {
         match m.get(key) {
             None => Ok(()),
             Some(Value::Object(o)) if o.values().all(Value::is_string) => Ok(()),
-            Some(_) => Err(ConfigError::at(&format!("{path}.{key}"), "must be a mapping of strings")),
+            Some(_) => Err(ConfigError::at(
+                &format!("{path}.{key}"),
+                "must be a mapping of strings",
+            )),
         }
     };
     string_map("env")?;
@@ -167,7 +209,10 @@ pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigEr
     string_list(m.get("availableModels"), format!("{path}.availableModels"))?;
     if let Some(p) = m.get("permissions") {
         let Value::Object(p) = p else {
-            return Err(ConfigError::at(&format!("{path}.permissions"), "must be a mapping"));
+            return Err(ConfigError::at(
+                &format!("{path}.permissions"),
+                "must be a mapping",
+            ));
         };
         for list in ["allow", "ask", "deny", "additionalDirectories"] {
             string_list(p.get(list), format!("{path}.permissions.{list}"))?;
@@ -175,15 +220,25 @@ pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigEr
     }
     if let Some(h) = m.get("hooks") {
         let Value::Object(h) = h else {
-            return Err(ConfigError::at(&format!("{path}.hooks"), "must be a mapping of event -> list"));
+            return Err(ConfigError::at(
+                &format!("{path}.hooks"),
+                "must be a mapping of event -> list",
+            ));
         };
         for (event, v) in h {
             if !v.is_array() {
-                return Err(ConfigError::at(&format!("{path}.hooks.{event}"), "must be a list"));
+                return Err(ConfigError::at(
+                    &format!("{path}.hooks.{event}"),
+                    "must be a list",
+                ));
             }
         }
     }
-    for list in ["disabledMcpjsonServers", "deniedMcpServers", "blockedMarketplaces"] {
+    for list in [
+        "disabledMcpjsonServers",
+        "deniedMcpServers",
+        "blockedMarketplaces",
+    ] {
         if m.get(list).is_some_and(|v| !v.is_array()) {
             return Err(ConfigError::at(&format!("{path}.{list}"), "must be a list"));
         }

@@ -10,6 +10,7 @@ mod expand;
 mod identity;
 pub mod managed;
 pub mod raw;
+pub mod telemetry;
 mod validate;
 
 #[cfg(test)]
@@ -79,6 +80,8 @@ pub struct Config {
     pub workload: Option<WorkloadConfig>,
     /// Managed-settings policies in match order (empty: no managed settings).
     pub policies: Vec<managed::PolicyConfig>,
+    /// The policy webhook, when configured.
+    pub webhook: Option<crate::policy::webhook::WebhookConfig>,
 }
 
 #[derive(Debug, Clone)]

@@ -314,6 +314,24 @@ pub struct RawCri {
     /// Accepted `org` values (at least one).
     #[serde(default)]
     pub org_allowlist: Vec<String>,
-    /// Reserved: the policy webhook.
-    pub policy: Reserved,
+    /// The policy webhook (runs for every inference caller, not only workloads).
+    pub policy: Option<RawCriPolicy>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCriPolicy {
+    pub webhook: Option<RawWebhook>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebhook {
+    pub url: String,
+    /// Default 2000, at most 30000.
+    pub timeout_ms: Option<u64>,
+    /// Block when the webhook cannot answer (default true).
+    pub fail_closed: Option<bool>,
+    /// Allow a loopback webhook URL (tests and sidecars; default false).
+    pub allow_loopback: Option<bool>,
 }

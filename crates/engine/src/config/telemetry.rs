@@ -110,10 +110,16 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
         let parsed = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ConfigError::at(&at, "not a valid header name"))?;
         if RESERVED_HEADERS.contains(&parsed.as_str()) {
-            return Err(ConfigError::at(&at, "is set by the relay and cannot be configured"));
+            return Err(ConfigError::at(
+                &at,
+                "is set by the relay and cannot be configured",
+            ));
         }
         if headers.iter().any(|(n, _)| n == parsed) {
-            return Err(ConfigError::at(&at, "duplicate header (names are case-insensitive)"));
+            return Err(ConfigError::at(
+                &at,
+                "duplicate header (names are case-insensitive)",
+            ));
         }
         if HeaderValue::from_str(value).is_err() {
             return Err(ConfigError::at(

@@ -335,18 +335,54 @@ fn managed_policies_are_validated() {
     let ok = load(&format!("{base}managed: {{policies: [{{match: {{groups: [eng]}}, cli: {{model: x}}}}, {{match: {{}}, cli: {{}}}}]}}\n")).unwrap();
     assert_eq!(ok.policies.len(), 2);
     for (block, want) in [
-        ("managed: {policies: [{match: {}, cli: {mcpServers: {}}}]}", "managed.policies[0].cli.mcpServers: cannot be served through a gateway"),
-        ("managed: {policies: [{match: {}, cli: {forceLoginMethod: gateway}}]}", "managed.policies[0].cli.forceLoginMethod: cannot be served"),
-        ("managed: {policies: [{match: {}, cli: {env: {A: 1}}}]}", "managed.policies[0].cli.env: must be a mapping of strings"),
-        ("managed: {policies: [{match: {}, cli: {permissions: {deny: WebFetch}}}]}", "managed.policies[0].cli.permissions.deny: must be a list of strings"),
-        ("managed: {policies: [{match: {}, desktop: {inferenceGatewayBaseUrl: x}}]}", "managed.policies[0].desktop.inferenceGatewayBaseUrl: is not a field a gateway can serve"),
-        ("managed: {policies: [{match: {groups: []}, cli: {}}]}", "managed.policies[0].match.groups: must list non-empty group names"),
-        ("managed: {policies: [{match: {email_domain: '@corp.example'}, cli: {}}]}", "managed.policies[0].match.email_domain: must be a bare domain"),
-        ("managed: {policies: [{match: {}}]}", "managed.policies[0]: needs `cli`, `desktop` or both"),
-        ("managed: {policies: [{match: {team: x}, cli: {}}]}", "managed.policies[0].match.team: unknown field"),
-        ("managed: {settings: relative.json}", "managed.settings: must be an absolute path"),
-        ("managed: {settings: /etc/gatehouse/managed.json}", "managed.settings: cannot read"),
-        ("managed: {settings: /run/secrets/anthropic_api_key}", "managed.settings: /run/secrets/anthropic_api_key is not valid JSON"),
+        (
+            "managed: {policies: [{match: {}, cli: {mcpServers: {}}}]}",
+            "managed.policies[0].cli.mcpServers: cannot be served through a gateway",
+        ),
+        (
+            "managed: {policies: [{match: {}, cli: {forceLoginMethod: gateway}}]}",
+            "managed.policies[0].cli.forceLoginMethod: cannot be served",
+        ),
+        (
+            "managed: {policies: [{match: {}, cli: {env: {A: 1}}}]}",
+            "managed.policies[0].cli.env: must be a mapping of strings",
+        ),
+        (
+            "managed: {policies: [{match: {}, cli: {permissions: {deny: WebFetch}}}]}",
+            "managed.policies[0].cli.permissions.deny: must be a list of strings",
+        ),
+        (
+            "managed: {policies: [{match: {}, desktop: {inferenceGatewayBaseUrl: x}}]}",
+            "managed.policies[0].desktop.inferenceGatewayBaseUrl: is not a field a gateway can serve",
+        ),
+        (
+            "managed: {policies: [{match: {groups: []}, cli: {}}]}",
+            "managed.policies[0].match.groups: must list non-empty group names",
+        ),
+        (
+            "managed: {policies: [{match: {email_domain: '@corp.example'}, cli: {}}]}",
+            "managed.policies[0].match.email_domain: must be a bare domain",
+        ),
+        (
+            "managed: {policies: [{match: {}}]}",
+            "managed.policies[0]: needs `cli`, `desktop` or both",
+        ),
+        (
+            "managed: {policies: [{match: {team: x}, cli: {}}]}",
+            "managed.policies[0].match.team: unknown field",
+        ),
+        (
+            "managed: {settings: relative.json}",
+            "managed.settings: must be an absolute path",
+        ),
+        (
+            "managed: {settings: /etc/gatehouse/managed.json}",
+            "managed.settings: cannot read",
+        ),
+        (
+            "managed: {settings: /run/secrets/anthropic_api_key}",
+            "managed.settings: /run/secrets/anthropic_api_key is not valid JSON",
+        ),
     ] {
         let got = err(&format!("{base}{block}\n"));
         assert!(got.contains(want), "expected {want}\ngot {got}");

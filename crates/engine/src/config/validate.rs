@@ -35,6 +35,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let logging = logging(&raw)?;
     let identity = super::identity::validate(&raw, &listen)?;
     let workload = super::identity::validate_workload(&raw)?;
+    let webhook = super::identity::validate_webhook(&raw)?;
     let policies = match &raw.managed {
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
@@ -98,6 +99,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         identity,
         workload,
         policies,
+        webhook,
     })
 }
 

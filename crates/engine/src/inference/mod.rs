@@ -14,6 +14,7 @@ use chrono::Utc;
 use futures_util::StreamExt;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
+use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -70,9 +71,16 @@ pub async fn handle(
         }
     };
     let head = body::parse_head(&bytes)?;
+    // The policy webhook sees the parsed request before any routing decision.
+    if let Some(webhook) = &gw.webhook {
+        webhook_gate(gw, webhook, request_id, principal, &parts, &bytes).await?;
+    }
     // The caller's managed policy is checked before the operator's model map.
     if let Principal::Session { user, .. } = principal
-        && let Some(allowed) = gw.policies.matched(user).and_then(crate::policy::ResolvedPolicy::available_models)
+        && let Some(allowed) = gw
+            .policies
+            .matched(user)
+            .and_then(crate::policy::ResolvedPolicy::available_models)
         && !crate::policy::model_allowed(&allowed, &head.model)
     {
         gw.deps.emit(
@@ -207,6 +215,8 @@ pub async fn handle(
         } => {
             let (upstream, upstream_model) = leg_facts(leg);
             let mut out_headers = headers::to_caller(&upstream_headers);
+            // The retained body may have been cut to the retention limit.
+            out_headers.remove(header::CONTENT_LENGTH);
             add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
             record_without_body(
                 gw,
@@ -299,4 +309,65 @@ fn sanitized(status: StatusCode, mut out_headers: http::HeaderMap, body: &[u8]) 
     *resp.status_mut() = status;
     *resp.headers_mut() = out_headers;
     resp
+}
+
+async fn webhook_gate(
+    gw: &Gateway,
+    webhook: &crate::policy::webhook::Webhook,
+    request_id: &str,
+    principal: &Principal,
+    parts: &http::request::Parts,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    use crate::policy::webhook::Decision;
+    let sub = match principal {
+        Principal::Session { user, .. } => user.sub.clone(),
+        Principal::Workload(w) => w.sub.clone(),
+        Principal::ClientKey { id } => format!("key:{id}"),
+    };
+    let decision = webhook
+        .check(
+            parts.uri.path(),
+            parts.uri.query(),
+            &parts.headers,
+            body,
+            request_id,
+            &sub,
+        )
+        .await;
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Skipped { why } => {
+            tracing::warn!(reason = %why, "policy webhook unavailable; failing open");
+            gw.deps.emit(
+                Event::new("policy.skipped")
+                    .with("request_id", request_id)
+                    .with("principal", principal.label())
+                    .with("why", why),
+            );
+            Ok(())
+        }
+        Decision::Unavailable { why } => {
+            tracing::warn!(reason = %why, "policy webhook unavailable; failing closed");
+            gw.deps.emit(
+                Event::new("policy.blocked")
+                    .with("request_id", request_id)
+                    .with("principal", principal.label())
+                    .with("rule_id", Value::Null)
+                    .with("reason", "policy check unavailable")
+                    .with("why", why),
+            );
+            Err(ApiError::PolicyBlocked("policy check unavailable".into()))
+        }
+        Decision::Block { reason, rule_id } => {
+            gw.deps.emit(
+                Event::new("policy.blocked")
+                    .with("request_id", request_id)
+                    .with("principal", principal.label())
+                    .with("rule_id", rule_id)
+                    .with("reason", reason.clone()),
+            );
+            Err(ApiError::PolicyBlocked(reason))
+        }
+    }
 }

@@ -60,7 +60,10 @@ fn write(v: &Value, out: &mut String) {
 }
 
 pub fn checksum(settings: &Value) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(settings).as_bytes())))
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(settings).as_bytes()))
+    )
 }
 
 /// Whether an `If-None-Match` value names this checksum (quoted or not, weak or not).
@@ -88,13 +91,25 @@ mod tests {
 
     #[test]
     fn checksum_is_order_independent_and_known() {
-        let a: Value = serde_json::from_str(r#"{"permissions":{"deny":["WebFetch"]},"env":{"A":"1"}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"env":{"A":"1"},"permissions":{"deny":["WebFetch"]}}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"permissions":{"deny":["WebFetch"]},"env":{"A":"1"}}"#)
+                .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"env":{"A":"1"},"permissions":{"deny":["WebFetch"]}}"#)
+                .unwrap();
         assert_eq!(checksum(&a), checksum(&b));
         // sha256 of {"env":{"A":"1"},"permissions":{"deny":["WebFetch"]}}
-        let expected = format!("sha256:{}", hex::encode(Sha256::digest(br#"{"env":{"A":"1"},"permissions":{"deny":["WebFetch"]}}"#)));
+        let expected = format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(
+                br#"{"env":{"A":"1"},"permissions":{"deny":["WebFetch"]}}"#
+            ))
+        );
         assert_eq!(checksum(&a), expected);
-        assert_eq!(checksum(&json!({})), format!("sha256:{}", hex::encode(Sha256::digest(b"{}"))));
+        assert_eq!(
+            checksum(&json!({})),
+            format!("sha256:{}", hex::encode(Sha256::digest(b"{}")))
+        );
     }
 
     #[test]

@@ -16,7 +16,11 @@
 use serde_json::{Map, Value};
 
 const SHALLOW: &[&str] = &["env", "modelOverrides", "skillOverrides"];
-const UNION_LISTS: &[&str] = &["disabledMcpjsonServers", "deniedMcpServers", "blockedMarketplaces"];
+const UNION_LISTS: &[&str] = &[
+    "disabledMcpjsonServers",
+    "deniedMcpServers",
+    "blockedMarketplaces",
+];
 const UNION_PERMISSIONS: &[&str] = &["deny", "ask"];
 
 fn union(base: Option<&Value>, role: Option<&Value>) -> Value {
@@ -53,7 +57,11 @@ pub fn merge_cli(base: &Map<String, Value>, role: &Map<String, Value>) -> Map<St
             k if SHALLOW.contains(&k) => shallow(base.get(k), Some(v)),
             k if UNION_LISTS.contains(&k) => union(base.get(k), Some(v)),
             "permissions" => {
-                let mut p = base.get("permissions").and_then(Value::as_object).cloned().unwrap_or_default();
+                let mut p = base
+                    .get("permissions")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 if let Value::Object(rp) = v {
                     for (pk, pv) in rp {
                         let value = if UNION_PERMISSIONS.contains(&pk.as_str()) {
@@ -67,7 +75,11 @@ pub fn merge_cli(base: &Map<String, Value>, role: &Map<String, Value>) -> Map<St
                 Value::Object(p)
             }
             "hooks" => {
-                let mut h = base.get("hooks").and_then(Value::as_object).cloned().unwrap_or_default();
+                let mut h = base
+                    .get("hooks")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 if let Value::Object(rh) = v {
                     for (event, list) in rh {
                         let value = union(h.get(event), Some(list));
@@ -84,7 +96,10 @@ pub fn merge_cli(base: &Map<String, Value>, role: &Map<String, Value>) -> Map<St
 }
 
 /// Claude Desktop overlay: `role` over `base`, base restrictions re-applied last.
-pub fn merge_desktop(base: Option<&Map<String, Value>>, role: Option<&Map<String, Value>>) -> Option<Map<String, Value>> {
+pub fn merge_desktop(
+    base: Option<&Map<String, Value>>,
+    role: Option<&Map<String, Value>>,
+) -> Option<Map<String, Value>> {
     let (base, role) = match (base, role) {
         (None, None) => return None,
         (Some(b), None) => return Some(b.clone()),
@@ -152,16 +167,25 @@ mod tests {
         assert_eq!(m["model"], "claude-opus-4-8");
         assert_eq!(m["cleanupPeriodDays"], 30);
         assert_eq!(m["env"], json!({"A": "base", "B": "role", "C": "role"}));
-        assert_eq!(m["modelOverrides"], json!({"opus": "claude-opus-4-8", "sonnet": "claude-sonnet-5"}));
+        assert_eq!(
+            m["modelOverrides"],
+            json!({"opus": "claude-opus-4-8", "sonnet": "claude-sonnet-5"})
+        );
         assert_eq!(m["skillOverrides"], json!({"x": "off"}));
-        assert_eq!(m["permissions"]["deny"], json!(["WebFetch", "Bash(curl:*)", "Write(/etc/**)"]));
+        assert_eq!(
+            m["permissions"]["deny"],
+            json!(["WebFetch", "Bash(curl:*)", "Write(/etc/**)"])
+        );
         assert_eq!(m["permissions"]["ask"], json!(["Bash(git push:*)"]));
         assert_eq!(m["permissions"]["allow"], json!(["Bash"]));
         assert_eq!(m["permissions"]["defaultMode"], "acceptEdits");
         assert_eq!(m["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
         assert_eq!(m["hooks"]["Stop"], json!([{"hooks": []}]));
         assert_eq!(m["disabledMcpjsonServers"], json!(["a", "b"]));
-        assert_eq!(m["deniedMcpServers"], json!([{"serverName": "evil"}, {"serverName": "worse"}]));
+        assert_eq!(
+            m["deniedMcpServers"],
+            json!([{"serverName": "evil"}, {"serverName": "worse"}])
+        );
         assert_eq!(m["blockedMarketplaces"], json!(["m1", "m2"]));
         assert_eq!(m["availableModels"], json!(["opus"]));
     }
@@ -170,16 +194,26 @@ mod tests {
     fn a_role_cannot_drop_a_base_deny() {
         let base = obj(json!({"permissions": {"deny": ["WebFetch"]}}));
         let role = obj(json!({"permissions": {"deny": []}}));
-        assert_eq!(Value::Object(merge_cli(&base, &role))["permissions"]["deny"], json!(["WebFetch"]));
+        assert_eq!(
+            Value::Object(merge_cli(&base, &role))["permissions"]["deny"],
+            json!(["WebFetch"])
+        );
     }
 
     #[test]
     fn desktop_base_restrictions_come_back() {
-        let base = obj(json!({"disabledBuiltinTools": ["computer"], "builtinToolPolicy": {"browser": "block", "files": "allow"}}));
-        let role = obj(json!({"disabledBuiltinTools": ["shell"], "builtinToolPolicy": {"browser": "allow", "files": "ask", "net": "allow"}}));
+        let base = obj(
+            json!({"disabledBuiltinTools": ["computer"], "builtinToolPolicy": {"browser": "block", "files": "allow"}}),
+        );
+        let role = obj(
+            json!({"disabledBuiltinTools": ["shell"], "builtinToolPolicy": {"browser": "allow", "files": "ask", "net": "allow"}}),
+        );
         let m = Value::Object(merge_desktop(Some(&base), Some(&role)).unwrap());
         assert_eq!(m["disabledBuiltinTools"], json!(["computer", "shell"]));
-        assert_eq!(m["builtinToolPolicy"], json!({"browser": "block", "files": "ask", "net": "allow"}));
+        assert_eq!(
+            m["builtinToolPolicy"],
+            json!({"browser": "block", "files": "ask", "net": "allow"})
+        );
         assert!(merge_desktop(None, None).is_none());
     }
 }

@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod checksum;
 pub mod merge;
 pub mod routes;
+pub mod webhook;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -48,9 +49,15 @@ impl ResolvedPolicy {
 
     /// The policy's `availableModels`, when it restricts models.
     pub fn available_models(&self) -> Option<Vec<String>> {
-        self.settings.get("availableModels").and_then(Value::as_array).map(|a| {
-            a.iter().filter_map(Value::as_str).map(str::to_owned).collect()
-        })
+        self.settings
+            .get("availableModels")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
     }
 }
 
@@ -77,7 +84,10 @@ pub fn otlp_env(public_url: &str) -> Map<String, Value> {
 impl Policies {
     /// Merges and checks every policy. `extra_env` (the OTLP variables when telemetry
     /// forwarding is on) is merged into every policy's `env`.
-    pub fn new(configs: &[PolicyConfig], extra_env: Option<&Map<String, Value>>) -> Result<Self, ConfigError> {
+    pub fn new(
+        configs: &[PolicyConfig],
+        extra_env: Option<&Map<String, Value>>,
+    ) -> Result<Self, ConfigError> {
         let base = configs.iter().find(|p| p.is_catch_all());
         if let Some(pos) = configs.iter().position(PolicyConfig::is_catch_all)
             && pos + 1 < configs.len()
@@ -97,14 +107,19 @@ impl Policies {
                 None => (p.cli.clone(), p.desktop.clone()),
             };
             if let Some(extra) = extra_env {
-                let env = merge::merge_cli(&cli, &Map::from_iter([("env".to_owned(), Value::Object(extra.clone()))]));
+                let env = merge::merge_cli(
+                    &cli,
+                    &Map::from_iter([("env".to_owned(), Value::Object(extra.clone()))]),
+                );
                 cli = env;
             }
             check_settings(&cli, &format!("managed.policies[{i}] (merged)"))?;
             let settings = Value::Object(cli);
             let sum = checksum::checksum(&settings);
             let digest = Sha256::digest(format!("gatehouse-policy:{i}:{sum}").as_bytes());
-            let uuid = uuid::Builder::from_random_bytes(digest[..16].try_into().unwrap_or_default()).into_uuid();
+            let uuid =
+                uuid::Builder::from_random_bytes(digest[..16].try_into().unwrap_or_default())
+                    .into_uuid();
             list.push(ResolvedPolicy {
                 index: i,
                 uuid: uuid.to_string(),
@@ -167,8 +182,16 @@ mod tests {
     fn first_match_wins_with_the_base_merged_under() {
         let ps = Policies::new(
             &[
-                policy(Some(&["eng"]), Some("corp.example"), json!({"availableModels": ["opus"]})),
-                policy(Some(&["sales"]), None, json!({"availableModels": ["haiku"]})),
+                policy(
+                    Some(&["eng"]),
+                    Some("corp.example"),
+                    json!({"availableModels": ["opus"]}),
+                ),
+                policy(
+                    Some(&["sales"]),
+                    None,
+                    json!({"availableModels": ["haiku"]}),
+                ),
                 policy(None, None, json!({"permissions": {"deny": ["WebFetch"]}})),
             ],
             None,
@@ -176,22 +199,44 @@ mod tests {
         .unwrap();
         let eng = ps.matched(&who("a@Corp.Example", &["eng"])).unwrap();
         assert_eq!(eng.index, 0);
-        assert_eq!(eng.settings, json!({"permissions": {"deny": ["WebFetch"]}, "availableModels": ["opus"]}));
-        assert_eq!(ps.matched(&who("a@other.example", &["eng"])).unwrap().index, 2, "domain must match too");
-        assert_eq!(ps.matched(&who("b@x.example", &["sales", "x"])).unwrap().index, 1);
+        assert_eq!(
+            eng.settings,
+            json!({"permissions": {"deny": ["WebFetch"]}, "availableModels": ["opus"]})
+        );
+        assert_eq!(
+            ps.matched(&who("a@other.example", &["eng"])).unwrap().index,
+            2,
+            "domain must match too"
+        );
+        assert_eq!(
+            ps.matched(&who("b@x.example", &["sales", "x"]))
+                .unwrap()
+                .index,
+            1
+        );
         let none = Policies::new(&[policy(Some(&["eng"]), None, json!({}))], None).unwrap();
         assert!(none.matched(&who("c@x", &[])).is_none());
         assert_ne!(ps.list[0].uuid, ps.list[1].uuid);
-        assert_eq!(ps.list[0].checksum, checksum::checksum(&ps.list[0].settings));
+        assert_eq!(
+            ps.list[0].checksum,
+            checksum::checksum(&ps.list[0].settings)
+        );
     }
 
     #[test]
     fn otlp_env_is_merged_into_every_policy() {
         let env = otlp_env("https://gw.example");
-        let ps = Policies::new(&[policy(None, None, json!({"env": {"X": "1"}}))], Some(&env)).unwrap();
+        let ps = Policies::new(
+            &[policy(None, None, json!({"env": {"X": "1"}}))],
+            Some(&env),
+        )
+        .unwrap();
         let s = &ps.list[0].settings;
         assert_eq!(s["env"]["X"], "1");
-        assert_eq!(s["env"]["OTEL_EXPORTER_OTLP_ENDPOINT"], "https://gw.example");
+        assert_eq!(
+            s["env"]["OTEL_EXPORTER_OTLP_ENDPOINT"],
+            "https://gw.example"
+        );
         assert_eq!(s["env"]["OTEL_EXPORTER_OTLP_PROTOCOL"], "http/protobuf");
     }
 

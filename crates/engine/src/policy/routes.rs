@@ -19,7 +19,12 @@ fn person(principal: &Principal) -> Result<&crate::identity::session::UserIdenti
     }
 }
 
-pub fn managed_settings(gw: &Gateway, request_id: &str, principal: &Principal, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+pub fn managed_settings(
+    gw: &Gateway,
+    request_id: &str,
+    principal: &Principal,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, ApiError> {
     let who = person(principal)?;
     let event = |status: u16, policy: Option<usize>| {
         gw.deps.emit(
@@ -32,10 +37,14 @@ pub fn managed_settings(gw: &Gateway, request_id: &str, principal: &Principal, h
     };
     let Some(policy) = gw.policies.matched(who) else {
         event(404, None);
-        return Err(ApiError::NotFound("no managed policy applies to this user".into()));
+        return Err(ApiError::NotFound(
+            "no managed policy applies to this user".into(),
+        ));
     };
     let etag = format!("\"{}\"", policy.checksum);
-    let inm = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    let inm = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok());
     // `*` (Claude Desktop asking whether settings exist) is answered as if absent.
     if let Some(inm) = inm.filter(|v| v.trim() != "*")
         && super::checksum::if_none_match_hits(inm, &policy.checksum)
@@ -49,16 +58,24 @@ pub fn managed_settings(gw: &Gateway, request_id: &str, principal: &Principal, h
         return Ok(resp);
     }
     event(200, Some(policy.index));
-    let body = json!({"uuid": policy.uuid, "checksum": policy.checksum, "settings": policy.settings});
+    let body =
+        json!({"uuid": policy.uuid, "checksum": policy.checksum, "settings": policy.settings});
     let mut resp = crate::pipeline::json_response(StatusCode::OK, body);
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-cache"),
+    );
     if let Ok(v) = HeaderValue::from_str(&etag) {
         resp.headers_mut().insert(header::ETAG, v);
     }
     Ok(resp)
 }
 
-pub fn user_bootstrap(gw: &Gateway, request_id: &str, principal: &Principal) -> Result<Response<Body>, ApiError> {
+pub fn user_bootstrap(
+    gw: &Gateway,
+    request_id: &str,
+    principal: &Principal,
+) -> Result<Response<Body>, ApiError> {
     let who = person(principal)?;
     let deny = |reason: &'static str| {
         gw.deps.emit(
@@ -73,7 +90,10 @@ pub fn user_bootstrap(gw: &Gateway, request_id: &str, principal: &Principal) -> 
     if policy.desktop.is_none() {
         return Err(deny("policy_has_no_desktop_block"));
     }
-    let identity = gw.identity.as_ref().ok_or_else(|| deny("sign_in_not_configured"))?;
+    let identity = gw
+        .identity
+        .as_ref()
+        .ok_or_else(|| deny("sign_in_not_configured"))?;
     let models = super::routes::visible_models(gw, Some(policy));
     let origin = identity.origin();
     let ttl = chrono::Duration::from_std(identity.cfg.session_ttl).unwrap_or_default();
@@ -94,7 +114,8 @@ pub fn user_bootstrap(gw: &Gateway, request_id: &str, principal: &Principal) -> 
             .with("policy", policy.index),
     );
     let mut resp = crate::pipeline::json_response(StatusCode::OK, doc);
-    resp.headers_mut().insert("x-gateway-spend-admin", HeaderValue::from_static("false"));
+    resp.headers_mut()
+        .insert("x-gateway-spend-admin", HeaderValue::from_static("false"));
     Ok(resp)
 }
 
@@ -106,7 +127,11 @@ pub fn visible_models(gw: &Gateway, policy: Option<&super::ResolvedPolicy>) -> V
     match policy.and_then(super::ResolvedPolicy::available_models) {
         Some(allowed) => data
             .into_iter()
-            .filter(|m| m["id"].as_str().is_some_and(|id| super::model_allowed(&allowed, id)))
+            .filter(|m| {
+                m["id"]
+                    .as_str()
+                    .is_some_and(|id| super::model_allowed(&allowed, id))
+            })
             .collect(),
         None => data,
     }

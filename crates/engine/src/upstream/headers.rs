@@ -5,6 +5,8 @@
 //! `Authorization` and `x-api-key` never pass, and the operator's credential is applied.
 //! Toward the caller, hop-by-hop and infrastructure headers and the upstream's own
 //! rate-limit headers are removed (a team quota must not reach a user as if it were theirs).
+//! `content-length` is kept when the body passes through unchanged (the HTTP client drops
+//! it itself when it decompresses), so small JSON answers are not re-framed as chunked.
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
@@ -62,7 +64,6 @@ fn drop_response(name: &str) -> bool {
             | "trailer"
             | "transfer-encoding"
             | "upgrade"
-            | "content-length"
             | "content-encoding"
             | "set-cookie"
             | "server"
@@ -156,6 +157,14 @@ mod tests {
         ]);
         let out = to_caller(&up);
         let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
-        assert_eq!(names, vec!["content-type", "retry-after", "x-should-retry"]);
+        assert_eq!(
+            names,
+            vec![
+                "content-type",
+                "content-length",
+                "retry-after",
+                "x-should-retry"
+            ]
+        );
     }
 }

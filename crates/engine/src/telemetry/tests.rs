@@ -1,0 +1,203 @@
+//! Unit tests for the relay: signals, endpoints, and that destination credentials stay out
+//! of operator logs and events (captured with a small in-test `tracing` subscriber).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use url::Url;
+
+use super::*;
+use crate::config::telemetry::{RawTelemetry, validate};
+use crate::events::MemoryEventSink;
+use crate::outbound::{FetchPolicy, SafeFetch};
+
+#[test]
+fn signals_from_paths() {
+    for s in Signal::ALL {
+        assert_eq!(Signal::from_path(s.path()), Some(s));
+        assert_eq!(s.path(), format!("/v1/{}", s.as_str()));
+    }
+    assert_eq!(Signal::from_path("/v1/metric"), None);
+    assert_eq!(Signal::from_path("/v1/metrics/"), None);
+}
+
+#[test]
+fn endpoints_append_to_the_base_path() {
+    let cases = [
+        ("https://otel.example", "https://otel.example/v1/metrics"),
+        ("https://otel.example/", "https://otel.example/v1/metrics"),
+        (
+            "https://otel.example/otlp",
+            "https://otel.example/otlp/v1/metrics",
+        ),
+        (
+            "https://otel.example/otlp/",
+            "https://otel.example/otlp/v1/metrics",
+        ),
+        (
+            "http://u:p@c:4318/a%20b?x=1",
+            "http://u:p@c:4318/a%20b/v1/metrics?x=1",
+        ),
+    ];
+    for (base, want) in cases {
+        assert_eq!(
+            endpoint(&Url::parse(base).unwrap(), Signal::Metrics).as_str(),
+            want
+        );
+    }
+}
+
+/// A minimal subscriber that writes every event's fields into a string.
+struct Capture {
+    out: Arc<Mutex<String>>,
+    next_id: AtomicU64,
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = String::new();
+        event.record(&mut Fields(&mut line));
+        let mut out = self.out.lock().unwrap();
+        out.push_str(&line);
+        out.push('\n');
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn config(json: serde_json::Value) -> TelemetryConfig {
+    let raw: RawTelemetry = serde_json::from_value(json).unwrap();
+    validate(&raw).unwrap()
+}
+
+/// A port nothing listens on (bound, then released).
+async fn closed_port() -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn credentials_never_reach_logs_or_events() {
+    let out = Arc::new(Mutex::new(String::new()));
+    let _guard = tracing::subscriber::set_default(Capture {
+        out: out.clone(),
+        next_id: AtomicU64::new(0),
+    });
+    let port = closed_port().await;
+    let cfg = config(serde_json::json!({"forward_to": [{
+        "url": format!("http://otel-user:hunter2-pw@127.0.0.1:{port}/otlp?token=qs-secret"),
+        "headers": {"authorization": "Bearer header-secret"},
+    }]}));
+    let events = Arc::new(MemoryEventSink::default());
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(5),
+    });
+    let relay = Relay::new(cfg, fetch, events.clone()).with_limits(1, 2, Duration::from_secs(60));
+    for _ in 0..2 {
+        assert_eq!(
+            relay.submit(Signal::Metrics, None, None, Bytes::from_static(b"x")),
+            Submitted::Queued
+        );
+        relay.drain(Duration::from_secs(10)).await;
+    }
+    assert_eq!(
+        relay.submit(Signal::Metrics, None, None, Bytes::new()),
+        Submitted::Skipped
+    );
+    let stats = relay.stats();
+    assert_eq!(stats.forwarded_failed, 2);
+    assert_eq!(
+        stats.open_breakers,
+        vec![format!("http://127.0.0.1:{port}/otlp")]
+    );
+
+    let logs = out.lock().unwrap().clone();
+    assert!(logs.contains("OTLP forward failed"), "{logs}");
+    assert!(
+        logs.contains(&format!("http://127.0.0.1:{port}/otlp")),
+        "{logs}"
+    );
+    let opened = events.named("otlp.breaker_open");
+    assert_eq!(opened.len(), 1);
+    assert_eq!(
+        opened[0]["destination"],
+        format!("http://127.0.0.1:{port}/otlp")
+    );
+    let all_events = serde_json::to_string(&events.events()).unwrap();
+    for secret in ["hunter2-pw", "otel-user", "qs-secret", "header-secret"] {
+        assert!(!logs.contains(secret), "{secret} in logs: {logs}");
+        assert!(
+            !all_events.contains(secret),
+            "{secret} in events: {all_events}"
+        );
+        assert!(!format!("{stats:?}").contains(secret));
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn drops_are_reported_in_batches() {
+    let cfg = config(serde_json::json!({"forward_to": [{"url": "http://127.0.0.1:9/"}]}));
+    let events = Arc::new(MemoryEventSink::default());
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(5),
+    });
+    let relay = Relay::new(cfg, fetch, events.clone()).with_limits(0, 5, Duration::from_secs(30));
+    for _ in 0..5 {
+        assert_eq!(
+            relay.submit(Signal::Metrics, None, None, Bytes::new()),
+            Submitted::Dropped
+        );
+    }
+    assert_eq!(
+        relay.submit(Signal::Logs, None, None, Bytes::new()),
+        Submitted::NoDestination
+    );
+    // The first drop is reported at once, the rest within the window only on drain.
+    let counts = |e: &MemoryEventSink| -> Vec<u64> {
+        e.named("otlp.dropped")
+            .iter()
+            .map(|v| v["count"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(counts(&events), vec![1]);
+    relay.drain(Duration::from_secs(1)).await;
+    assert_eq!(counts(&events), vec![1, 4]);
+    assert_eq!(relay.stats().dropped, 5);
+}
+
+#[test]
+fn submit_outside_a_runtime_drops() {
+    let cfg = config(serde_json::json!({"forward_to": [{"url": "http://127.0.0.1:9/"}]}));
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(1),
+    });
+    let relay = Relay::new(cfg, fetch, Arc::new(MemoryEventSink::default()));
+    assert_eq!(
+        relay.submit(Signal::Metrics, None, None, Bytes::new()),
+        Submitted::Dropped
+    );
+    assert_eq!(relay.stats().in_flight, 0);
+}
