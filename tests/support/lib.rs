@@ -281,6 +281,7 @@ oidc:
   allowed_email_domains: [corp.example]
   allowed_groups: [claude-users, engineering]
   login_notice: "Use your corp account."
+  allow_loopback: true
 {extra}"#,
         db = dir.path().join("gatehouse.db").display(),
         fake = fake.url(),

@@ -104,10 +104,10 @@ impl SafeFetch {
         self.inner.policy
     }
 
-    /// The underlying client, for libraries that take a `reqwest::Client` (the OIDC client,
-    /// the JWKS fetcher). Its resolver checks every name it resolves and it never follows
-    /// redirects, but a literal-IP URL never reaches the resolver: check such URLs with
-    /// [`SafeFetch::check_url`] before handing them to the library.
+    /// The underlying client, for code that insists on a `reqwest::Client`. Its resolver
+    /// checks every name it resolves and it never follows redirects, but a literal-IP URL
+    /// never reaches the resolver: check every URL with [`SafeFetch::check_url`] before
+    /// using it, or better, use [`SafeFetch::send`] / [`SafeFetch::execute`], which do.
     pub fn client(&self) -> Option<&reqwest::Client> {
         self.inner.client.as_ref().ok()
     }
@@ -156,6 +156,37 @@ impl SafeFetch {
             request = request.body(body);
         }
         request.send().await.map_err(map_error)
+    }
+
+    /// One exchange in plain `http` types, the response body read whole (at most
+    /// `max_body` bytes). Fits libraries that take an HTTP function, e.g. `openidconnect`'s
+    /// `AsyncHttpClient`, which is implemented for any `Fn(http::Request<Vec<u8>>) -> Future`:
+    /// `let http = |req| { let f = fetch.clone(); async move { f.execute(req, 1 << 20).await } };`
+    pub async fn execute(
+        &self,
+        request: http::Request<Vec<u8>>,
+        max_body: usize,
+    ) -> Result<http::Response<Vec<u8>>, FetchError> {
+        let (parts, body) = request.into_parts();
+        let url =
+            Url::parse(&parts.uri.to_string()).map_err(|e| FetchError::BadUrl(e.to_string()))?;
+        let body =
+            (!body.is_empty() || parts.method != http::Method::GET).then(|| Bytes::from(body));
+        let mut resp = self.send(parts.method, &url, parts.headers, body).await?;
+        let mut out = http::Response::builder().status(resp.status());
+        if let Some(h) = out.headers_mut() {
+            *h = std::mem::take(resp.headers_mut());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(map_error)? {
+            if bytes.len() + chunk.len() > max_body {
+                return Err(FetchError::Http(format!(
+                    "response body larger than {max_body} bytes"
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        out.body(bytes).map_err(|e| FetchError::Http(e.to_string()))
     }
 }
 
@@ -361,6 +392,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     match s {
         // IPv4-mapped ::ffff:a.b.c.d
         [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(low(hi, lo)),
+        // IPv4-translated (SIIT) ::ffff:0:a.b.c.d
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => Some(low(hi, lo)),
         // IPv4-compatible ::a.b.c.d (deprecated, still routed by some stacks)
         [0, 0, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
         // NAT64 well-known prefix 64:ff9b::/96
@@ -465,6 +498,7 @@ mod tests {
             "2002:7f00:1::",
             "::ffff:100.100.100.200",
             "::ffff:224.0.0.1",
+            "::ffff:0:7f00:1",
         ];
         for a in blocked {
             assert!(check_ip(ip(a), false).is_err(), "{a}");
@@ -591,6 +625,33 @@ mod tests {
         let loose = fetch(true, Duration::from_secs(5));
         assert!(matches!(
             loose.get(&meta, HeaderMap::new()).await,
+            Err(FetchError::Blocked { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn execute_speaks_plain_http_types() {
+        let addr = server().await;
+        let f = fetch(true, Duration::from_secs(5));
+        let req = http::Request::post(format!("http://{addr}/ok"))
+            .body(b"abc".to_vec())
+            .unwrap();
+        fn send<T: Send>(t: T) -> T {
+            t
+        }
+        let resp = send(f.execute(req, 1024)).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.body(), b"abc");
+        let req = http::Request::post(format!("http://{addr}/ok"))
+            .body(vec![b'x'; 100])
+            .unwrap();
+        assert!(matches!(f.execute(req, 10).await, Err(FetchError::Http(_))));
+        let strict = fetch(false, Duration::from_secs(5));
+        let req = http::Request::get(format!("http://{addr}/ok"))
+            .body(Vec::new())
+            .unwrap();
+        assert!(matches!(
+            strict.execute(req, 1024).await,
             Err(FetchError::Blocked { .. })
         ));
     }

@@ -8,7 +8,7 @@
 //!  -> framing limits (414, 431, 411, 413), loopback Host check
 //!  -> public routes (status page, sign-in)   -- no credential
 //!  -> bearer admission (client keys)         -- everything below is authenticated
-//!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, inference
+//!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, inference
 //!  -> inference: JSON parse -> policy model allowlist -> operator model mapping
 //!     -> routing + failover
 //!     -> response hygiene + usage metering (see `inference`)
@@ -205,6 +205,7 @@ async fn dispatch(
     let (allowed, allow_header) = match path {
         "/v1/models" | "/managed/settings" | "/user/bootstrap" => (Method::GET, "GET"),
         "/v1/messages" | "/v1/messages/count_tokens" => (Method::POST, "POST"),
+        "/v1/metrics" | "/v1/logs" | "/v1/traces" => (Method::POST, "POST"),
         _ => return Err(ApiError::NotFound(format!("no route for {method} {path}"))),
     };
     if method != allowed {
@@ -226,6 +227,12 @@ async fn dispatch(
             crate::policy::routes::managed_settings(gw, request_id, principal, req.headers())
         }
         "/user/bootstrap" => crate::policy::routes::user_bootstrap(gw, request_id, principal),
+        "/v1/metrics" | "/v1/logs" | "/v1/traces" => {
+            match crate::telemetry::Signal::from_path(path) {
+                Some(signal) => crate::telemetry::ingest::ingest(gw, principal, signal, req).await,
+                None => Err(ApiError::NotFound(format!("no route for {method} {path}"))),
+            }
+        }
         "/v1/messages" => {
             inference::handle(gw, request_id, principal, Endpoint::Messages, req).await
         }

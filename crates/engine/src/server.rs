@@ -21,6 +21,7 @@ use crate::events::Event;
 use crate::metering::pricing::Pricing;
 use crate::metering::{Recorder, recorder};
 use crate::models::Catalog;
+use crate::outbound::{FetchPolicy, SafeFetch};
 use crate::pipeline;
 use crate::secret::Secret;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -45,6 +46,8 @@ pub struct Gateway {
     pub otlp_endpoint: Option<String>,
     /// The policy webhook, when configured.
     pub webhook: Option<crate::policy::webhook::Webhook>,
+    /// The OTLP relay (discards when no destination is configured).
+    pub relay: crate::telemetry::Relay,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -128,24 +131,33 @@ pub async fn start_on(
         key_entries.push(("local".into(), hash));
     }
     let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
-    let outbound = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| StartError::Client(e.to_string()))?;
+    // Every outbound call to an operator-configured URL goes through the safe-fetch helper.
+    let fetch = |allow_loopback: bool, timeout: Duration| {
+        SafeFetch::try_new(FetchPolicy {
+            allow_loopback,
+            timeout,
+        })
+        .map_err(|e| StartError::Client(e.to_string()))
+    };
     let identity = match &config.identity {
         Some(cfg) => Some(
             crate::identity::Identity::start(
                 cfg.clone(),
                 store.as_ref(),
                 deps.clock.now(),
-                outbound.clone(),
+                fetch(cfg.oidc.allow_loopback, Duration::from_secs(10))?,
             )
             .await?,
         ),
         None => None,
     };
-    let otlp_endpoint: Option<String> = None;
+    // Clients are told to send OTLP here only when it goes somewhere and the public URL is known.
+    let otlp_endpoint = config
+        .listen
+        .public_url
+        .as_ref()
+        .filter(|_| !config.telemetry.destinations.is_empty())
+        .map(|u| u.origin().ascii_serialization());
     let policies = crate::policy::Policies::new(
         &config.policies,
         otlp_endpoint
@@ -153,18 +165,30 @@ pub async fn start_on(
             .map(crate::policy::otlp_env)
             .as_ref(),
     )?;
-    let webhook = config.webhook.clone().map(|cfg| {
-        let fetch = crate::outbound::SafeFetch::new(crate::outbound::FetchPolicy {
-            allow_loopback: cfg.allow_loopback,
-            timeout: cfg.timeout,
-        });
-        crate::policy::webhook::Webhook::new(cfg, fetch)
-    });
+    let webhook = match config.webhook.clone() {
+        Some(cfg) => {
+            let f = fetch(cfg.allow_loopback, cfg.timeout)?;
+            Some(crate::policy::webhook::Webhook::new(cfg, f))
+        }
+        None => None,
+    };
+    let relay = crate::telemetry::Relay::new(
+        config.telemetry.clone(),
+        fetch(
+            config.telemetry.allow_loopback,
+            crate::telemetry::DESTINATION_TIMEOUT,
+        )?,
+        deps.events.clone(),
+    );
     let workload = match &config.workload {
         Some(cfg) => {
+            let loopback = cfg
+                .jwks_url
+                .host_str()
+                .is_some_and(|h| h == "127.0.0.1" || h == "localhost" || h == "[::1]");
             let v = Arc::new(crate::workload::WorkloadVerifier::new(
                 cfg.clone(),
-                outbound,
+                fetch(loopback, Duration::from_secs(10))?,
                 deps.clock.clone(),
             ));
             v.prime().await;
@@ -195,6 +219,7 @@ pub async fn start_on(
         policies,
         otlp_endpoint,
         webhook,
+        relay,
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
@@ -293,6 +318,7 @@ impl Handle {
         {
             tracing::warn!("disconnect drains did not finish in time");
         }
+        self.gateway.relay.drain(drain).await;
         self.recorder_stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.recorder).await;
         self.gateway.deps.emit(Event::new("gateway.stop"));

@@ -53,7 +53,7 @@ struct KeySet {
 
 pub struct WorkloadVerifier {
     cfg: WorkloadConfig,
-    http: reqwest::Client,
+    fetch: crate::outbound::SafeFetch,
     clock: Arc<dyn Clock>,
     keys: RwLock<Option<Arc<KeySet>>>,
     fetching: tokio::sync::Mutex<()>,
@@ -91,10 +91,14 @@ pub fn is_workload_token(token: &str) -> bool {
 }
 
 impl WorkloadVerifier {
-    pub fn new(cfg: WorkloadConfig, http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        cfg: WorkloadConfig,
+        fetch: crate::outbound::SafeFetch,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             cfg,
-            http,
+            fetch,
             clock,
             keys: RwLock::new(None),
             fetching: tokio::sync::Mutex::new(()),
@@ -124,7 +128,7 @@ impl WorkloadVerifier {
         let _one_at_a_time = self.fetching.lock().await;
         let resp = tokio::time::timeout(
             FETCH_TIMEOUT,
-            self.http.get(self.cfg.jwks_url.clone()).send(),
+            self.fetch.get(&self.cfg.jwks_url, http::HeaderMap::new()),
         )
         .await
         .map_err(|_| "timed out".to_owned())?

@@ -97,5 +97,6 @@ pub fn embedded_default(
         workload: None,
         policies: Vec::new(),
         webhook: None,
+        telemetry: Default::default(),
     })
 }

@@ -169,6 +169,7 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             login_notice: oidc.login_notice.clone(),
+            allow_loopback: oidc.allow_loopback.unwrap_or(false),
         },
         device_authorization_limit: rate(
             raw.rate_limits.device_authorization,

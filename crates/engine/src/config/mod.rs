@@ -82,6 +82,8 @@ pub struct Config {
     pub policies: Vec<managed::PolicyConfig>,
     /// The policy webhook, when configured.
     pub webhook: Option<crate::policy::webhook::WebhookConfig>,
+    /// OTLP forwarding (no destinations: the relay answers 200 and discards).
+    pub telemetry: telemetry::TelemetryConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +122,8 @@ pub struct OidcConfig {
     pub userinfo_fallback: bool,
     pub extra_auth_params: Vec<(String, String)>,
     pub login_notice: Option<String>,
+    /// The IdP may be on a loopback address (tests only).
+    pub allow_loopback: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

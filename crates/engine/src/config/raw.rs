@@ -53,8 +53,8 @@ pub struct RawConfig {
     pub admin: Reserved,
     /// Reserved: spend enforcement.
     pub enforcement: Reserved,
-    /// Reserved: OTLP relay.
-    pub telemetry: Reserved,
+    /// OTLP relay: where the gateway forwards Claude Code's telemetry.
+    pub telemetry: Option<super::telemetry::RawTelemetry>,
     /// Per-IP limits on the sign-in endpoints.
     #[serde(default)]
     pub rate_limits: RawRateLimits,
@@ -276,6 +276,8 @@ pub struct RawOidc {
     pub email_claim: Option<OneOrMany>,
     /// Ask the userinfo endpoint when the ID token lacks email or groups (default false).
     pub userinfo_fallback: Option<bool>,
+    /// Allow an IdP on a loopback address (tests; default false).
+    pub allow_loopback: Option<bool>,
     /// Extra authorization request parameters (cannot override protocol fields).
     #[serde(default)]
     pub extra_auth_params: BTreeMap<String, String>,

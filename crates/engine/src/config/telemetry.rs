@@ -39,6 +39,8 @@ pub struct RawTelemetry {
     /// OTLP/HTTP collectors the relay forwards to.
     #[serde(default)]
     pub forward_to: Vec<RawDestination>,
+    /// Allow loopback collectors (tests and local sidecars; default false).
+    pub allow_loopback: Option<bool>,
 }
 
 /// One collector.
@@ -63,6 +65,7 @@ pub struct RawDestination {
 #[derive(Debug, Clone, Default)]
 pub struct TelemetryConfig {
     pub destinations: Vec<Destination>,
+    pub allow_loopback: bool,
 }
 
 /// A validated collector.
@@ -85,7 +88,10 @@ pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
         .enumerate()
         .map(|(i, d)| destination(d, &format!("telemetry.forward_to[{i}]")))
         .collect::<Result<_, _>>()?;
-    Ok(TelemetryConfig { destinations })
+    Ok(TelemetryConfig {
+        destinations,
+        allow_loopback: raw.allow_loopback.unwrap_or(false),
+    })
 }
 
 fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigError> {

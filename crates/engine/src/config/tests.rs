@@ -394,11 +394,6 @@ fn later_blocks_are_refused_not_ignored() {
     for (block, path) in [
         ("admin: {}\n", "admin"),
         ("enforcement: {fail_closed_on_error: true}\n", "enforcement"),
-        ("telemetry: {forward_to: []}\n", "telemetry"),
-        (
-            "cri: {enabled: true, audience: [a], org_allowlist: [o], policy: {webhook: {url: 'https://p'}}}\n",
-            "cri.policy",
-        ),
         (
             "store: {postgres_url: 'postgres://x'}\n",
             "store.postgres_url",

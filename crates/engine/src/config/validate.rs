@@ -36,6 +36,13 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let identity = super::identity::validate(&raw, &listen)?;
     let workload = super::identity::validate_workload(&raw)?;
     let webhook = super::identity::validate_webhook(&raw)?;
+    let telemetry =
+        super::telemetry::validate(raw.telemetry.as_ref().unwrap_or(&Default::default()))?;
+    if !telemetry.destinations.is_empty() && listen.public_url.is_none() {
+        tracing::warn!(
+            "telemetry.forward_to is set without listen.public_url: clients are not told to send OTLP here"
+        );
+    }
     let policies = match &raw.managed {
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
@@ -100,6 +107,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         workload,
         policies,
         webhook,
+        telemetry,
     })
 }
 
@@ -115,7 +123,6 @@ fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
     let reserved = [
         ("admin", raw.admin.is_some()),
         ("enforcement", raw.enforcement.is_some()),
-        ("telemetry", raw.telemetry.is_some()),
         ("listen.tls", raw.listen.tls.is_some()),
         ("store.postgres_url", raw.store.postgres_url.is_some()),
         ("store.username", raw.store.username.is_some()),

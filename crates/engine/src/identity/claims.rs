@@ -143,6 +143,7 @@ mod tests {
             userinfo_fallback: false,
             extra_auth_params: vec![],
             login_notice: None,
+            allow_loopback: false,
         }
     }
 

@@ -96,7 +96,7 @@ impl Identity {
         cfg: IdentityConfig,
         store: &dyn Store,
         now: DateTime<Utc>,
-        http: reqwest::Client,
+        http: crate::outbound::SafeFetch,
     ) -> Result<Self, oidc::OidcError> {
         let redirect = format!(
             "{}/oauth/callback",

@@ -15,6 +15,24 @@ use openidconnect::{
 use serde_json::{Map, Value};
 
 use crate::config::OidcConfig;
+use crate::outbound::{FetchError, SafeFetch};
+
+/// Largest IdP answer read.
+const MAX_IDP_BODY: usize = 1 << 20;
+
+/// openidconnect's HTTP client, through the safe-fetch helper.
+fn via(
+    fetch: &SafeFetch,
+) -> impl Fn(
+    openidconnect::HttpRequest,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<openidconnect::HttpResponse, FetchError>> + Send>,
+> + '_ {
+    move |req| {
+        let f = fetch.clone();
+        Box::pin(async move { f.execute(req, MAX_IDP_BODY).await })
+    }
+}
 
 type Client = CoreClient<
     EndpointSet,
@@ -57,7 +75,7 @@ pub struct IdpTokens {
 
 pub struct Oidc {
     client: Client,
-    http: reqwest::Client,
+    http: SafeFetch,
     userinfo_url: Option<String>,
     pub authorization_origin: String,
     cfg: OidcConfig,
@@ -67,14 +85,14 @@ impl Oidc {
     pub async fn discover(
         cfg: &OidcConfig,
         redirect_uri: String,
-        http: reqwest::Client,
+        http: SafeFetch,
     ) -> Result<Self, OidcError> {
         let fail = |message: String| OidcError::Discovery {
             issuer: cfg.issuer.clone(),
             message,
         };
         let issuer = IssuerUrl::new(cfg.issuer.clone()).map_err(|e| fail(e.to_string()))?;
-        let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+        let metadata = CoreProviderMetadata::discover_async(issuer, &via(&http))
             .await
             .map_err(|e| fail(error_chain(&e)))?;
         let auth_url = metadata.authorization_endpoint().url().clone();
@@ -140,7 +158,7 @@ impl Oidc {
             req = req.set_pkce_verifier(PkceCodeVerifier::new(v));
         }
         let resp = req
-            .request_async(&self.http)
+            .request_async(&via(&self.http))
             .await
             .map_err(|e| OidcError::Exchange(error_chain(&e)))?;
         let id_token = resp
@@ -165,7 +183,7 @@ impl Oidc {
             .client
             .exchange_refresh_token(&RefreshToken::new(refresh_token.to_owned()))
             .map_err(|e| RefreshError::Invalid(e.to_string()))?
-            .request_async(&self.http)
+            .request_async(&via(&self.http))
             .await
             .map_err(|e| match &e {
                 RequestTokenError::ServerResponse(r) => match r.error() {
@@ -239,12 +257,18 @@ impl Oidc {
             .userinfo_url
             .as_ref()
             .ok_or_else(|| OidcError::UserInfo("the IdP has no userinfo endpoint".into()))?;
+        let url = url::Url::parse(url).map_err(|e| OidcError::UserInfo(e.to_string()))?;
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        );
+        let auth = http::HeaderValue::from_str(&format!("Bearer {access_token}"))
+            .map_err(|e| OidcError::UserInfo(e.to_string()))?;
+        headers.insert(http::header::AUTHORIZATION, auth);
         let resp = self
             .http
-            .get(url)
-            .bearer_auth(access_token)
-            .header("accept", "application/json")
-            .send()
+            .get(&url, headers)
             .await
             .map_err(|e| OidcError::UserInfo(e.to_string()))?;
         if !resp.status().is_success() {

@@ -305,6 +305,7 @@ fn sanitized(status: StatusCode, mut out_headers: http::HeaderMap, body: &[u8]) 
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    out_headers.remove(header::CONTENT_LENGTH);
     let mut resp = Response::new(Body::from(envelope.to_string()));
     *resp.status_mut() = status;
     *resp.headers_mut() = out_headers;

@@ -9,6 +9,7 @@
 //! a collector.
 
 mod breaker;
+pub mod ingest;
 mod relay;
 
 #[cfg(test)]
