@@ -24,6 +24,7 @@ pub mod server;
 pub mod status_page;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod upstream;
 pub mod workload;
 

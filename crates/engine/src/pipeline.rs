@@ -53,7 +53,11 @@ pub async fn handle(
         Ok(resp) => resp,
         Err(err) => err.into_response(),
     };
-    response_headers::apply(resp.headers_mut(), &request_id, false);
+    response_headers::apply(
+        resp.headers_mut(),
+        &request_id,
+        gw.config.listen.tls.is_some(),
+    );
     resp
 }
 

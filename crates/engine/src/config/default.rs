@@ -59,6 +59,7 @@ pub fn embedded_default(
             port: port.unwrap_or(DEFAULT_LOCAL_PORT),
             public_url: None,
             trusted_proxies: Vec::new(),
+            tls: None,
         },
         access: AccessControl::default(),
         limits: Limits {

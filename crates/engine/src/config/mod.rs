@@ -139,6 +139,40 @@ pub struct Listen {
     /// Origin without trailing slash, e.g. `https://gw.corp.example`.
     pub public_url: Option<Url>,
     pub trusted_proxies: Vec<IpNet>,
+    /// HTTPS, when configured: PEM certificate chain and key.
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub cert_pem: String,
+    pub key_pem: Secret,
+}
+
+impl TlsConfig {
+    /// The rustls server configuration (HTTP/1.1 and HTTP/2 by ALPN).
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, String> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("cert: {e}"))?;
+        if certs.is_empty() {
+            return Err("cert: no certificate in the PEM".into());
+        }
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.expose().as_bytes())
+            .map_err(|_| "key: no usable private key in the PEM".to_owned())?;
+        let mut cfg = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("cert/key: {e}"))?;
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(cfg)
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -76,8 +76,8 @@ pub struct RawListen {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub trusted_proxies: Vec<IpNet>,
-    /// Reserved: TLS termination.
-    pub tls: Reserved,
+    /// Serve HTTPS with this certificate chain and key (PEM; use `${file:/abs/path}`).
+    pub tls: Option<RawTls>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -336,4 +336,13 @@ pub struct RawWebhook {
     pub fail_closed: Option<bool>,
     /// Allow a loopback webhook URL (tests and sidecars; default false).
     pub allow_loopback: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    /// PEM certificate chain, leaf first.
+    pub cert: String,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
 }

@@ -188,6 +188,14 @@ fn errors_name_the_field_path() {
         ("listen: [1, 2\n", "invalid YAML at line"),
     ];
     let mut failures = Vec::new();
+    let cases: Vec<(&str, &str)> = cases
+        .iter()
+        .copied()
+        .chain([(
+            "listen: {host: 127.0.0.1, tls: {cert: 'not pem', key: 'nope'}}\n",
+            "listen.tls.cert: no certificate in the PEM",
+        )])
+        .collect();
     for (yaml, expected) in cases {
         let yaml = if yaml.contains("upstreams") || expected.starts_with("upstreams:") {
             yaml.to_string()

@@ -123,7 +123,6 @@ fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
     let reserved = [
         ("admin", raw.admin.is_some()),
         ("enforcement", raw.enforcement.is_some()),
-        ("listen.tls", raw.listen.tls.is_some()),
         ("store.postgres_url", raw.store.postgres_url.is_some()),
         ("store.username", raw.store.username.is_some()),
         ("store.password", raw.store.password.is_some()),
@@ -162,11 +161,31 @@ fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
             format!("required when listen.host ({host}) is not a loopback address"),
         ));
     }
+    let tls = match &raw.listen.tls {
+        None => None,
+        Some(t) => {
+            let tls = super::TlsConfig {
+                cert_pem: t.cert.clone(),
+                key_pem: Secret::new(t.key.clone()),
+            };
+            tls.server_config().map_err(|e| {
+                let (field, msg) = e.split_once(": ").unwrap_or(("cert", e.as_str()));
+                let field = if field.starts_with("key") {
+                    "key"
+                } else {
+                    "cert"
+                };
+                ConfigError::at(&format!("listen.tls.{field}"), msg.to_owned())
+            })?;
+            Some(tls)
+        }
+    };
     Ok(Listen {
         host,
         port: raw.listen.port.unwrap_or(DEFAULT_PORT),
         public_url,
         trusted_proxies: raw.listen.trusted_proxies.clone(),
+        tls,
     })
 }
 
