@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod secret;
 pub mod server;
+pub mod spend;
 pub mod status_page;
 pub mod store;
 pub mod telemetry;

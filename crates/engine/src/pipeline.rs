@@ -7,11 +7,12 @@
 //!  -> allow CIDRs
 //!  -> framing limits (414, 431, 411, 413), loopback Host check
 //!  -> public routes (status page, sign-in)   -- no credential
-//!  -> bearer admission (client keys)         -- everything below is authenticated
-//!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, inference
-//!  -> inference: JSON parse -> policy model allowlist -> operator model mapping
-//!     -> routing + failover
-//!     -> response hygiene + usage metering (see `inference`)
+//!  -> admin API (admin keys or admin-group session)
+//!  -> bearer admission (client key, workload token, session)
+//!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, usage, inference
+//!  -> inference: JSON parse -> policy webhook -> policy model allowlist
+//!     -> operator model mapping -> spend reservation (sessions) -> routing + failover
+//!     -> response hygiene + usage metering, settling the reservation (see `inference`)
 //! ```
 //!
 //! Every response, error or not, leaves through [`handle`], which adds `x-request-id` and
@@ -135,6 +136,13 @@ async fn run(
         inference: req.method() == Method::POST
             && matches!(path.as_str(), "/v1/messages" | "/v1/messages/count_tokens"),
     };
+    // Admin API: `x-api-key` from the admin key ring first (no fallback), else an
+    // admin-group session; it authenticates itself.
+    if path == crate::spend::admin::PREFIX
+        || path.starts_with(&format!("{}/", crate::spend::admin::PREFIX))
+    {
+        return Ok(crate::spend::admin::handle(gw, request_id, &admission, req).await);
+    }
     let principal = match auth::admit(&admission, req.headers()).await {
         Ok(p) => p,
         Err(e) => {
@@ -207,7 +215,8 @@ async fn dispatch(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let (allowed, allow_header) = match path {
-        "/v1/models" | "/managed/settings" | "/user/bootstrap" => (Method::GET, "GET"),
+        "/v1/models" | "/managed/settings" | "/user/bootstrap" | "/api/oauth/usage"
+        | "/v1/me/spend" => (Method::GET, "GET"),
         "/v1/messages" | "/v1/messages/count_tokens" => (Method::POST, "POST"),
         "/v1/metrics" | "/v1/logs" | "/v1/traces" => (Method::POST, "POST"),
         _ => return Err(ApiError::NotFound(format!("no route for {method} {path}"))),
@@ -231,6 +240,8 @@ async fn dispatch(
             crate::policy::routes::managed_settings(gw, request_id, principal, req.headers())
         }
         "/user/bootstrap" => crate::policy::routes::user_bootstrap(gw, request_id, principal),
+        "/api/oauth/usage" => crate::spend::usage_api::oauth_usage(gw, principal).await,
+        "/v1/me/spend" => crate::spend::usage_api::me_spend(gw, principal).await,
         "/v1/metrics" | "/v1/logs" | "/v1/traces" => {
             match crate::telemetry::Signal::from_path(path) {
                 Some(signal) => crate::telemetry::ingest::ingest(gw, principal, signal, req).await,

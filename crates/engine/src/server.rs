@@ -223,6 +223,8 @@ pub async fn start_on(
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
+    // Reservations a crash left open are settled from recorded usage, or released.
+    crate::spend::admission::reconcile(&gateway).await;
     let stop = CancellationToken::new();
     let app = Router::new()
         .fallback(pipeline::handle)

@@ -99,5 +99,6 @@ pub fn embedded_default(
         policies: Vec::new(),
         webhook: None,
         telemetry: Default::default(),
+        spend: None,
     })
 }

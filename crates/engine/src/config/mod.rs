@@ -10,6 +10,7 @@ mod expand;
 mod identity;
 pub mod managed;
 pub mod raw;
+mod spend;
 pub mod telemetry;
 mod validate;
 
@@ -84,6 +85,18 @@ pub struct Config {
     pub webhook: Option<crate::policy::webhook::WebhookConfig>,
     /// OTLP forwarding (no destinations: the relay answers 200 and discards).
     pub telemetry: telemetry::TelemetryConfig,
+    /// Spend caps and the admin API, when `admin` is configured.
+    pub spend: Option<SpendConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SpendConfig {
+    pub write_keys: Vec<ClientKeyConfig>,
+    pub read_keys: Vec<ClientKeyConfig>,
+    pub admin_groups: Vec<String>,
+    pub blocked_message: Option<String>,
+    pub group_mode: crate::spend::GroupMode,
+    pub fail_closed: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -49,10 +49,10 @@ pub struct RawConfig {
     pub oidc: Option<RawOidc>,
     /// Managed settings per role (groups / email domain).
     pub managed: Option<super::managed::RawManaged>,
-    /// Reserved: spend admin API.
-    pub admin: Reserved,
-    /// Reserved: spend enforcement.
-    pub enforcement: Reserved,
+    /// Spend caps and their admin API.
+    pub admin: Option<RawAdmin>,
+    /// What happens when the spend store cannot answer.
+    pub enforcement: Option<RawEnforcement>,
     /// OTLP relay: where the gateway forwards Claude Code's telemetry.
     pub telemetry: Option<super::telemetry::RawTelemetry>,
     /// Per-IP limits on the sign-in endpoints.
@@ -345,4 +345,29 @@ pub struct RawTls {
     pub cert: String,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    /// `x-api-key` values that may read and change caps (`{id, key}`, key >= 32 chars).
+    #[serde(default)]
+    pub write_keys: Vec<RawClientKey>,
+    /// `x-api-key` values that may only read.
+    #[serde(default)]
+    pub read_keys: Vec<RawClientKey>,
+    /// Signed-in members of these groups may read and change caps.
+    #[serde(default)]
+    pub admin_groups: Vec<String>,
+    /// Appended to the message of a spend block (e.g. where to ask for more).
+    pub blocked_message: Option<String>,
+    /// `min` (default: the smallest group cap binds) or `max`.
+    pub group_limit_mode: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEnforcement {
+    /// Refuse inference when caps cannot be read (default false: let it through).
+    pub fail_closed_on_error: Option<bool>,
 }

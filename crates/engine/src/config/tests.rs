@@ -399,16 +399,12 @@ fn managed_policies_are_validated() {
 
 #[test]
 fn later_blocks_are_refused_not_ignored() {
-    for (block, path) in [
-        ("admin: {}\n", "admin"),
-        ("enforcement: {fail_closed_on_error: true}\n", "enforcement"),
-        (
-            "store: {postgres_url: 'postgres://x'}\n",
-            "store.postgres_url",
-        ),
+    for block in [
+        "store: {postgres_url: 'postgres://x'}\n",
+        "store: {max_connections: 5}\n",
     ] {
         let got = err(&format!("listen: {{host: 127.0.0.1}}\n{UP}{block}"));
-        assert_eq!(got, format!("not supported yet: {path}"));
+        assert!(got.starts_with("not supported yet: store."), "{got}");
     }
     let got = err(
         "listen: {host: 127.0.0.1}\nupstreams: [{name: b, provider: bedrock, region: us-east-1}]",

@@ -36,6 +36,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let identity = super::identity::validate(&raw, &listen)?;
     let workload = super::identity::validate_workload(&raw)?;
     let webhook = super::identity::validate_webhook(&raw)?;
+    let spend = super::spend::validate(&raw)?;
     let telemetry =
         super::telemetry::validate(raw.telemetry.as_ref().unwrap_or(&Default::default()))?;
     if !telemetry.destinations.is_empty() && listen.public_url.is_none() {
@@ -108,6 +109,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         policies,
         webhook,
         telemetry,
+        spend,
     })
 }
 
@@ -121,8 +123,6 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
 
 fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
     let reserved = [
-        ("admin", raw.admin.is_some()),
-        ("enforcement", raw.enforcement.is_some()),
         ("store.postgres_url", raw.store.postgres_url.is_some()),
         ("store.username", raw.store.username.is_some()),
         ("store.password", raw.store.password.is_some()),

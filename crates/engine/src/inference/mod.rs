@@ -125,7 +125,27 @@ pub async fn handle(
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
         .collect();
-    let facts = RequestFacts {
+    // Spend: reserve the worst case against every binding cap, or refuse before any upstream.
+    let held = match principal {
+        Principal::Session { user, .. } if endpoint == Endpoint::Messages => {
+            match crate::spend::admission::reserve(
+                gw,
+                user,
+                request_id,
+                &head.model,
+                bytes.len(),
+                head.max_tokens,
+            )
+            .await
+            {
+                crate::spend::admission::Admitted::Refused(resp) => return Ok(resp),
+                crate::spend::admission::Admitted::Held(h) => Some(h),
+                crate::spend::admission::Admitted::Unchecked => None,
+            }
+        }
+        _ => None,
+    };
+    let facts_base = RequestFacts {
         request_id: request_id.to_owned(),
         created_at: gw.deps.clock.now(),
         started,
@@ -133,6 +153,7 @@ pub async fn handle(
         endpoint: endpoint.name(),
         model: head.model.clone(),
         stream: head.stream,
+        reservation_id: None,
     };
     let routed = router::route(
         &gw.upstreams,
@@ -143,6 +164,20 @@ pub async fn handle(
         &resolution.not_configured,
     )
     .await;
+    // From here every path records usage, which settles the reservation.
+    let (facts, standings) = match held {
+        Some(h) => {
+            let (id, standings) = h.hand_over();
+            (
+                RequestFacts {
+                    reservation_id: Some(id),
+                    ..facts_base
+                },
+                standings,
+            )
+        }
+        None => (facts_base, Vec::new()),
+    };
     let leg_facts = |leg: usize| {
         let (i, model) = &upstream_models[leg];
         (
@@ -179,6 +214,9 @@ pub async fn handle(
             }
             let mut out_headers = headers::to_caller(response.headers());
             add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+            if status.is_success() {
+                crate::spend::headers::on_success(&mut out_headers, &standings);
+            }
             let format = BodyFormat::from_content_type(
                 response
                     .headers()

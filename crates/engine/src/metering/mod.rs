@@ -52,6 +52,8 @@ pub struct RequestFacts {
     pub endpoint: &'static str,
     pub model: String,
     pub stream: bool,
+    /// The spend reservation to settle with this request's cost.
+    pub reservation_id: Option<String>,
 }
 
 /// Facts about the upstream leg that answered.

@@ -51,12 +51,14 @@ pub fn spawn(
                 }
             };
             let Some(first) = first else { break };
+            let urgent = first.request.reservation_id.is_some();
             finished.push(first);
             // Gather what arrives within a short window: one transaction and one write of
             // event lines per batch instead of per request.
             let window = tokio::time::sleep(BATCH_WINDOW);
             tokio::pin!(window);
-            while finished.len() < BATCH && !stopping {
+            // A charge against a cap is written at once (it must survive a crash).
+            while finished.len() < BATCH && !stopping && !urgent {
                 tokio::select! {
                     f = rx.recv() => match f {
                         Some(f) => finished.push(f),
@@ -142,6 +144,7 @@ fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord
         latency_ms: f.latency.as_millis() as u64,
         ttfb_ms: f.route.ttfb.map(|d| d.as_millis() as u64),
         client_disconnected: f.client_disconnected,
+        reservation_id: f.request.reservation_id.clone(),
     };
     events.push(
         Event::new("inference")

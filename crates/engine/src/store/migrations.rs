@@ -14,11 +14,18 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("../../../../migrations/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../../../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_spend.sql",
+        sql: include_str!("../../../../migrations/sqlite/0002_spend.sql"),
+    },
+];
 
 pub fn latest(list: &[Migration]) -> i64 {
     list.iter().map(|m| m.version).max().unwrap_or(0)
@@ -84,8 +91,8 @@ mod tests {
     #[test]
     fn applies_once_and_refuses_newer_schema() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 1);
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 1);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 2);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 2);
         conn.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES (99, 'future', 0)",
             [],
@@ -95,7 +102,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 1
+                supported: 2
             })
         ));
     }

@@ -4,6 +4,7 @@
 
 mod migrations;
 pub mod sqlite;
+mod sqlite_spend;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -57,6 +58,8 @@ pub struct UsageRecord {
     pub latency_ms: u64,
     pub ttfb_ms: Option<u64>,
     pub client_disconnected: bool,
+    /// The spend reservation this request settles (written in the same transaction).
+    pub reservation_id: Option<String>,
 }
 
 /// Totals over a time range.
@@ -119,4 +122,64 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
     async fn kv_purge_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    // Spend: caps, reservations, standings and the admin audit trail.
+
+    /// Checks every binding cap and reserves in one transaction, or writes nothing.
+    async fn reserve(
+        &self,
+        req: crate::spend::ReserveRequest,
+    ) -> Result<crate::spend::ReserveOutcome, StoreError>;
+    /// Settles an open reservation to `actual_micro` (`released` when nothing is known).
+    async fn settle(
+        &self,
+        reservation_id: &str,
+        actual_micro: u64,
+        released: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Open reservations as `(reservation id, request id)`.
+    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError>;
+    /// Cost of a recorded request, if its usage row exists.
+    async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
+    /// A person's standing in each period.
+    async fn standings(
+        &self,
+        sub: &str,
+        groups: &[String],
+        mode: crate::spend::GroupMode,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::spend::Standing>, StoreError>;
+    /// Creates or replaces the cap for a scope and period, with its audit row.
+    async fn upsert_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError>;
+    async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError>;
+    /// Deletes a cap with its audit row; the deleted cap, if it existed.
+    async fn delete_limit(
+        &self,
+        id: &str,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::spend::SpendLimit>, StoreError>;
+    /// Caps in id order, paged; `true` when more follow.
+    async fn list_limits(
+        &self,
+        scope_type: Option<crate::spend::ScopeType>,
+        after_id: Option<String>,
+        before_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError>;
+    /// Audit rows, newest first, paged by `after_id`.
+    async fn list_audit(
+        &self,
+        after_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError>;
 }

@@ -158,6 +158,12 @@ impl Store for SqliteStore {
                     ])?;
                 }
             }
+            // The charge lands with its usage row, atomically.
+            for r in &rows {
+                if let Some(id) = &r.reservation_id {
+                    super::sqlite_spend::settle_in(&tx, id, r.cost_micro_usd, false, r.created_at)?;
+                }
+            }
             tx.commit()?;
             Ok(())
         })
@@ -198,6 +204,7 @@ impl Store for SqliteStore {
                         latency_ms: u(r.get(18)?),
                         ttfb_ms: r.get::<_, Option<i64>>(19)?.map(u),
                         client_disconnected: r.get(20)?,
+                        reservation_id: None,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -396,6 +403,110 @@ impl Store for SqliteStore {
         })
         .await
     }
+    async fn reserve(
+        &self,
+        req: crate::spend::ReserveRequest,
+    ) -> Result<crate::spend::ReserveOutcome, StoreError> {
+        self.call(move |c| super::sqlite_spend::reserve(c, &req))
+            .await
+    }
+
+    async fn settle(
+        &self,
+        reservation_id: &str,
+        actual_micro: u64,
+        released: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let id = reservation_id.to_owned();
+        self.call(move |c| super::sqlite_spend::settle(c, &id, actual_micro, released, now))
+            .await
+    }
+
+    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.call(super::sqlite_spend::open_reservations).await
+    }
+
+    async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
+        let id = request_id.to_owned();
+        self.call(move |c| super::sqlite_spend::usage_cost(c, &id))
+            .await
+    }
+
+    async fn standings(
+        &self,
+        sub: &str,
+        groups: &[String],
+        mode: crate::spend::GroupMode,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::spend::Standing>, StoreError> {
+        let (sub, groups) = (sub.to_owned(), groups.to_vec());
+        self.call(move |c| super::sqlite_spend::standings(c, &sub, &groups, mode, now))
+            .await
+    }
+
+    async fn upsert_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        let (scope_id, actor) = (scope_id.to_owned(), actor.to_owned());
+        self.call(move |c| {
+            super::sqlite_spend::upsert_limit(
+                c,
+                scope_type,
+                &scope_id,
+                period,
+                amount_cents,
+                &actor,
+                now,
+            )
+        })
+        .await
+    }
+
+    async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
+        let id = id.to_owned();
+        self.call(move |c| super::sqlite_spend::get_limit(c, &id))
+            .await
+    }
+
+    async fn delete_limit(
+        &self,
+        id: &str,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
+        let (id, actor) = (id.to_owned(), actor.to_owned());
+        self.call(move |c| super::sqlite_spend::delete_limit(c, &id, &actor, now))
+            .await
+    }
+
+    async fn list_limits(
+        &self,
+        scope_type: Option<crate::spend::ScopeType>,
+        after_id: Option<String>,
+        before_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError> {
+        self.call(move |c| {
+            super::sqlite_spend::list_limits(c, scope_type, after_id, before_id, limit)
+        })
+        .await
+    }
+
+    async fn list_audit(
+        &self,
+        after_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
+        self.call(move |c| super::sqlite_spend::list_audit(c, after_id, limit))
+            .await
+    }
 }
 
 const LIVE: &str = "(expires_at IS NULL OR expires_at > ?2)";
@@ -428,6 +539,7 @@ mod tests {
             latency_ms: 12,
             ttfb_ms: Some(3),
             client_disconnected: false,
+            reservation_id: None,
         }
     }
 

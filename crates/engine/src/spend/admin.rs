@@ -1,0 +1,378 @@
+//! The spend-limits admin API under `/v1/organizations/spend_limits`: list, create or
+//! replace, get, delete, and the audit trail. Authentication: an `x-api-key` from
+//! `admin.write_keys` / `read_keys` (constant-time; when the header is present there is no
+//! fallback to a bearer), else a session whose groups hit `admin.admin_groups`.
+
+use axum::body::Body;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use super::{Period, ScopeType, SpendLimit};
+use crate::config::ClientKeyConfig;
+use crate::events::Event;
+use crate::server::Gateway;
+
+pub const PREFIX: &str = "/v1/organizations/spend_limits";
+
+pub fn limit_json(l: &SpendLimit) -> Value {
+    let scope = match l.scope_type {
+        ScopeType::Organization => json!({"type": "organization"}),
+        ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": l.scope_id}),
+        ScopeType::User => json!({"type": "user", "user_id": l.scope_id}),
+    };
+    json!({
+        "type": "spend_limit",
+        "id": l.id,
+        "scope": scope,
+        "period": l.period.as_str(),
+        "amount": l.amount_cents.map(|a| a.to_string()),
+        "currency": "USD",
+        "created_at": l.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "updated_at": l.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    })
+}
+
+fn error(status: StatusCode, kind: &str, message: &str, request_id: &str) -> Response<Body> {
+    let mut r = crate::pipeline::json_response(
+        status,
+        json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}),
+    );
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        r.headers_mut().insert("request-id", v);
+    }
+    r
+}
+
+fn ok(status: StatusCode, body: Value, request_id: &str) -> Response<Body> {
+    let mut r = crate::pipeline::json_response(status, body);
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        r.headers_mut().insert("request-id", v);
+    }
+    r
+}
+
+fn key_matches(keys: &[ClientKeyConfig], presented: &str) -> Option<String> {
+    let h = crate::auth::ClientKeys::hash(presented);
+    let mut found = None;
+    for k in keys {
+        if bool::from(k.hash.ct_eq(&h)) && found.is_none() {
+            found = Some(k.id.clone());
+        }
+    }
+    found
+}
+
+/// Who is calling the admin API: `(actor, may_write)`.
+pub async fn authenticate(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    admission: &crate::auth::Admission<'_>,
+) -> Result<(String, bool), (StatusCode, &'static str, &'static str)> {
+    let spend = gw.config.spend.as_ref().ok_or((
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "spend limits are not configured",
+    ))?;
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        if let Some(id) = key_matches(&spend.write_keys, key) {
+            return Ok((format!("key:{id}"), true));
+        }
+        if let Some(id) = key_matches(&spend.read_keys, key) {
+            return Ok((format!("key:{id}"), false));
+        }
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid admin API key",
+        ));
+    }
+    match crate::auth::admit(admission, headers).await {
+        Ok(crate::auth::Principal::Session { user, .. })
+            if user.groups.iter().any(|g| spend.admin_groups.contains(g)) =>
+        {
+            Ok((format!("user:{}", user.sub), true))
+        }
+        Ok(_) => Err((
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "requires an admin key or an admin group",
+        )),
+        Err(_) => Err((
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "missing or invalid credentials",
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeBody {
+    #[serde(rename = "type")]
+    kind: String,
+    rbac_group_id: Option<String>,
+    user_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpsertBody {
+    scope: ScopeBody,
+    amount: Option<Value>,
+    period: String,
+    currency: Option<String>,
+}
+
+fn parse_upsert(bytes: &[u8]) -> Result<(ScopeType, String, Period, Option<i64>), String> {
+    let b: UpsertBody = serde_json::from_slice(bytes).map_err(|e| format!("invalid body: {e}"))?;
+    if b.currency.as_deref().is_some_and(|c| c != "USD") {
+        return Err("currency: only USD is supported".into());
+    }
+    let period = Period::parse(&b.period).ok_or("period: must be daily, weekly or monthly")?;
+    let (scope, id) = match (b.scope.kind.as_str(), b.scope.rbac_group_id, b.scope.user_id) {
+        ("organization", None, None) => (ScopeType::Organization, String::new()),
+        ("rbac_group", Some(g), None) if !g.trim().is_empty() => (ScopeType::RbacGroup, g),
+        ("user", None, Some(u)) if !u.trim().is_empty() => (ScopeType::User, u),
+        _ => return Err("scope: must be {type: organization}, {type: rbac_group, rbac_group_id} or {type: user, user_id}".into()),
+    };
+    let amount = match b.amount {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= 15 && s.bytes().all(|c| c.is_ascii_digit()) =>
+        {
+            Some(s.parse::<i64>().map_err(|_| "amount: too large")?)
+        }
+        Some(_) => {
+            return Err(
+                "amount: must be a string of whole US cents (e.g. \"50000\") or null".into(),
+            );
+        }
+    };
+    Ok((scope, id, period, amount))
+}
+
+fn query(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query()
+        .and_then(|q| serde_urlencoded::from_str(q).ok())
+        .unwrap_or_default()
+}
+
+fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, String> {
+    match q.iter().find(|(k, _)| k == "limit") {
+        None => Ok(default),
+        Some((_, v)) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| "limit: must be 1 to 1000".into()),
+    }
+}
+
+pub async fn handle(
+    gw: &Gateway,
+    request_id: &str,
+    admission: &crate::auth::Admission<'_>,
+    req: Request<Body>,
+) -> Response<Body> {
+    let (actor, may_write) = match authenticate(gw, req.headers(), admission).await {
+        Ok(a) => a,
+        Err((status, kind, message)) => {
+            gw.deps.emit(
+                Event::new("admin.denied")
+                    .with("request_id", request_id)
+                    .with("reason", message),
+            );
+            return error(status, kind, message, request_id);
+        }
+    };
+    let now = gw.deps.clock.now();
+    let path = req.uri().path().to_owned();
+    let rest = path
+        .strip_prefix(PREFIX)
+        .unwrap_or_default()
+        .trim_start_matches('/')
+        .to_owned();
+    let method = req.method().clone();
+    if method != Method::GET && !may_write {
+        gw.deps.emit(
+            Event::new("admin.denied")
+                .with("request_id", request_id)
+                .with("actor", actor)
+                .with("reason", "read_only_key"),
+        );
+        return error(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "requires write:spend_limits",
+            request_id,
+        );
+    }
+    let q = query(req.uri());
+    let store = gw.store.as_ref();
+    let fail = |e: crate::store::StoreError| {
+        tracing::error!(error = %e, "spend limits store error");
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "spend limits are unavailable",
+            request_id,
+        )
+    };
+    match (method, rest.as_str()) {
+        (Method::GET, "") => {
+            let limit = match page_limit(&q, 20) {
+                Ok(l) => l,
+                Err(m) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        &m,
+                        request_id,
+                    );
+                }
+            };
+            let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+            let scope = match get("scope_type").map(|s| ScopeType::parse(&s)) {
+                Some(None) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        "scope_type: unknown",
+                        request_id,
+                    );
+                }
+                Some(s) => s,
+                None => None,
+            };
+            match store
+                .list_limits(scope, get("after_id"), get("before_id"), limit)
+                .await
+            {
+                Ok((rows, more)) => {
+                    let data: Vec<Value> = rows.iter().map(limit_json).collect();
+                    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+                    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+                    ok(
+                        StatusCode::OK,
+                        json!({"data": data, "has_more": more, "first_id": first, "last_id": last}),
+                        request_id,
+                    )
+                }
+                Err(e) => fail(e),
+            }
+        }
+        (Method::POST, "") => {
+            let bytes = match Limited::new(req.into_body(), 64 * 1024).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "request_too_large",
+                        "body too large",
+                        request_id,
+                    );
+                }
+            };
+            let (scope, scope_id, period, amount) = match parse_upsert(&bytes) {
+                Ok(v) => v,
+                Err(m) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        &m,
+                        request_id,
+                    );
+                }
+            };
+            match store
+                .upsert_limit(scope, &scope_id, period, amount, &actor, now)
+                .await
+            {
+                Ok(l) => {
+                    gw.deps.emit(
+                        Event::new("admin.limit.upsert")
+                            .with("request_id", request_id)
+                            .with("actor", actor)
+                            .with("limit", limit_json(&l)),
+                    );
+                    ok(StatusCode::OK, limit_json(&l), request_id)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        (Method::GET, "audit") => {
+            let limit = match page_limit(&q, 100) {
+                Ok(l) => l,
+                Err(m) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        &m,
+                        request_id,
+                    );
+                }
+            };
+            let after = q
+                .iter()
+                .find(|(k, _)| k == "after_id")
+                .map(|(_, v)| v.clone());
+            match store.list_audit(after, limit).await {
+                Ok((rows, more)) => {
+                    let last = rows
+                        .last()
+                        .map(|r| Value::String(r.id.clone()))
+                        .unwrap_or(Value::Null);
+                    ok(
+                        StatusCode::OK,
+                        json!({"data": rows, "has_more": more, "last_id": last}),
+                        request_id,
+                    )
+                }
+                Err(e) => fail(e),
+            }
+        }
+        (Method::GET, id) if !id.contains('/') => match store.get_limit(id).await {
+            Ok(Some(l)) => ok(StatusCode::OK, limit_json(&l), request_id),
+            Ok(None) => error(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "no spend limit with that id",
+                request_id,
+            ),
+            Err(e) => fail(e),
+        },
+        (Method::DELETE, id) if !id.is_empty() && !id.contains('/') => {
+            match store.delete_limit(id, &actor, now).await {
+                Ok(Some(_)) => {
+                    gw.deps.emit(
+                        Event::new("admin.limit.delete")
+                            .with("request_id", request_id)
+                            .with("actor", actor)
+                            .with("id", id),
+                    );
+                    ok(
+                        StatusCode::OK,
+                        json!({"type": "spend_limit_deleted", "id": id}),
+                        request_id,
+                    )
+                }
+                Ok(None) => error(
+                    StatusCode::NOT_FOUND,
+                    "not_found_error",
+                    "no spend limit with that id",
+                    request_id,
+                ),
+                Err(e) => fail(e),
+            }
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            "no such spend limits route",
+            request_id,
+        ),
+    }
+}

@@ -1,0 +1,174 @@
+//! Reserving at admission, and the guard that releases a reservation nobody settled (a
+//! client that leaves before any upstream answered).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::Response;
+
+use super::{ReserveOutcome, ReserveRequest, Standing, new_id, windows, worst_case_micro};
+use crate::events::Event;
+use crate::identity::session::UserIdentity;
+use crate::server::Gateway;
+use crate::store::Store;
+
+/// How long admission waits for the store before applying `fail_closed_on_error`.
+const PRECHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// An open reservation; released on drop unless handed to the meter.
+pub struct Held {
+    pub id: String,
+    pub standings: Vec<Standing>,
+    store: Arc<dyn Store>,
+    tracker: tokio_util::task::TaskTracker,
+    armed: bool,
+}
+
+impl Held {
+    /// The meter settles it from here on.
+    pub fn hand_over(mut self) -> (String, Vec<Standing>) {
+        self.armed = false;
+        (
+            std::mem::take(&mut self.id),
+            std::mem::take(&mut self.standings),
+        )
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        self.tracker.spawn(async move {
+            if let Err(e) = store.settle(&id, 0, true, chrono::Utc::now()).await {
+                tracing::warn!(error = %e, "could not release an unused reservation; it is reconciled at the next start");
+            }
+        });
+    }
+}
+
+pub enum Admitted {
+    /// No caps configured, or caps unreadable and failing open.
+    Unchecked,
+    Held(Held),
+    Refused(Response<Body>),
+}
+
+pub async fn reserve(
+    gw: &Gateway,
+    who: &UserIdentity,
+    request_id: &str,
+    model: &str,
+    body_bytes: usize,
+    max_tokens: Option<u64>,
+) -> Admitted {
+    let Some(spend) = &gw.config.spend else {
+        return Admitted::Unchecked;
+    };
+    let now = gw.deps.clock.now();
+    let pricing = crate::metering::pricing::Pricing::new(gw.config.pricing.clone());
+    let amount = worst_case_micro(&pricing, model, body_bytes, max_tokens);
+    let req = ReserveRequest {
+        reservation_id: new_id("rsv"),
+        request_id: request_id.to_owned(),
+        sub: who.sub.clone(),
+        groups: who.groups.clone(),
+        amount_micro: amount,
+        windows: windows(now),
+        mode: spend.group_mode,
+        now,
+    };
+    let id = req.reservation_id.clone();
+    match tokio::time::timeout(PRECHECK_TIMEOUT, gw.store.reserve(req)).await {
+        Ok(Ok(ReserveOutcome::Reserved(standings))) => Admitted::Held(Held {
+            id,
+            standings,
+            store: gw.store.clone(),
+            tracker: gw.tracker.clone(),
+            armed: true,
+        }),
+        Ok(Ok(ReserveOutcome::Refused {
+            standings,
+            exceeded,
+        })) => {
+            gw.deps.emit(
+                Event::new("spend.blocked")
+                    .with("request_id", request_id)
+                    .with("sub", who.sub.clone())
+                    .with(
+                        "periods",
+                        exceeded.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                    )
+                    .with("reservation_micro_usd", amount),
+            );
+            Admitted::Refused(super::headers::blocked(
+                &standings,
+                &exceeded,
+                spend.blocked_message.as_deref(),
+                now,
+            ))
+        }
+        outcome => {
+            let why = match outcome {
+                Ok(Err(e)) => e.to_string(),
+                _ => "timed out".to_owned(),
+            };
+            tracing::warn!(reason = %why, fail_closed = spend.fail_closed, "spend caps unavailable");
+            gw.deps.emit(
+                Event::new("spend.unavailable")
+                    .with("request_id", request_id)
+                    .with("fail_closed", spend.fail_closed),
+            );
+            if spend.fail_closed {
+                Admitted::Refused(super::headers::unavailable())
+            } else {
+                Admitted::Unchecked
+            }
+        }
+    }
+}
+
+/// Settles (from recorded usage) or releases reservations a crash left open.
+pub async fn reconcile(gw: &Gateway) {
+    let open = match gw.store.open_reservations().await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read open reservations");
+            return;
+        }
+    };
+    for (id, request_id) in open {
+        let now = gw.deps.clock.now();
+        match gw.store.usage_cost(&request_id).await {
+            Ok(Some(cost)) => {
+                if let Err(e) = gw.store.settle(&id, cost, false, now).await {
+                    tracing::warn!(error = %e, "could not settle a reservation");
+                }
+                gw.deps.emit(
+                    Event::new("spend.reservation_settled")
+                        .with("reservation", id)
+                        .with("request_id", request_id)
+                        .with("cost_micro_usd", cost),
+                );
+            }
+            Ok(None) => {
+                if let Err(e) = gw.store.settle(&id, 0, true, now).await {
+                    tracing::warn!(error = %e, "could not release a reservation");
+                }
+                gw.deps.emit(
+                    Event::new("spend.reservation_released")
+                        .with("reservation", id)
+                        .with("request_id", request_id)
+                        .with(
+                            "reason",
+                            "no usage was recorded for this request before the gateway stopped",
+                        ),
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "could not reconcile a reservation"),
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! What callers see of their caps: the `anthropic-ratelimit-unified-*` headers Claude Code
+//! reads on success (past 75 % and 95 %), and the 429 `billing_error` when a cap is reached.
+
+use axum::body::Body;
+use chrono::{DateTime, Utc};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
+use serde_json::json;
+
+use super::{Period, Standing};
+
+const P: &str = "anthropic-ratelimit-unified-";
+
+fn put(h: &mut HeaderMap, name: &str, value: &str) {
+    if let (Ok(n), Ok(v)) = (
+        HeaderName::from_bytes(format!("{P}{name}").as_bytes()),
+        HeaderValue::from_str(value),
+    ) {
+        h.insert(n, v);
+    }
+}
+
+/// The fullest capped period (by settled spend).
+fn fullest(standings: &[Standing]) -> Option<&Standing> {
+    standings
+        .iter()
+        .filter(|s| s.cap_cents.is_some())
+        .max_by(|a, b| a.utilization().total_cmp(&b.utilization()))
+}
+
+/// Headers for a successful response; none for a person without a cap.
+pub fn on_success(h: &mut HeaderMap, standings: &[Standing]) {
+    let Some(s) = fullest(standings) else { return };
+    let u = s.utilization().min(0.99);
+    let threshold = if u > 0.95 {
+        Some("0.95")
+    } else if u > 0.75 {
+        Some("0.75")
+    } else {
+        None
+    };
+    let status = if threshold.is_some() {
+        "allowed_warning"
+    } else {
+        "allowed"
+    };
+    let reset = s.reset.timestamp().to_string();
+    put(h, "status", status);
+    put(h, "representative-claim", "overage");
+    put(h, "overage-status", status);
+    put(h, "overage-utilization", &format!("{u:.2}"));
+    if let Some(t) = threshold {
+        put(h, "overage-surpassed-threshold", t);
+    }
+    put(h, "reset", &reset);
+    put(h, "overage-reset", &reset);
+}
+
+fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// 429 for a request that would go over a cap: the binding that resets last is described.
+pub fn blocked(
+    standings: &[Standing],
+    exceeded: &[Period],
+    blocked_message: Option<&str>,
+    now: DateTime<Utc>,
+) -> Response<Body> {
+    let binding = standings
+        .iter()
+        .filter(|s| exceeded.contains(&s.period))
+        .max_by_key(|s| s.reset);
+    let mut message = match binding {
+        Some(b) => format!(
+            "spend limit reached ({}; resets {})",
+            b.period.as_str(),
+            when(b.reset)
+        ),
+        None => "spend limit reached".to_owned(),
+    };
+    if let Some(m) = blocked_message.filter(|m| !m.trim().is_empty()) {
+        message.push_str(" · ");
+        message.push_str(m.trim());
+    }
+    let mut resp = error_response(&message);
+    let h = resp.headers_mut();
+    if let Some(b) = binding {
+        let secs = (b.reset - now).num_seconds().max(1);
+        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        let reset = b.reset.timestamp().to_string();
+        put(h, "status", "rejected");
+        put(h, "reset", &reset);
+        put(h, "overage-reset", &reset);
+        put(h, "overage-utilization", "1");
+        put(h, "overage-surpassed-threshold", "1");
+        put(h, "overage-period", b.period.as_str());
+        put(h, "overage-disabled-reason", "org_spend_cap_reached");
+    }
+    resp
+}
+
+/// 429 when caps cannot be read and the gateway fails closed.
+pub fn unavailable() -> Response<Body> {
+    let mut resp = error_response(
+        "spend limit unavailable: the gateway cannot read spend caps right now; try again shortly",
+    );
+    put(resp.headers_mut(), "overage-disabled-reason", "fetch_error");
+    resp
+}
+
+fn error_response(message: &str) -> Response<Body> {
+    let body = json!({"type": "error", "error": {"type": "billing_error", "message": message}});
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert("x-should-retry", HeaderValue::from_static("false"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use chrono::TimeZone;
+
+    fn st(period: Period, cap: Option<i64>, spent_cents: u64, reset_day: u32) -> Standing {
+        Standing {
+            period,
+            cap_cents: cap,
+            cap_scope: None,
+            spent_micro: spent_cents * 10_000,
+            reserved_micro: 0,
+            reset: Utc
+                .with_ymd_and_hms(2026, 12, reset_day, 0, 0, 0)
+                .single()
+                .unwrap(),
+        }
+    }
+
+    #[test]
+    fn thresholds_are_strictly_greater() {
+        for (spent, threshold, status) in [
+            (75, None, "allowed"),
+            (76, Some("0.75"), "allowed_warning"),
+            (95, Some("0.75"), "allowed_warning"),
+            (96, Some("0.95"), "allowed_warning"),
+            (100, Some("0.95"), "allowed_warning"),
+        ] {
+            let mut h = HeaderMap::new();
+            on_success(
+                &mut h,
+                &[
+                    st(Period::Daily, Some(100), spent, 2),
+                    st(Period::Monthly, None, 0, 31),
+                ],
+            );
+            assert_eq!(h[format!("{P}status").as_str()], status, "{spent}");
+            assert_eq!(
+                h.get(format!("{P}overage-surpassed-threshold").as_str())
+                    .map(|v| v.to_str().unwrap()),
+                threshold,
+                "{spent}"
+            );
+        }
+        let mut h = HeaderMap::new();
+        on_success(&mut h, &[st(Period::Daily, Some(100), 99, 2)]);
+        assert_eq!(h[format!("{P}overage-utilization").as_str()], "0.99");
+        let mut none = HeaderMap::new();
+        on_success(&mut none, &[st(Period::Daily, None, 500, 2)]);
+        assert!(none.is_empty(), "no headers for a person without a cap");
+    }
+
+    #[test]
+    fn blocked_describes_the_binding_that_resets_last() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 12, 1, 12, 0, 0)
+            .single()
+            .unwrap();
+        let s = [
+            st(Period::Daily, Some(100), 100, 2),
+            st(Period::Monthly, Some(1000), 1000, 31),
+        ];
+        let r = blocked(
+            &s,
+            &[Period::Daily, Period::Monthly],
+            Some("Ask the platform team."),
+            now,
+        );
+        assert_eq!(r.status(), 429);
+        let h = r.headers();
+        assert_eq!(h["x-should-retry"], "false");
+        assert_eq!(h[format!("{P}overage-period").as_str()], "monthly");
+        assert_eq!(
+            h["retry-after"],
+            (Utc.with_ymd_and_hms(2026, 12, 31, 0, 0, 0)
+                .single()
+                .unwrap()
+                - now)
+                .num_seconds()
+                .to_string()
+                .as_str()
+        );
+        assert!(h.get(format!("{P}representative-claim").as_str()).is_none());
+    }
+}

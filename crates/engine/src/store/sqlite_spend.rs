@@ -1,0 +1,393 @@
+//! The SQLite side of spend: synchronous functions run on the store's own thread, each in
+//! one `BEGIN IMMEDIATE` transaction (SQLite has one writer, so a check and the write that
+//! follows it cannot interleave with another request's).
+
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::StoreError;
+use crate::spend::{
+    AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
+    binding_cap, new_id, windows,
+};
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
+    let scope: String = r.get(1)?;
+    let period: String = r.get(3)?;
+    Ok(SpendLimit {
+        id: r.get(0)?,
+        scope_type: ScopeType::parse(&scope).unwrap_or(ScopeType::Organization),
+        scope_id: r.get(2)?,
+        period: Period::parse(&period).unwrap_or(Period::Monthly),
+        amount_cents: r.get(4)?,
+        created_at: from_ms(r.get(5)?),
+        updated_at: from_ms(r.get(6)?),
+    })
+}
+
+const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at";
+
+/// Every cap that can bind this person.
+fn candidate_limits(
+    tx: &Transaction<'_>,
+    sub: &str,
+    groups: &[String],
+) -> Result<Vec<SpendLimit>, StoreError> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {LIMIT_COLS} FROM spend_limits
+         WHERE scope_type = 'organization' OR (scope_type = 'user' AND scope_id = ?1) OR scope_type = 'rbac_group'"
+    ))?;
+    let rows = stmt
+        .query_map(params![sub], limit_row)?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|l| l.scope_type != ScopeType::RbacGroup || groups.contains(&l.scope_id))
+        .collect();
+    Ok(rows)
+}
+
+fn spend_row(
+    tx: &Transaction<'_>,
+    sub: &str,
+    period: Period,
+    start: i64,
+) -> Result<(u64, u64), StoreError> {
+    let row = tx
+        .query_row(
+            "SELECT spent_micro, reserved_micro FROM spend WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
+            params![sub, period.as_str(), start],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?;
+    Ok(row.map_or((0, 0), |(s, r)| (s.max(0) as u64, r.max(0) as u64)))
+}
+
+fn standings_in(
+    tx: &Transaction<'_>,
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+    now: DateTime<Utc>,
+) -> Result<Vec<Standing>, StoreError> {
+    let limits = candidate_limits(tx, sub, groups)?;
+    let mut out = Vec::with_capacity(3);
+    for w in windows(now) {
+        let cap = binding_cap(&limits, w.period, sub, groups, mode);
+        let (spent, reserved) = spend_row(tx, sub, w.period, ms(w.start))?;
+        out.push(Standing {
+            period: w.period,
+            cap_cents: cap.map(|c| c.0),
+            cap_scope: cap.map(|c| c.1),
+            spent_micro: spent,
+            reserved_micro: reserved,
+            reset: w.reset,
+        });
+    }
+    Ok(out)
+}
+
+pub fn standings(
+    conn: &mut Connection,
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+    now: DateTime<Utc>,
+) -> Result<Vec<Standing>, StoreError> {
+    let tx = conn.transaction()?;
+    let s = standings_in(&tx, sub, groups, mode, now)?;
+    tx.commit()?;
+    Ok(s)
+}
+
+pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut standings = standings_in(&tx, &req.sub, &req.groups, req.mode, req.now)?;
+    let exceeded: Vec<Period> = standings
+        .iter()
+        .filter(|s| {
+            s.cap_cents.is_some_and(|cap| {
+                let cap_micro = u128::from(cap.max(0) as u64) * 10_000;
+                u128::from(s.spent_micro)
+                    + u128::from(s.reserved_micro)
+                    + u128::from(req.amount_micro)
+                    > cap_micro
+            })
+        })
+        .map(|s| s.period)
+        .collect();
+    if !exceeded.is_empty() {
+        return Ok(ReserveOutcome::Refused {
+            standings,
+            exceeded,
+        });
+    }
+    let now = ms(req.now);
+    let amount = i64::try_from(req.amount_micro).unwrap_or(i64::MAX);
+    for w in &req.windows {
+        tx.execute(
+            "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
+             VALUES (?1, ?2, ?3, 0, ?4, ?5)
+             ON CONFLICT (principal, period, period_start)
+             DO UPDATE SET reserved_micro = reserved_micro + excluded.reserved_micro, updated_at = excluded.updated_at",
+            params![req.sub, w.period.as_str(), ms(w.start), amount, now],
+        )?;
+    }
+    tx.execute(
+        "INSERT INTO reservations (id, principal, request_id, created_at, amount_micro, daily_start, weekly_start,
+            monthly_start, state)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open')",
+        params![
+            req.reservation_id,
+            req.sub,
+            req.request_id,
+            now,
+            amount,
+            ms(req.windows[0].start),
+            ms(req.windows[1].start),
+            ms(req.windows[2].start)
+        ],
+    )?;
+    tx.commit()?;
+    for s in &mut standings {
+        s.reserved_micro += req.amount_micro;
+    }
+    Ok(ReserveOutcome::Reserved(standings))
+}
+
+/// Settles inside an open transaction (also used by the usage-row insert).
+pub fn settle_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    actual_micro: u64,
+    released: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let row = tx
+        .query_row(
+            "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start FROM reservations
+             WHERE id = ?1 AND state = 'open'",
+            params![id],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?])),
+        )
+        .optional()?;
+    let Some((sub, amount, starts)) = row else {
+        return Ok(false);
+    };
+    let actual = i64::try_from(actual_micro).unwrap_or(i64::MAX);
+    for (period, start) in Period::ALL.iter().zip(starts) {
+        tx.execute(
+            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0), spent_micro = spent_micro + ?5, updated_at = ?6
+             WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
+            params![sub, period.as_str(), start, amount, actual, ms(now)],
+        )?;
+    }
+    tx.execute(
+        "UPDATE reservations SET state = ?2, settled_micro = ?3 WHERE id = ?1",
+        params![id, if released { "released" } else { "settled" }, actual],
+    )?;
+    Ok(true)
+}
+
+pub fn settle(
+    conn: &mut Connection,
+    id: &str,
+    actual_micro: u64,
+    released: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let done = settle_in(&tx, id, actual_micro, released, now)?;
+    tx.commit()?;
+    Ok(done)
+}
+
+pub fn open_reservations(conn: &mut Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT id, request_id FROM reservations WHERE state = 'open' ORDER BY created_at",
+    )?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn usage_cost(conn: &mut Connection, request_id: &str) -> Result<Option<u64>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT SUM(cost_micro_usd) FROM usage_events WHERE request_id = ?1",
+            params![request_id],
+            |r| r.get::<_, Option<i64>>(0),
+        )?
+        .map(|v| v.max(0) as u64))
+}
+
+fn audit(
+    tx: &Transaction<'_>,
+    actor: &str,
+    action: &str,
+    limit_id: &str,
+    before: Option<&SpendLimit>,
+    after: Option<&SpendLimit>,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let j = |l: Option<&SpendLimit>| {
+        l.and_then(|l| serde_json::to_string(&crate::spend::admin::limit_json(l)).ok())
+    };
+    tx.execute(
+        "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![new_id("spla"), ms(now), actor, action, limit_id, j(before), j(after)],
+    )?;
+    Ok(())
+}
+
+pub fn upsert_limit(
+    conn: &mut Connection,
+    scope_type: ScopeType,
+    scope_id: &str,
+    period: Period,
+    amount: Option<i64>,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<SpendLimit, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let before = tx
+        .query_row(
+            &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE scope_type = ?1 AND scope_id = ?2 AND period = ?3"),
+            params![scope_type.as_str(), scope_id, period.as_str()],
+            limit_row,
+        )
+        .optional()?;
+    let after = SpendLimit {
+        id: before
+            .as_ref()
+            .map_or_else(|| new_id("spl"), |b| b.id.clone()),
+        scope_type,
+        scope_id: scope_id.to_owned(),
+        period,
+        amount_cents: amount,
+        created_at: before.as_ref().map_or(now, |b| b.created_at),
+        updated_at: now,
+    };
+    tx.execute(
+        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
+            updated_at = excluded.updated_at",
+        params![after.id, scope_type.as_str(), scope_id, period.as_str(), amount, ms(after.created_at), ms(now)],
+    )?;
+    let action = if before.is_some() {
+        "spend_limit.update"
+    } else {
+        "spend_limit.create"
+    };
+    audit(
+        &tx,
+        actor,
+        action,
+        &after.id,
+        before.as_ref(),
+        Some(&after),
+        now,
+    )?;
+    tx.commit()?;
+    Ok(after)
+}
+
+pub fn get_limit(conn: &mut Connection, id: &str) -> Result<Option<SpendLimit>, StoreError> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE id = ?1"),
+            params![id],
+            limit_row,
+        )
+        .optional()?)
+}
+
+pub fn delete_limit(
+    conn: &mut Connection,
+    id: &str,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<SpendLimit>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let before = tx
+        .query_row(
+            &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE id = ?1"),
+            params![id],
+            limit_row,
+        )
+        .optional()?;
+    if let Some(b) = &before {
+        tx.execute("DELETE FROM spend_limits WHERE id = ?1", params![id])?;
+        audit(&tx, actor, "spend_limit.delete", id, Some(b), None, now)?;
+    }
+    tx.commit()?;
+    Ok(before)
+}
+
+pub fn list_limits(
+    conn: &mut Connection,
+    scope_type: Option<ScopeType>,
+    after_id: Option<String>,
+    before_id: Option<String>,
+    limit: usize,
+) -> Result<(Vec<SpendLimit>, bool), StoreError> {
+    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let scope = scope_type.map(ScopeType::as_str);
+    let (order, cursor, cmp) = match (&after_id, &before_id) {
+        (_, Some(b)) => ("DESC", Some(b.clone()), "<"),
+        (Some(a), None) => ("ASC", Some(a.clone()), ">"),
+        (None, None) => ("ASC", None, ">"),
+    };
+    let sql = format!(
+        "SELECT {LIMIT_COLS} FROM spend_limits WHERE (?1 IS NULL OR scope_type = ?1) AND (?2 IS NULL OR id {cmp} ?2)
+         ORDER BY id {order} LIMIT ?3"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt
+        .query_map(params![scope, cursor, take], limit_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    if before_id.is_some() {
+        rows.reverse();
+    }
+    Ok((rows, more))
+}
+
+pub fn list_audit(
+    conn: &mut Connection,
+    after_id: Option<String>,
+    limit: usize,
+) -> Result<(Vec<AuditRow>, bool), StoreError> {
+    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare(
+        "SELECT id, at, actor, action, limit_id, before, after FROM admin_audit
+         WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
+    )?;
+    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+    let mut rows = stmt
+        .query_map(params![after_id, take], |r| {
+            Ok(AuditRow {
+                id: r.get(0)?,
+                at: from_ms(r.get(1)?),
+                actor: r.get(2)?,
+                action: r.get(3)?,
+                limit_id: r.get(4)?,
+                before: parse(r.get(5)?),
+                after: parse(r.get(6)?),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    Ok((rows, more))
+}

@@ -1,0 +1,528 @@
+//! Spend caps: reservations keep concurrent requests under a cap, 429 `billing_error` with
+//! the documented headers, usage headers past 75 % and 95 %, the admin API with its audit
+//! trail, the self-service endpoints, and reconciliation of reservations a crash left open.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use fake_upstream::FakeConfig;
+use gatehouse_engine::identity::keys::KeyRing;
+use gatehouse_engine::identity::session::{self, UserIdentity};
+use gatehouse_engine::secret::Secret;
+use gatehouse_tests::{SESSION_SECRET_A, SignInGateway, sign_in_gateway};
+use serde_json::{Value, json};
+
+const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
+const READ_KEY: &str = "admin-read-key-0123456789abcdef01234567890";
+const ADMIN: &str = "admin:\n  write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]\n  read_keys: [{id: audit, key: admin-read-key-0123456789abcdef01234567890}]\n  admin_groups: [platform]\n  blocked_message: Ask the platform team for more.\n";
+
+fn token(s: &SignInGateway, sub: &str, groups: &[&str]) -> String {
+    let who = UserIdentity {
+        sub: sub.into(),
+        email: Some(format!("{sub}@corp.example")),
+        name: None,
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    };
+    session::mint(
+        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
+        &s.origin,
+        3600,
+        chrono::Utc::now(),
+        &who,
+    )
+    .unwrap()
+    .0
+}
+
+async fn set_limit(s: &SignInGateway, body: Value) -> Value {
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/organizations/spend_limits"))
+            .header("x-api-key", WRITE_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+fn msg(max_tokens: u64) -> Value {
+    json!({"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "stream": false, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+async fn infer(s: &SignInGateway, t: &str, body: &Value) -> reqwest::Response {
+    s.gw.client
+        .post(s.gw.url("/v1/messages"))
+        .bearer_auth(t)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn concurrent_requests_never_overshoot_a_cap() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    // The upstream answers slowly, so every request is in flight at once.
+    s.gw.fake.set_config(FakeConfig {
+        header_delay_ms: 400,
+        ..FakeConfig::default()
+    });
+    set_limit(
+        &s,
+        json!({"scope": {"type": "user", "user_id": "alice"}, "amount": "2", "period": "daily"}),
+    )
+    .await;
+    let alice = token(&s, "alice", &["engineering"]);
+    let body = msg(256);
+    let pricing = gatehouse_engine::metering::pricing::Pricing::new(
+        gatehouse_engine::config::PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![],
+        },
+    );
+    let worst = gatehouse_engine::spend::worst_case_micro(
+        &pricing,
+        "claude-sonnet-4-6",
+        serde_json::to_vec(&body).unwrap().len(),
+        Some(256),
+    );
+    let fits = (2 * 10_000 / worst) as usize;
+    assert!(fits >= 2, "test premise: {worst}");
+    let results = futures_util::future::join_all((0..30).map(|_| infer(&s, &alice, &body))).await;
+    let admitted = results.iter().filter(|r| r.status() == 200).count();
+    let refused: Vec<&reqwest::Response> = results.iter().filter(|r| r.status() == 429).collect();
+    assert_eq!(admitted, fits, "exactly what the reservations allow");
+    assert_eq!(admitted + refused.len(), 30);
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.headers()["x-should-retry"] == "false")
+    );
+    assert_eq!(
+        s.gw.fake.requests().len(),
+        admitted,
+        "refused requests never reached the upstream"
+    );
+    let rows = s.gw.usage_rows(admitted).await;
+    let charged: u64 = rows.iter().map(|r| r.cost_micro_usd).sum();
+    assert!(
+        charged <= 20_000,
+        "charged {charged} micro-USD against a 2-cent cap"
+    );
+    // Settled: what is charged is the usage, and nothing stays reserved.
+    let me: Value =
+        s.gw.client
+            .get(s.gw.url("/v1/me/spend"))
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let daily = &me["periods"][0];
+    assert_eq!(daily["period"], "daily");
+    assert_eq!(daily["spent_micro_usd"], charged);
+    assert_eq!(daily["reserved_micro_usd"], 0);
+    assert_eq!(daily["limit_cents"], 2);
+    assert_eq!(daily["limit_scope"], "user");
+}
+
+#[tokio::test]
+async fn usage_headers_past_thresholds_then_the_block() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    set_limit(&s, json!({"scope": {"type": "rbac_group", "rbac_group_id": "engineering"}, "amount": "100", "period": "monthly", "currency": "USD"})).await;
+    let bob = token(&s, "bob", &["engineering"]);
+    let out = |n: u32| FakeConfig {
+        output_tokens: n,
+        ..FakeConfig::default()
+    };
+    let h = |r: &reqwest::Response, n: &str| {
+        r.headers()
+            .get(format!("anthropic-ratelimit-unified-{n}"))
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    // 52,000 output tokens of Sonnet: 78 cents.
+    s.gw.fake.set_config(out(52_000));
+    let r = infer(&s, &bob, &msg(60_000)).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(h(&r, "status").as_deref(), Some("allowed"));
+    assert_eq!(h(&r, "overage-surpassed-threshold"), None);
+    s.gw.usage_rows(1).await;
+    // 12,000 more: 96 cents. This response reports 78 % used.
+    s.gw.fake.set_config(out(12_000));
+    let r = infer(&s, &bob, &msg(12_000)).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(h(&r, "status").as_deref(), Some("allowed_warning"));
+    assert_eq!(
+        h(&r, "overage-surpassed-threshold").as_deref(),
+        Some("0.75")
+    );
+    assert_eq!(h(&r, "overage-utilization").as_deref(), Some("0.78"));
+    assert_eq!(h(&r, "representative-claim").as_deref(), Some("overage"));
+    s.gw.usage_rows(2).await;
+    s.gw.fake.set_config(out(100));
+    let r = infer(&s, &bob, &msg(100)).await;
+    assert_eq!(
+        h(&r, "overage-surpassed-threshold").as_deref(),
+        Some("0.95")
+    );
+    s.gw.usage_rows(3).await;
+    // A request whose worst case does not fit is refused, before any upstream.
+    let before = s.gw.fake.requests().len();
+    let r = infer(&s, &bob, &msg(12_000)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["x-should-retry"], "false");
+    assert_eq!(h(&r, "status").as_deref(), Some("rejected"));
+    assert_eq!(h(&r, "overage-period").as_deref(), Some("monthly"));
+    assert_eq!(
+        h(&r, "overage-disabled-reason").as_deref(),
+        Some("org_spend_cap_reached")
+    );
+    assert!(h(&r, "representative-claim").is_none() && h(&r, "overage-status").is_none());
+    let retry: i64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry > 0);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "billing_error");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("spend limit reached (monthly; resets ")
+            && m.ends_with(" · Ask the platform team for more."),
+        "{m}"
+    );
+    assert_eq!(s.gw.fake.requests().len(), before);
+    // count_tokens is never blocked.
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/messages/count_tokens"))
+            .bearer_auth(&bob)
+            .json(&msg(10))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    // The usage endpoint Claude Code reads for `/usage`.
+    let u: Value =
+        s.gw.client
+            .get(s.gw.url("/api/oauth/usage"))
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(u["extra_usage"]["monthly_limit"], 100);
+    assert!(u["extra_usage"]["used_credits"].as_u64().unwrap() >= 96);
+    assert_eq!(u["limits"][0]["group"], "monthly");
+    assert_eq!(u["limits"][0]["is_active"], true);
+    // A person without a cap: spend only, no limits.
+    let carol = token(&s, "carol", &["sales"]);
+    let u: Value =
+        s.gw.client
+            .get(s.gw.url("/api/oauth/usage"))
+            .bearer_auth(&carol)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(u["limits"], json!([]));
+    assert_eq!(u["extra_usage"]["monthly_limit"], Value::Null);
+    assert_eq!(u["extra_usage"]["daily"]["limit"], Value::Null);
+}
+
+#[tokio::test]
+async fn admin_api_auth_shapes_and_audit() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    let url = s.gw.url("/v1/organizations/spend_limits");
+    let c = &s.gw.client;
+    let created = set_limit(
+        &s,
+        json!({"scope": {"type": "organization"}, "amount": "50000", "period": "monthly"}),
+    )
+    .await;
+    assert_eq!(created["type"], "spend_limit");
+    assert!(created["id"].as_str().unwrap().starts_with("spl_"));
+    assert_eq!(created["amount"], "50000");
+    assert_eq!(created["currency"], "USD");
+    assert_eq!(created["scope"], json!({"type": "organization"}));
+    // Create-or-replace by scope and period keeps the id.
+    let replaced = set_limit(
+        &s,
+        json!({"scope": {"type": "organization"}, "amount": null, "period": "monthly"}),
+    )
+    .await;
+    assert_eq!(replaced["id"], created["id"]);
+    assert_eq!(replaced["amount"], Value::Null);
+    let g = set_limit(&s, json!({"scope": {"type": "rbac_group", "rbac_group_id": "eng"}, "amount": "0", "period": "daily"})).await;
+    set_limit(
+        &s,
+        json!({"scope": {"type": "user", "user_id": "dave"}, "amount": "700", "period": "weekly"}),
+    )
+    .await;
+
+    // Read key: GET yes, mutation no.
+    let r = c
+        .get(&url)
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("request-id").is_some());
+    let list: Value = r.json().await.unwrap();
+    assert_eq!(list["data"].as_array().unwrap().len(), 3);
+    let r = c
+        .post(&url)
+        .header("x-api-key", READ_KEY)
+        .json(&json!({"scope": {"type": "organization"}, "amount": "1", "period": "daily"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["message"], "requires write:spend_limits");
+    assert!(e["request_id"].is_string());
+    // A present x-api-key never falls back to the bearer, even an admin's.
+    let admin = token(&s, "pat", &["platform"]);
+    let r = c
+        .get(&url)
+        .header("x-api-key", "wrong-key")
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        c.get(&url)
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        c.get(&url)
+            .bearer_auth(token(&s, "eve", &["sales"]))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(c.get(&url).send().await.unwrap().status(), 401);
+
+    // Paging and filtering.
+    let page: Value = c
+        .get(format!("{url}?limit=1"))
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["has_more"], true);
+    let next: Value = c
+        .get(format!(
+            "{url}?limit=5&after_id={}",
+            page["last_id"].as_str().unwrap()
+        ))
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(next["data"].as_array().unwrap().len(), 2);
+    let groups: Value = c
+        .get(format!("{url}?scope_type=rbac_group"))
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        groups["data"][0]["scope"],
+        json!({"type": "rbac_group", "rbac_group_id": "eng"})
+    );
+
+    // Bad bodies.
+    for body in [
+        json!({"scope": {"type": "user"}, "amount": "1", "period": "daily"}),
+        json!({"scope": {"type": "organization"}, "amount": 5, "period": "daily"}),
+        json!({"scope": {"type": "organization"}, "amount": "-5", "period": "daily"}),
+        json!({"scope": {"type": "organization"}, "amount": "5", "period": "hourly"}),
+        json!({"scope": {"type": "organization"}, "amount": "5", "period": "daily", "currency": "EUR"}),
+        json!({"scope": {"type": "organization"}, "amount": "5", "period": "daily", "extra": 1}),
+    ] {
+        let r = c
+            .post(&url)
+            .header("x-api-key", WRITE_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+    }
+
+    // Get, delete, and the audit trail matches every mutation.
+    let id = g["id"].as_str().unwrap();
+    let got: Value = c
+        .get(format!("{url}/{id}"))
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["amount"], "0");
+    let del: Value = c
+        .delete(format!("{url}/{id}"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(del, json!({"type": "spend_limit_deleted", "id": id}));
+    assert_eq!(
+        c.get(format!("{url}/{id}"))
+            .header("x-api-key", READ_KEY)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let audit: Value = c
+        .get(format!("{url}/audit"))
+        .header("x-api-key", READ_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = audit["data"].as_array().unwrap();
+    let actions: Vec<&str> = rows.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        actions,
+        vec![
+            "spend_limit.delete",
+            "spend_limit.create",
+            "spend_limit.create",
+            "spend_limit.update",
+            "spend_limit.create"
+        ]
+    );
+    assert_eq!(rows[0]["actor"], "user:pat");
+    assert_eq!(rows[0]["before"]["amount"], "0");
+    assert_eq!(rows[0]["after"], Value::Null);
+    assert_eq!(rows[3]["before"]["amount"], "50000");
+    assert_eq!(rows[3]["after"]["amount"], Value::Null);
+    assert_eq!(rows[4]["actor"], "key:ops");
+}
+
+#[tokio::test]
+async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    set_limit(&s, json!({"scope": {"type": "rbac_group", "rbac_group_id": "interns"}, "amount": "0", "period": "daily"})).await;
+    let intern = token(&s, "ivy", &["interns"]);
+    assert_eq!(infer(&s, &intern, &msg(10)).await.status(), 429);
+
+    // Reservations a crash left open: one whose usage row made it, one without.
+    let store = s.gw.handle.store();
+    let now = chrono::Utc::now();
+    let reserve = |id: &str, req: &str| gatehouse_engine::spend::ReserveRequest {
+        reservation_id: id.into(),
+        request_id: req.into(),
+        sub: "zed".into(),
+        groups: vec![],
+        amount_micro: 50_000,
+        windows: gatehouse_engine::spend::windows(now),
+        mode: gatehouse_engine::spend::GroupMode::Min,
+        now,
+    };
+    store.reserve(reserve("rsv_a", "req-a")).await.unwrap();
+    store.reserve(reserve("rsv_b", "req-b")).await.unwrap();
+    let mut row = s.gw.usage_rows(0).await.into_iter().next();
+    let _ = row.take();
+    store
+        .insert_usage(vec![gatehouse_engine::store::UsageRecord {
+            request_id: "req-a".into(),
+            created_at: now,
+            principal: "user:zed".into(),
+            endpoint: "messages".into(),
+            model: "claude-sonnet-4-6".into(),
+            upstream: Some("primary".into()),
+            upstream_model: Some("claude-sonnet-4-6".into()),
+            status: 200,
+            route_reason: "primary: first in order, ok 200".into(),
+            stream: true,
+            input_tokens: 10,
+            output_tokens: 10,
+            cache_read_tokens: 0,
+            cache_write_5m_tokens: 0,
+            cache_write_1h_tokens: 0,
+            web_search_requests: 0,
+            cost_micro_usd: 180,
+            usage_source: "reported".into(),
+            latency_ms: 5,
+            ttfb_ms: Some(1),
+            client_disconnected: false,
+            reservation_id: None,
+        }])
+        .await
+        .unwrap();
+    // Restart on the same database.
+    let gatehouse_tests::SignInGateway {
+        gw,
+        idp,
+        clock,
+        origin,
+    } = s;
+    let gatehouse_tests::TestGateway {
+        handle, fake, dir, ..
+    } = gw;
+    let config = handle.gateway().config.clone();
+    handle.shutdown().await;
+    let restarted = gatehouse_tests::TestGateway::start_config(config, fake, dir).await;
+    let released = restarted.events.named("spend.reservation_released");
+    let settled = restarted.events.named("spend.reservation_settled");
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0]["reservation"], "rsv_b");
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0]["cost_micro_usd"], 180);
+    let standing = restarted
+        .handle
+        .store()
+        .standings("zed", &[], gatehouse_engine::spend::GroupMode::Min, now)
+        .await
+        .unwrap();
+    assert_eq!(standing[0].spent_micro, 180);
+    assert_eq!(standing[0].reserved_micro, 0);
+    assert!(
+        restarted
+            .handle
+            .store()
+            .open_reservations()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    drop((idp, clock, origin));
+}
