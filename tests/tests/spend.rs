@@ -462,30 +462,33 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
     let mut row = s.gw.usage_rows(0).await.into_iter().next();
     let _ = row.take();
     store
-        .insert_usage(vec![gatehouse_engine::store::UsageRecord {
-            request_id: "req-a".into(),
-            created_at: now,
-            principal: "user:zed".into(),
-            endpoint: "messages".into(),
-            model: "claude-sonnet-4-6".into(),
-            upstream: Some("primary".into()),
-            upstream_model: Some("claude-sonnet-4-6".into()),
-            status: 200,
-            route_reason: "primary: first in order, ok 200".into(),
-            stream: true,
-            input_tokens: 10,
-            output_tokens: 10,
-            cache_read_tokens: 0,
-            cache_write_5m_tokens: 0,
-            cache_write_1h_tokens: 0,
-            web_search_requests: 0,
-            cost_micro_usd: 180,
-            usage_source: "reported".into(),
-            latency_ms: 5,
-            ttfb_ms: Some(1),
-            client_disconnected: false,
-            reservation_id: None,
-        }])
+        .insert_usage(
+            vec![gatehouse_engine::store::UsageRecord {
+                request_id: "req-a".into(),
+                created_at: now,
+                principal: "user:zed".into(),
+                endpoint: "messages".into(),
+                model: "claude-sonnet-4-6".into(),
+                upstream: Some("primary".into()),
+                upstream_model: Some("claude-sonnet-4-6".into()),
+                status: 200,
+                route_reason: "primary: first in order, ok 200".into(),
+                stream: true,
+                input_tokens: 10,
+                output_tokens: 10,
+                cache_read_tokens: 0,
+                cache_write_5m_tokens: 0,
+                cache_write_1h_tokens: 0,
+                web_search_requests: 0,
+                cost_micro_usd: 180,
+                usage_source: "reported".into(),
+                latency_ms: 5,
+                ttfb_ms: Some(1),
+                client_disconnected: false,
+                reservation_id: None,
+            }]
+            .into(),
+        )
         .await
         .unwrap();
     // Restart on the same database.

@@ -128,11 +128,14 @@ pub async fn handle(
     // Spend: reserve the worst case against every binding cap, or refuse before any upstream.
     let held = match principal {
         Principal::Session { user, .. } if endpoint == Endpoint::Messages => {
+            let models: Vec<&str> = std::iter::once(head.model.as_str())
+                .chain(upstream_models.iter().map(|(_, m)| m.as_str()))
+                .collect();
             match crate::spend::admission::reserve(
                 gw,
                 user,
                 request_id,
-                &head.model,
+                &models,
                 bytes.len(),
                 head.max_tokens,
             )

@@ -87,6 +87,7 @@ pub fn spawn(
 }
 
 async fn write(store: &dyn Store, rows: Vec<UsageRecord>) {
+    let rows = Arc::new(rows);
     let mut delay = Duration::from_millis(50);
     for attempt in 1..=5 {
         match store.insert_usage(rows.clone()).await {

@@ -57,11 +57,12 @@ pub enum Admitted {
     Refused(Response<Body>),
 }
 
+/// `models`: the requested id and every upstream id it may be sent as; the dearest prices it.
 pub async fn reserve(
     gw: &Gateway,
     who: &UserIdentity,
     request_id: &str,
-    model: &str,
+    models: &[&str],
     body_bytes: usize,
     max_tokens: Option<u64>,
 ) -> Admitted {
@@ -70,7 +71,11 @@ pub async fn reserve(
     };
     let now = gw.deps.clock.now();
     let pricing = crate::metering::pricing::Pricing::new(gw.config.pricing.clone());
-    let amount = worst_case_micro(&pricing, model, body_bytes, max_tokens);
+    let amount = models
+        .iter()
+        .map(|m| worst_case_micro(&pricing, m, body_bytes, max_tokens))
+        .max()
+        .unwrap_or(0);
     let req = ReserveRequest {
         reservation_id: new_id("rsv"),
         request_id: request_id.to_owned(),

@@ -77,7 +77,8 @@ pub trait Store: Send + Sync {
     fn backend(&self) -> &'static str;
     /// A real read, for `/readyz`.
     async fn ready(&self) -> Result<(), StoreError>;
-    async fn insert_usage(&self, rows: Vec<UsageRecord>) -> Result<(), StoreError>;
+    /// Shared, so a retry does not copy the batch.
+    async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError>;
     /// Newest first.
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError>;
     async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError>;

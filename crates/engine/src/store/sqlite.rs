@@ -119,7 +119,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn insert_usage(&self, rows: Vec<UsageRecord>) -> Result<(), StoreError> {
+    async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError> {
         self.call(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             {
@@ -132,7 +132,7 @@ impl Store for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
                         ?17, ?18, ?19, ?20, ?21)",
                 )?;
-                for r in &rows {
+                for r in rows.iter() {
                     stmt.execute(params![
                         r.request_id,
                         ms(r.created_at),
@@ -159,7 +159,7 @@ impl Store for SqliteStore {
                 }
             }
             // The charge lands with its usage row, atomically.
-            for r in &rows {
+            for r in rows.iter() {
                 if let Some(id) = &r.reservation_id {
                     super::sqlite_spend::settle_in(&tx, id, r.cost_micro_usd, false, r.created_at)?;
                 }
@@ -549,7 +549,7 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("a/b.db"), Utc::now()).unwrap();
         store.ready().await.unwrap();
         store
-            .insert_usage(vec![record("r1", 1_000, 5), record("r2", 2_000, 7)])
+            .insert_usage(vec![record("r1", 1_000, 5), record("r2", 2_000, 7)].into())
             .await
             .unwrap();
         let rows = store.recent_usage(10).await.unwrap();
