@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export AWS_EC2_METADATA_DISABLED=true
+# Load the end-to-end tools once so the first tests do not pay a cold start.
+(cd tests/e2e && node -e "import('oidc-provider').then(() => import('playwright-core'))" >/dev/null 2>&1) || true
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else

@@ -213,9 +213,9 @@ impl Idp {
         let mut child = cmd.spawn().expect("node runs");
         let stdout = child.stdout.take().unwrap();
         let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
             .await
-            .expect("idp started within 30 s")
+            .expect("idp started within 120 s")
             .unwrap()
             .expect("idp printed its address");
         let issuer = line
@@ -346,4 +346,27 @@ pub async fn browser_login(
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// A session token for `sub` signed with [`SESSION_SECRET_A`], as the gateway at `origin`
+/// would mint it (for tests that need a signed-in person without the browser flow).
+pub fn session_token(origin: &str, sub: &str, email: &str, groups: &[&str]) -> String {
+    use gatehouse_engine::identity::keys::KeyRing;
+    use gatehouse_engine::identity::session::{UserIdentity, mint};
+    use gatehouse_engine::secret::Secret;
+    let who = UserIdentity {
+        sub: sub.into(),
+        email: Some(email.into()),
+        name: None,
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    };
+    mint(
+        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
+        origin,
+        3600,
+        chrono::Utc::now(),
+        &who,
+    )
+    .map(|(t, _)| t)
+    .unwrap()
 }

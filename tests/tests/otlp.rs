@@ -12,9 +12,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::post;
-use gatehouse_engine::identity::keys::KeyRing;
-use gatehouse_engine::identity::session::{self, UserIdentity};
-use gatehouse_engine::secret::Secret;
 use gatehouse_tests::{
     CLIENT_KEY, SESSION_SECRET_A, SignInGateway, e2e_bin, sign_in_gateway, sonnet,
 };
@@ -48,21 +45,7 @@ async fn collector() -> (String, Seen) {
 }
 
 fn alice(s: &SignInGateway) -> String {
-    let who = UserIdentity {
-        sub: "alice".into(),
-        email: Some("alice@corp.example".into()),
-        name: None,
-        groups: vec!["engineering".into()],
-    };
-    session::mint(
-        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
-        &s.origin,
-        3600,
-        chrono::Utc::now(),
-        &who,
-    )
-    .unwrap()
-    .0
+    gatehouse_tests::session_token(&s.origin, "alice", "alice@corp.example", &["engineering"])
 }
 
 async fn wait_for(seen: &Seen, n: usize) -> Vec<(String, HeaderMap, Bytes)> {

@@ -3,9 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use gatehouse_engine::identity::keys::KeyRing;
-use gatehouse_engine::identity::session::{self, UserIdentity};
-use gatehouse_engine::secret::Secret;
 use gatehouse_tests::{
     CLIENT_KEY, SESSION_SECRET_A, SignInGateway, e2e_dir, sign_in_gateway, sonnet,
 };
@@ -32,21 +29,7 @@ managed:
 "#;
 
 fn token(s: &SignInGateway, sub: &str, email: &str, groups: &[&str]) -> String {
-    let who = UserIdentity {
-        sub: sub.into(),
-        email: Some(email.into()),
-        name: None,
-        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-    };
-    session::mint(
-        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
-        &s.origin,
-        3600,
-        chrono::Utc::now(),
-        &who,
-    )
-    .unwrap()
-    .0
+    gatehouse_tests::session_token(&s.origin, sub, email, groups)
 }
 
 async fn get(s: &SignInGateway, path: &str, bearer: &str, inm: Option<&str>) -> reqwest::Response {

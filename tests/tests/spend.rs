@@ -5,9 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use fake_upstream::FakeConfig;
-use gatehouse_engine::identity::keys::KeyRing;
-use gatehouse_engine::identity::session::{self, UserIdentity};
-use gatehouse_engine::secret::Secret;
 use gatehouse_tests::{SESSION_SECRET_A, SignInGateway, sign_in_gateway};
 use serde_json::{Value, json};
 
@@ -16,21 +13,7 @@ const READ_KEY: &str = "admin-read-key-0123456789abcdef01234567890";
 const ADMIN: &str = "admin:\n  write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]\n  read_keys: [{id: audit, key: admin-read-key-0123456789abcdef01234567890}]\n  admin_groups: [platform]\n  blocked_message: Ask the platform team for more.\n";
 
 fn token(s: &SignInGateway, sub: &str, groups: &[&str]) -> String {
-    let who = UserIdentity {
-        sub: sub.into(),
-        email: Some(format!("{sub}@corp.example")),
-        name: None,
-        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-    };
-    session::mint(
-        &KeyRing::new(&[Secret::new(SESSION_SECRET_A)]),
-        &s.origin,
-        3600,
-        chrono::Utc::now(),
-        &who,
-    )
-    .unwrap()
-    .0
+    gatehouse_tests::session_token(&s.origin, sub, &format!("{sub}@corp.example"), groups)
 }
 
 async fn set_limit(s: &SignInGateway, body: Value) -> Value {
