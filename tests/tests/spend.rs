@@ -512,3 +512,127 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
     );
     drop((idp, clock, origin));
 }
+
+#[tokio::test]
+async fn claude_code_stops_at_a_spend_block_without_retrying() {
+    let claude = gatehouse_tests::e2e_bin("claude");
+    assert!(claude.exists(), "run scripts/test.sh");
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    set_limit(
+        &s,
+        json!({"scope": {"type": "user", "user_id": "quinn"}, "amount": "0", "period": "daily"}),
+    )
+    .await;
+    let quinn = token(&s, "quinn", &["engineering"]);
+    let home = tempfile::tempdir().unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new(&claude)
+            .args(["-p", "hello", "--output-format", "json"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", home.path())
+            .env("CLAUDE_CODE_USE_GATEWAY", "1")
+            .env("ANTHROPIC_BASE_URL", &s.origin)
+            .env("ANTHROPIC_AUTH_TOKEN", &quinn)
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("claude gave up at once instead of retrying")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("spend limit reached (daily; resets"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Ask the platform team for more."),
+        "{stdout}"
+    );
+    // Exactly one attempt (default retries left on), and nothing reached the upstream.
+    assert_eq!(s.gw.events.named("spend.blocked").len(), 1);
+    assert!(s.gw.fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn effective_caps_per_person_from_the_directory() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    set_limit(&s, json!({"scope": {"type": "rbac_group", "rbac_group_id": "engineering"}, "amount": "100", "period": "daily"})).await;
+    set_limit(
+        &s,
+        json!({"scope": {"type": "organization"}, "amount": "1000", "period": "monthly"}),
+    )
+    .await;
+    let alice = token(&s, "alice", &["engineering"]);
+    let bob = token(&s, "bob", &["sales"]);
+    s.gw.fake.set_config(FakeConfig {
+        output_tokens: 1000,
+        ..FakeConfig::default()
+    });
+    assert_eq!(infer(&s, &alice, &msg(2000)).await.status(), 200);
+    assert_eq!(infer(&s, &bob, &msg(10)).await.status(), 200);
+    s.gw.usage_rows(2).await;
+    let url = s.gw.url("/v1/organizations/spend_limits/effective");
+    let get = |q: &str| {
+        s.gw.client
+            .get(format!("{url}{q}"))
+            .header("x-api-key", READ_KEY)
+            .send()
+    };
+    let mut rows = json!(null);
+    for _ in 0..100 {
+        rows = get("?period[]=daily&sort=spend_desc")
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if rows["data"].as_array().map_or(0, Vec::len) == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let data = rows["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2, "{rows}");
+    assert_eq!(data[0]["user_id"], "alice", "sorted by spend");
+    assert_eq!(
+        data[0]["limit"],
+        json!({"amount": "100", "scope_type": "rbac_group"})
+    );
+    assert_eq!(data[0]["groups"], json!(["engineering"]));
+    assert_eq!(data[1]["user_id"], "bob");
+    assert_eq!(
+        data[1]["limit"],
+        json!({"amount": null, "scope_type": null})
+    );
+    let monthly: Value = get("?user_ids[]=bob&period[]=monthly")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(monthly["data"][0]["limit"]["scope_type"], "organization");
+    let found: Value = get("?q=ALICE@corp").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        found["data"].as_array().unwrap().len(),
+        3,
+        "one row per period"
+    );
+    let page: Value = get("?limit=2").await.unwrap().json().await.unwrap();
+    assert_eq!(page["has_more"], true);
+    let next: Value = get(&format!(
+        "?limit=2&page={}",
+        page["next_page"].as_str().unwrap()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(next["data"].as_array().unwrap().len(), 2);
+    assert_eq!(get("?period[]=yearly").await.unwrap().status(), 400);
+}

@@ -158,6 +158,10 @@ async fn run(
             return Err(e);
         }
     };
+    if let Principal::Session { user, .. } = &principal {
+        gw.directory
+            .note(user, admission.now, &gw.store, &gw.tracker);
+    }
     if let Principal::Workload(_) = &principal
         && !admission.inference
     {

@@ -48,6 +48,8 @@ pub struct Gateway {
     pub webhook: Option<crate::policy::webhook::Webhook>,
     /// The OTLP relay (discards when no destination is configured).
     pub relay: crate::telemetry::Relay,
+    /// Who signed in, for admin views.
+    pub directory: crate::identity::directory::Directory,
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
@@ -220,9 +222,11 @@ pub async fn start_on(
         otlp_endpoint,
         webhook,
         relay,
+        directory: Default::default(),
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
+    spawn_retention(gateway.clone(), stop_jobs.clone());
     // Reservations a crash left open are settled from recorded usage, or released.
     crate::spend::admission::reconcile(&gateway).await;
     let stop = CancellationToken::new();
@@ -279,6 +283,37 @@ fn spawn_kv_cleanup(gw: Arc<Gateway>, stop: CancellationToken) {
                 _ = tick.tick() => {
                     if let Err(e) = gw.store.kv_purge_expired(gw.deps.clock.now()).await {
                         tracing::warn!(error = %e, "kv cleanup failed");
+                    }
+                }
+                () = stop.cancelled() => break,
+            }
+        }
+    });
+}
+
+/// Retention at start and then hourly: admin audit 365 days, spend and usage 13 months,
+/// identities 90 days. A failure is logged once until a sweep succeeds again.
+fn spawn_retention(gw: Arc<Gateway>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        let mut warned = false;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let now = gw.deps.clock.now();
+                    let days = chrono::Duration::days;
+                    match gw.store.retention(now - days(365), now - days(396), now - days(90)).await {
+                        Ok(n) => {
+                            warned = false;
+                            if n > 0 {
+                                tracing::info!(rows = n, "retention removed old rows");
+                            }
+                        }
+                        Err(e) if !warned => {
+                            warned = true;
+                            tracing::warn!(error = %e, "retention sweep failed; old rows are kept until it succeeds");
+                        }
+                        Err(_) => {}
                     }
                 }
                 () = stop.cancelled() => break,

@@ -9,6 +9,7 @@
 pub mod browser;
 pub mod claims;
 pub mod device;
+pub mod directory;
 pub mod keys;
 pub mod oidc;
 mod pages;

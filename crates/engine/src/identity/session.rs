@@ -15,7 +15,7 @@ pub const AUDIENCE: &str = "gatehouse";
 pub const LEEWAY_SECS: i64 = 30;
 
 /// Who signed in, as the gateway knows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct UserIdentity {
     pub sub: String,
     pub email: Option<String>,

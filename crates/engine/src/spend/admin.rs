@@ -303,6 +303,7 @@ pub async fn handle(
                 Err(e) => fail(e),
             }
         }
+        (Method::GET, "effective") => effective(gw, &q, request_id, now).await,
         (Method::GET, "audit") => {
             let limit = match page_limit(&q, 100) {
                 Ok(l) => l,
@@ -375,4 +376,155 @@ pub async fn handle(
             request_id,
         ),
     }
+}
+
+/// `GET .../effective`: each known person's binding cap and spend per period.
+/// Query: `user_ids[]`, `period[]`, `q` (matches id, email or name), `sort=spend_desc`,
+/// `limit` (1-1000, default 20) and `page` (the `next_page` of the previous answer).
+async fn effective(
+    gw: &Gateway,
+    q: &[(String, String)],
+    request_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Response<Body> {
+    let all = |k: &str| -> Vec<String> {
+        q.iter()
+            .filter(|(n, _)| n == k || n == &format!("{k}[]"))
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let one = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let limit = match page_limit(q, 20) {
+        Ok(l) => l,
+        Err(m) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &m,
+                request_id,
+            );
+        }
+    };
+    let mut periods = Vec::new();
+    for p in all("period") {
+        match Period::parse(&p) {
+            Some(p) => periods.push(p),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "period: must be daily, weekly or monthly",
+                    request_id,
+                );
+            }
+        }
+    }
+    let sort = one("sort");
+    if sort.as_deref().is_some_and(|s| s != "spend_desc") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "sort: only spend_desc is supported",
+            request_id,
+        );
+    }
+    let offset = match one("page").map(|p| p.parse::<usize>()) {
+        None => 0,
+        Some(Ok(o)) => o,
+        Some(Err(_)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "page: use the next_page value of the previous answer",
+                request_id,
+            );
+        }
+    };
+    let users = all("user_ids");
+    let needle = one("q").map(|s| s.to_lowercase());
+    let people = match gw
+        .store
+        .principals((!users.is_empty()).then_some(users))
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "identity directory unavailable");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "spend limits are unavailable",
+                request_id,
+            );
+        }
+    };
+    let mode = gw
+        .config
+        .spend
+        .as_ref()
+        .map(|s| s.group_mode)
+        .unwrap_or_default();
+    let mut rows: Vec<(u64, Value)> = Vec::new();
+    for who in people {
+        if let Some(n) = &needle {
+            let hay = format!(
+                "{} {} {}",
+                who.sub,
+                who.email.clone().unwrap_or_default(),
+                who.name.clone().unwrap_or_default()
+            )
+            .to_lowercase();
+            if !hay.contains(n) {
+                continue;
+            }
+        }
+        let standings = match gw.store.standings(&who.sub, &who.groups, mode, now).await {
+            Ok(s) => s,
+            Err(_) => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    "spend limits are unavailable",
+                    request_id,
+                );
+            }
+        };
+        for s in standings
+            .into_iter()
+            .filter(|s| periods.is_empty() || periods.contains(&s.period))
+        {
+            rows.push((
+                s.spent_micro,
+                json!({
+                    "type": "spend_summary",
+                    "user_id": who.sub,
+                    "email": who.email,
+                    "name": who.name,
+                    "groups": who.groups,
+                    "period": s.period.as_str(),
+                    "limit": {"amount": s.cap_cents.map(|c| c.to_string()), "scope_type": s.cap_scope.map(ScopeType::as_str)},
+                    "spent": (s.spent_micro / 10_000).to_string(),
+                    "spent_micro_usd": s.spent_micro,
+                    "reserved_micro_usd": s.reserved_micro,
+                    "resets_at": s.reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                }),
+            ));
+        }
+    }
+    if sort.is_some() {
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    }
+    let more = rows.len() > offset + limit;
+    let data: Vec<Value> = rows
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(_, v)| v)
+        .collect();
+    let next = more.then(|| (offset + limit).to_string());
+    ok(
+        StatusCode::OK,
+        json!({"data": data, "has_more": more, "next_page": next}),
+        request_id,
+    )
 }

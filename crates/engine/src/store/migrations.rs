@@ -25,6 +25,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0002_spend.sql",
         sql: include_str!("../../../../migrations/sqlite/0002_spend.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_principals.sql",
+        sql: include_str!("../../../../migrations/sqlite/0003_principals.sql"),
+    },
 ];
 
 pub fn latest(list: &[Migration]) -> i64 {
@@ -91,8 +96,8 @@ mod tests {
     #[test]
     fn applies_once_and_refuses_newer_schema() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 2);
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 2);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 3);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 3);
         conn.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES (99, 'future', 0)",
             [],
@@ -102,7 +107,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 2
+                supported: 3
             })
         ));
     }

@@ -177,6 +177,24 @@ pub trait Store: Send + Sync {
         before_id: Option<String>,
         limit: usize,
     ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError>;
+    /// Records who a person is (email, name, groups) for admin views.
+    async fn upsert_principal(
+        &self,
+        who: crate::identity::session::UserIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// Known people, optionally only these subs; each with their stored identity.
+    async fn principals(
+        &self,
+        subs: Option<Vec<String>>,
+    ) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError>;
+    /// Deletes rows older than the cut-offs, in batches; the number of rows deleted.
+    async fn retention(
+        &self,
+        audit_before: DateTime<Utc>,
+        spend_before: DateTime<Utc>,
+        principals_before: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
     /// Audit rows, newest first, paged by `after_id`.
     async fn list_audit(
         &self,

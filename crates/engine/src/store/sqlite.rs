@@ -499,6 +499,35 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn upsert_principal(
+        &self,
+        who: crate::identity::session::UserIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.call(move |c| super::sqlite_spend::upsert_principal(c, &who, now))
+            .await
+    }
+
+    async fn principals(
+        &self,
+        subs: Option<Vec<String>>,
+    ) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError> {
+        self.call(move |c| super::sqlite_spend::principals(c, subs))
+            .await
+    }
+
+    async fn retention(
+        &self,
+        audit_before: DateTime<Utc>,
+        spend_before: DateTime<Utc>,
+        principals_before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        self.call(move |c| {
+            super::sqlite_spend::retention(c, audit_before, spend_before, principals_before)
+        })
+        .await
+    }
+
     async fn list_audit(
         &self,
         after_id: Option<String>,
@@ -567,6 +596,80 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o077, 0, "database must be private: {mode:o}");
         }
+    }
+
+    #[tokio::test]
+    async fn retention_removes_only_old_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("r.db"), Utc::now()).unwrap();
+        let now = Utc::now();
+        let old = now - chrono::Duration::days(400);
+        use crate::spend::{Period, ScopeType};
+        store
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Daily,
+                Some(5),
+                "key:a",
+                old,
+            )
+            .await
+            .unwrap();
+        store
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Weekly,
+                Some(5),
+                "key:a",
+                now,
+            )
+            .await
+            .unwrap();
+        let who = |s: &str| crate::identity::session::UserIdentity {
+            sub: s.into(),
+            email: None,
+            name: None,
+            groups: vec![],
+        };
+        store
+            .upsert_principal(who("gone"), now - chrono::Duration::days(91))
+            .await
+            .unwrap();
+        store.upsert_principal(who("here"), now).await.unwrap();
+        store
+            .insert_usage(
+                vec![
+                    record("old", old.timestamp_millis(), 1),
+                    record("new", now.timestamp_millis(), 1),
+                ]
+                .into(),
+            )
+            .await
+            .unwrap();
+        let days = chrono::Duration::days;
+        let removed = store
+            .retention(now - days(365), now - days(396), now - days(90))
+            .await
+            .unwrap();
+        assert_eq!(removed, 3);
+        let (audit, _) = store.list_audit(None, 10).await.unwrap();
+        assert_eq!(audit.len(), 1);
+        let people = store.principals(None).await.unwrap();
+        assert_eq!(people.len(), 1);
+        assert_eq!(people[0].sub, "here");
+        assert_eq!(store.recent_usage(10).await.unwrap().len(), 1);
+        assert_eq!(
+            store
+                .list_limits(None, None, None, 10)
+                .await
+                .unwrap()
+                .0
+                .len(),
+            2,
+            "caps are never expired"
+        );
     }
 
     #[tokio::test]

@@ -391,3 +391,84 @@ pub fn list_audit(
     rows.truncate(limit);
     Ok((rows, more))
 }
+
+pub fn upsert_principal(
+    conn: &mut Connection,
+    who: &crate::identity::session::UserIdentity,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let groups = serde_json::to_string(&who.groups).unwrap_or_else(|_| "[]".into());
+    conn.execute(
+        "INSERT INTO principals (sub, email, name, groups, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (sub) DO UPDATE SET email = excluded.email, name = excluded.name, groups = excluded.groups,
+            updated_at = excluded.updated_at",
+        params![who.sub, who.email, who.name, groups, ms(now)],
+    )?;
+    Ok(())
+}
+
+pub fn principals(
+    conn: &mut Connection,
+    subs: Option<Vec<String>>,
+) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError> {
+    let mut stmt = conn.prepare("SELECT sub, email, name, groups FROM principals ORDER BY sub")?;
+    let rows = stmt
+        .query_map([], |r| {
+            let groups: String = r.get(3)?;
+            Ok(crate::identity::session::UserIdentity {
+                sub: r.get(0)?,
+                email: r.get(1)?,
+                name: r.get(2)?,
+                groups: serde_json::from_str(&groups).unwrap_or_default(),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(match subs {
+        Some(s) => rows.into_iter().filter(|p| s.contains(&p.sub)).collect(),
+        None => rows,
+    })
+}
+
+/// At most this many rows per statement, and this many statements per table and sweep.
+const RETENTION_BATCH: i64 = 10_000;
+const RETENTION_BATCHES: usize = 50;
+
+pub fn retention(
+    conn: &mut Connection,
+    audit_before: DateTime<Utc>,
+    spend_before: DateTime<Utc>,
+    principals_before: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    let mut total = 0u64;
+    for (sql, cut) in [
+        (
+            "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
+            audit_before,
+        ),
+        (
+            "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM reservations WHERE rowid IN (SELECT rowid FROM reservations WHERE created_at < ?1 AND state != 'open' LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM principals WHERE rowid IN (SELECT rowid FROM principals WHERE updated_at < ?1 LIMIT ?2)",
+            principals_before,
+        ),
+    ] {
+        for _ in 0..RETENTION_BATCHES {
+            let n = conn.execute(sql, params![ms(cut), RETENTION_BATCH])?;
+            total += n as u64;
+            if (n as i64) < RETENTION_BATCH {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
