@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
-apt_packages=(ca-certificates pkg-config build-essential nodejs npm chromium fonts-liberation)
+# python3 drives Claude Code's /login through a pseudo-terminal.
+apt_packages=(ca-certificates pkg-config build-essential python3 nodejs npm chromium fonts-liberation)
 
 missing=()
 for p in "${apt_packages[@]}"; do

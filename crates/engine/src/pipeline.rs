@@ -127,7 +127,7 @@ async fn run(
         return Ok(sign_in(gw, client_ip, &path, req).await);
     }
 
-    // 7. Bearer admission: every route below needs a principal.
+    // 7. Admin API, then 8. bearer admission: every route below needs a principal.
     let admission = auth::Admission {
         keys: &gw.keys,
         identity: gw.identity.as_ref(),
@@ -171,7 +171,7 @@ async fn run(
         });
     }
 
-    // 8. Dispatch.
+    // 9. Dispatch.
     dispatch(gw, request_id, &principal, &path, req).await
 }
 

@@ -327,9 +327,14 @@ impl Handle {
         self.addr
     }
 
-    /// `http://host:port` of the listener.
+    /// `http(s)://host:port` of the listener.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.gateway.config.listen.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn store(&self) -> Arc<dyn Store> {

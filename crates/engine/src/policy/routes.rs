@@ -26,13 +26,15 @@ pub fn managed_settings(
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
     let who = person(principal)?;
+    let conditional = headers.contains_key(header::IF_NONE_MATCH);
     let event = |status: u16, policy: Option<usize>| {
         gw.deps.emit(
             Event::new("managed.serve")
                 .with("request_id", request_id)
                 .with("sub", who.sub.clone())
                 .with("status", status)
-                .with("policy", policy),
+                .with("policy", policy)
+                .with("conditional", conditional),
         );
     };
     let Some(policy) = gw.policies.matched(who) else {
