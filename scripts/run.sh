@@ -5,6 +5,6 @@
 #   scripts/run.sh serve --config examples/local.yaml
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh >/dev/null
+# Building needs only the Rust toolchain and a C compiler (both on this kind of machine).
 cargo build --release -p gatehouse
 exec target/release/gatehouse "$@"
