@@ -370,3 +370,31 @@ pub fn session_token(origin: &str, sub: &str, email: &str, groups: &[&str]) -> S
     .map(|(t, _)| t)
     .unwrap()
 }
+
+/// Runs the real Claude Code CLI in print mode (`claude -p <prompt> --output-format json`)
+/// with a clean environment: a PATH, `HOME`, no outside traffic, plus `env`. Bounded to
+/// 120 s.
+pub async fn claude_print(prompt: &str, home: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let claude = e2e_bin("claude");
+    assert!(
+        claude.exists(),
+        "{} is missing: run scripts/test.sh",
+        claude.display()
+    );
+    let mut cmd = tokio::process::Command::new(&claude);
+    cmd.args(["-p", prompt, "--output-format", "json"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("TERM", "dumb")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
+        .await
+        .expect("claude finished within 120 s")
+        .expect("claude ran")
+}

@@ -665,32 +665,22 @@ async fn sign_in_routes_are_404_without_oidc() {
 
 #[tokio::test]
 async fn claude_code_uses_a_gatehouse_session() {
-    let claude = gatehouse_tests::e2e_bin("claude");
-    assert!(claude.exists(), "run scripts/test.sh");
     let s = sign_in_gateway(&[SESSION_SECRET_A], "").await;
     let tokens = sign_in(&s, "alice").await;
     let access = tokens["access_token"].as_str().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(120),
-        tokio::process::Command::new(&claude)
-            .args(["-p", "hello", "--output-format", "json"])
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", home.path())
-            .env("CLAUDE_CODE_USE_GATEWAY", "1")
-            .env("CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY", "1")
-            .env("ANTHROPIC_BASE_URL", &s.origin)
-            .env("ANTHROPIC_AUTH_TOKEN", access)
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("CLAUDE_CODE_MAX_RETRIES", "0")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
+    let out = gatehouse_tests::claude_print(
+        "hello",
+        home.path(),
+        &[
+            ("CLAUDE_CODE_USE_GATEWAY", "1"),
+            ("CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY", "1"),
+            ("ANTHROPIC_BASE_URL", s.origin.as_str()),
+            ("ANTHROPIC_AUTH_TOKEN", access),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ],
     )
-    .await
-    .expect("claude finished")
-    .unwrap();
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

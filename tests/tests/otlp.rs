@@ -12,9 +12,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::post;
-use gatehouse_tests::{
-    CLIENT_KEY, SESSION_SECRET_A, SignInGateway, e2e_bin, sign_in_gateway, sonnet,
-};
+use gatehouse_tests::{CLIENT_KEY, SESSION_SECRET_A, SignInGateway, sign_in_gateway, sonnet};
 use serde_json::Value;
 
 type Seen = Arc<Mutex<Vec<(String, HeaderMap, Bytes)>>>;
@@ -186,44 +184,32 @@ async fn a_dead_collector_does_not_touch_inference() {
 
 #[tokio::test]
 async fn claude_code_sends_its_telemetry_through_the_gateway() {
-    let claude = e2e_bin("claude");
-    assert!(claude.exists(), "run scripts/test.sh");
     let (url, seen) = collector().await;
     let s = gateway(&url).await;
     let token = alice(&s);
     let home = tempfile::tempdir().unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(&claude)
-            .args(["-p", "hello", "--output-format", "json"])
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", home.path())
-            .env("CLAUDE_CODE_USE_GATEWAY", "1")
-            .env("ANTHROPIC_BASE_URL", &s.origin)
-            .env("ANTHROPIC_AUTH_TOKEN", &token)
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("CLAUDE_CODE_MAX_RETRIES", "0")
-            .env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
-            .env("OTEL_METRICS_EXPORTER", "otlp")
-            .env("OTEL_LOGS_EXPORTER", "otlp")
-            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-            // What managed settings hand a signed-in client (endpoint = the gateway); the
-            // bearer is attached the way a gateway-connected client does.
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &s.origin)
-            .env(
-                "OTEL_EXPORTER_OTLP_HEADERS",
-                format!("Authorization=Bearer {token}"),
-            )
-            .env("OTEL_METRIC_EXPORT_INTERVAL", "500")
-            .env("OTEL_LOGS_EXPORT_INTERVAL", "500")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
+    // The OTLP variables are what managed settings hand a signed-in client (endpoint = the
+    // gateway); the bearer is attached the way a gateway-connected client does.
+    let auth_header = format!("Authorization=Bearer {token}");
+    let out = gatehouse_tests::claude_print(
+        "hello",
+        home.path(),
+        &[
+            ("CLAUDE_CODE_USE_GATEWAY", "1"),
+            ("ANTHROPIC_BASE_URL", s.origin.as_str()),
+            ("ANTHROPIC_AUTH_TOKEN", token.as_str()),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ("CLAUDE_CODE_ENABLE_TELEMETRY", "1"),
+            ("OTEL_METRICS_EXPORTER", "otlp"),
+            ("OTEL_LOGS_EXPORTER", "otlp"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", s.origin.as_str()),
+            ("OTEL_EXPORTER_OTLP_HEADERS", auth_header.as_str()),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "500"),
+            ("OTEL_LOGS_EXPORT_INTERVAL", "500"),
+        ],
     )
-    .await
-    .expect("claude finished")
-    .unwrap();
+    .await;
     assert!(
         out.status.success(),
         "{}\n{}",

@@ -515,8 +515,6 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
 
 #[tokio::test]
 async fn claude_code_stops_at_a_spend_block_without_retrying() {
-    let claude = gatehouse_tests::e2e_bin("claude");
-    assert!(claude.exists(), "run scripts/test.sh");
     let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
     set_limit(
         &s,
@@ -525,24 +523,16 @@ async fn claude_code_stops_at_a_spend_block_without_retrying() {
     .await;
     let quinn = token(&s, "quinn", &["engineering"]);
     let home = tempfile::tempdir().unwrap();
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(120),
-        tokio::process::Command::new(&claude)
-            .args(["-p", "hello", "--output-format", "json"])
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", home.path())
-            .env("CLAUDE_CODE_USE_GATEWAY", "1")
-            .env("ANTHROPIC_BASE_URL", &s.origin)
-            .env("ANTHROPIC_AUTH_TOKEN", &quinn)
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
+    let out = gatehouse_tests::claude_print(
+        "hello",
+        home.path(),
+        &[
+            ("CLAUDE_CODE_USE_GATEWAY", "1"),
+            ("ANTHROPIC_BASE_URL", s.origin.as_str()),
+            ("ANTHROPIC_AUTH_TOKEN", quinn.as_str()),
+        ],
     )
-    .await
-    .expect("claude gave up at once instead of retrying")
-    .unwrap();
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(
