@@ -161,3 +161,62 @@ fn embedded_default_prints_claude_code_settings_and_stops_on_sigterm() {
         "only a hash of the key is stored"
     );
 }
+
+#[test]
+fn file_logs_rotate_into_the_configured_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen: {{host: 127.0.0.1, port: 0}}\nstore: {{sqlite_path: \"{}\"}}\nupstreams: [{{name: a, provider: anthropic, base_url: 'http://127.0.0.1:9'}}]\nlogging: {{dir: \"{}\", rotation: daily}}\n",
+            dir.path().join("g.db").display(),
+            logs.display()
+        ),
+    )
+    .unwrap();
+    let mut child = gatehouse()
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(
+        first.starts_with("gatehouse: listening on http://127.0.0.1:"),
+        "{first}"
+    );
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "gatehouse did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let names: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let events = names
+        .iter()
+        .find(|n| n.starts_with("events."))
+        .expect("an events file");
+    assert!(
+        names.iter().any(|n| n.starts_with("gatehouse.")),
+        "{names:?}"
+    );
+    let text = std::fs::read_to_string(logs.join(events)).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"evt\":\"gateway.start\"")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("\"evt\":\"gateway.stop\"")),
+        "{text}"
+    );
+}
