@@ -48,6 +48,8 @@ pub struct Gateway {
     pub webhook: Option<crate::policy::webhook::Webhook>,
     /// The OTLP relay (discards when no destination is configured).
     pub relay: crate::telemetry::Relay,
+    /// Prices usage (recorder) and worst cases (spend admission).
+    pub pricing: Arc<Pricing>,
     /// Who signed in, for admin views.
     pub directory: crate::identity::directory::Directory,
     /// Background work that shutdown waits for (disconnect drains).
@@ -203,7 +205,7 @@ pub async fn start_on(
     let stop_jobs = recorder_stop.clone();
     let (recorder, recorder_task) = recorder::spawn(
         store.clone(),
-        pricing,
+        pricing.clone(),
         deps.events.clone(),
         recorder_stop.clone(),
     );
@@ -223,6 +225,7 @@ pub async fn start_on(
         webhook,
         relay,
         directory: Default::default(),
+        pricing,
         tracker: TaskTracker::new(),
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());

@@ -49,9 +49,6 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
                 "only applies with `admin` (spend caps)",
             ));
         }
-        if raw.pricing.multiplier.is_some() || !raw.pricing.overrides.is_empty() {
-            // Pricing still prices usage rows without caps; nothing to refuse.
-        }
         return Ok(None);
     };
     let mut seen = HashSet::new();

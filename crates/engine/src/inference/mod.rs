@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use chrono::Utc;
 use futures_util::StreamExt;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
@@ -315,7 +314,6 @@ fn record_without_body(
         attempts,
     };
     Meter::new(facts, route, BodyFormat::Other, gw.recorder.clone()).finish(false, true);
-    let _ = Utc::now;
 }
 
 /// The upstream's error, with its status and `error.type` kept and its message replaced by

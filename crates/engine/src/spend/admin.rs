@@ -46,6 +46,16 @@ fn error(status: StatusCode, kind: &str, message: &str, request_id: &str) -> Res
     r
 }
 
+/// 400 `invalid_request_error`.
+fn bad(message: &str, request_id: &str) -> Response<Body> {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        message,
+        request_id,
+    )
+}
+
 fn ok(status: StatusCode, body: Value, request_id: &str) -> Response<Body> {
     let mut r = crate::pipeline::json_response(status, body);
     if let Ok(v) = HeaderValue::from_str(request_id) {
@@ -226,23 +236,13 @@ pub async fn handle(
             let limit = match page_limit(&q, 20) {
                 Ok(l) => l,
                 Err(m) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        &m,
-                        request_id,
-                    );
+                    return bad(&m, request_id);
                 }
             };
             let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
             let scope = match get("scope_type").map(|s| ScopeType::parse(&s)) {
                 Some(None) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        "scope_type: unknown",
-                        request_id,
-                    );
+                    return bad("scope_type: unknown", request_id);
                 }
                 Some(s) => s,
                 None => None,
@@ -279,12 +279,7 @@ pub async fn handle(
             let (scope, scope_id, period, amount) = match parse_upsert(&bytes) {
                 Ok(v) => v,
                 Err(m) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        &m,
-                        request_id,
-                    );
+                    return bad(&m, request_id);
                 }
             };
             match store
@@ -308,12 +303,7 @@ pub async fn handle(
             let limit = match page_limit(&q, 100) {
                 Ok(l) => l,
                 Err(m) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        &m,
-                        request_id,
-                    );
+                    return bad(&m, request_id);
                 }
             };
             let after = q
@@ -397,12 +387,7 @@ async fn effective(
     let limit = match page_limit(q, 20) {
         Ok(l) => l,
         Err(m) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &m,
-                request_id,
-            );
+            return bad(&m, request_id);
         }
     };
     let mut periods = Vec::new();
@@ -421,20 +406,13 @@ async fn effective(
     }
     let sort = one("sort");
     if sort.as_deref().is_some_and(|s| s != "spend_desc") {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "sort: only spend_desc is supported",
-            request_id,
-        );
+        return bad("sort: only spend_desc is supported", request_id);
     }
     let offset = match one("page").map(|p| p.parse::<usize>()) {
         None => 0,
         Some(Ok(o)) => o,
         Some(Err(_)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
+            return bad(
                 "page: use the next_page value of the previous answer",
                 request_id,
             );

@@ -70,10 +70,9 @@ pub async fn reserve(
         return Admitted::Unchecked;
     };
     let now = gw.deps.clock.now();
-    let pricing = crate::metering::pricing::Pricing::new(gw.config.pricing.clone());
     let amount = models
         .iter()
-        .map(|m| worst_case_micro(&pricing, m, body_bytes, max_tokens))
+        .map(|m| worst_case_micro(&gw.pricing, m, body_bytes, max_tokens))
         .max()
         .unwrap_or(0);
     let req = ReserveRequest {
