@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 # chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
 # python3 drives Claude Code's /login through a pseudo-terminal.
 apt_packages=(ca-certificates pkg-config build-essential python3 nodejs npm chromium fonts-liberation)
+# The desktop tray (Tauri v2 on WebKitGTK 4.1, tray icon, D-Bus for keychain and notifications).
+apt_packages+=(libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev
+  libsoup-3.0-dev libjavascriptcoregtk-4.1-dev libdbus-1-dev xdg-utils file)
+# Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
+apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core)
+# Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
+apt_packages+=(gnome-keyring dbus-x11 libsecret-tools)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -16,12 +23,29 @@ done
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
 fi
+# A real PostgreSQL server for the store tests (scripts/postgres.sh starts a throwaway
+# cluster): Debian's `postgresql` unless server binaries are already installed.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}"
+fi
+
+# The dashboard (ui/): the engine embeds ui/dist at compile time, so build it first, and
+# again whenever its sources or lock file are newer than the build.
+if [ ! -x ui/node_modules/.bin/vite ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
+  echo "setup: installing the dashboard's build tools (npm ci in ui)"
+  (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -f ui/dist/index.html ] || [ -n "$(find ui/src ui/public ui/index.html ui/package-lock.json \
+    ui/vite.config.ts ui/tsconfig.json -newer ui/dist/index.html -print -quit)" ]; then
+  echo "setup: building the dashboard (npm run build in ui)"
+  (cd ui && npm run build --silent)
 fi
 
 # Real clients for the end-to-end tests, pinned by package-lock.json.

@@ -1,8 +1,11 @@
 //! `gatehouse`: the one binary. Headless subcommands (`serve`, `check-config`,
-//! `config-schema`, `reset-local-key`) wrap the engine; the desktop tray joins under the
-//! `desktop` feature. All behaviour lives in `gatehouse-engine`; this file only builds the
+//! `config-schema`, `reset-local-key`, `login`, ...) wrap the engine; the desktop tray
+//! (`tray`, or no subcommand when a display is present) comes with the `desktop` feature. All behaviour lives in `gatehouse-engine`; this file only builds the
 //! configuration, picks the dependencies and maps errors to exit status 1.
 
+#[cfg(feature = "desktop")]
+mod desktop;
+mod desktop_cli;
 mod logging;
 mod login;
 
@@ -39,6 +42,13 @@ enum Command {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// Run the desktop tray app (the default when a display is present).
+    #[cfg(feature = "desktop")]
+    Tray {
+        /// Port for the local gateway (default: the saved setting, 8788).
+        #[arg(long)]
+        port: Option<u16>,
+    },
     /// Validate a configuration file without starting.
     CheckConfig { file: PathBuf },
     /// Print the JSON schema of the configuration file.
@@ -58,6 +68,23 @@ enum Command {
     Token {
         #[arg(long, value_name = "URL")]
         gateway: Option<String>,
+        /// Print the local client token from the OS keychain instead (the desktop gateway).
+        #[arg(long, conflicts_with = "gateway")]
+        local: bool,
+    },
+    /// Point Claude Code at the local gateway by merging its user settings (with a backup).
+    ConfigureClaudeCode {
+        /// Revert Gatehouse's change (restore the backup, keeping later edits).
+        #[arg(long, conflicts_with = "status")]
+        undo: bool,
+        /// Report whether Claude Code is configured, or what drifted.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Store or remove a secret in the OS keychain.
+    Keys {
+        #[command(subcommand)]
+        action: desktop_cli::KeysAction,
     },
     /// Revoke and forget the session for a central Gatehouse.
     Logout {
@@ -128,7 +155,12 @@ fn run(cli: Cli) -> Result<(), String> {
             let creds = login::Credentials::new(&data?);
             runtime()?.block_on(login::login(&creds, &gateway, !no_browser))
         }
-        Some(Command::Token { gateway }) => {
+        Some(Command::Token { local: true, .. }) => desktop_cli::print_local_token(),
+        Some(Command::ConfigureClaudeCode { undo, status }) => {
+            desktop_cli::configure_claude_code(&data?, undo, status)
+        }
+        Some(Command::Keys { action }) => desktop_cli::keys(action),
+        Some(Command::Token { gateway, .. }) => {
             let creds = login::Credentials::new(&data?);
             let gateway = pick_gateway(&creds, gateway)?;
             let token = runtime()?.block_on(login::token(&creds, &gateway))?;
@@ -141,10 +173,12 @@ fn run(cli: Cli) -> Result<(), String> {
             runtime()?.block_on(login::logout(&creds, &gateway))
         }
         Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
-        None => {
-            // The desktop tray is not part of this build: run the headless server.
-            serve(None, None, data?)
-        }
+        #[cfg(feature = "desktop")]
+        Some(Command::Tray { port }) => desktop::run(data?, port),
+        #[cfg(feature = "desktop")]
+        None if desktop::display_present() => desktop::run(data?, None),
+        // No display (or a headless build): the server with the embedded default.
+        None => serve(None, None, data?),
     }
 }
 
@@ -231,7 +265,9 @@ async fn shutdown_signal() {
 fn reset_local_key(data: &Path) -> Result<(), String> {
     let config =
         config::embedded_default(&ProcessEnvironment, data, None).map_err(|e| e.to_string())?;
-    let gatehouse_engine::config::StoreConfig::Sqlite { path } = &config.store;
+    let gatehouse_engine::config::StoreConfig::Sqlite { path } = &config.store else {
+        return Err("the embedded default keeps its local key in SQLite".into());
+    };
     let store = SqliteStore::open(path, chrono_now()).map_err(|e| e.to_string())?;
     let key = gatehouse_engine::auth::client_keys::generate_local_key();
     let hash = gatehouse_engine::auth::ClientKeys::hash(key.expose());

@@ -32,13 +32,18 @@ fn bad_config_exits_1_naming_the_field() {
             "{err}"
         );
     }
-    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\nstore: {postgres_url: 'postgres://x'}\n").unwrap();
+    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\nstore: {postgres_url: 'postgres://gh:pw-not-shown@db/gh?sslmode=require'}\n").unwrap();
     let out = gatehouse()
         .args(["check-config", file.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet: store.postgres_url"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("store.postgres_url: TLS to PostgreSQL is not supported yet"),
+        "{err}"
+    );
+    assert!(!err.contains("pw-not-shown"), "{err}");
 
     let out = gatehouse()
         .args(["check-config", "/nonexistent/gateway.yaml"])

@@ -4,14 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod caps;
+pub mod desktop;
+pub mod postgres;
+pub mod replicas;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fake_upstream::{FakeConfig, FakeUpstream};
+use fake_upstream::{FakeConfig, FakeUpstream, StreamRecord};
 use gatehouse_engine::Handle;
 use gatehouse_engine::config::{Config, LoadContext};
 use gatehouse_engine::deps::{Deps, MapEnvironment, NoCredentialStore, SystemClock};
 use gatehouse_engine::events::MemoryEventSink;
+use gatehouse_engine::metering::usage::Usage;
 use gatehouse_engine::store::UsageRecord;
 
 /// The key callers present in tests.
@@ -138,6 +144,39 @@ pub fn sonnet(stream: bool) -> serde_json::Value {
         "stream": stream,
         "messages": [{"role": "user", "content": "hello"}]
     })
+}
+
+/// The fake upstream's stream record of the request whose `metadata.user_id` is `tag`.
+pub fn stream_for(fake: &FakeUpstream, tag: &str) -> Option<StreamRecord> {
+    let requests = fake.requests();
+    fake.streams()
+        .into_iter()
+        .find(|s| requests[s.request_index].body["metadata"]["user_id"] == tag)
+}
+
+/// The usage the fake upstream reported for a stream: the final `message_delta` usage it
+/// recorded, with the cache-write total split by TTL as its `message_start` (rendered from
+/// the same `config`) split it.
+pub fn reported_usage(record: &StreamRecord, config: &FakeConfig) -> Usage {
+    let u = &record.usage;
+    let n = |k: &str| u[k].as_u64().unwrap_or_else(|| panic!("no {k} in {u}"));
+    let written = n("cache_creation_input_tokens");
+    let one_hour = u64::from(config.cache_creation_1h_tokens);
+    assert_eq!(
+        written,
+        u64::from(config.cache_creation_5m_tokens) + one_hour,
+        "the fake reported another config's usage: {u}"
+    );
+    Usage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_read_tokens: n("cache_read_input_tokens"),
+        cache_write_5m_tokens: written - one_hour,
+        cache_write_1h_tokens: one_hour,
+        web_search_requests: u["server_tool_use"]["web_search_requests"]
+            .as_u64()
+            .unwrap_or(0),
+    }
 }
 
 /// Path of a tool installed by `scripts/test.sh` under `tests/e2e/node_modules/.bin`.
@@ -268,23 +307,27 @@ pub struct SignInGateway {
 }
 
 /// `extra` is appended to the YAML (e.g. `rate_limits`); `secrets` are the session secrets.
-pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+/// The YAML of a sign-in gateway at `origin` (its `public_url`) with the IdP at `issuer`,
+/// the fake upstream at `fake_url` and the given `store: {...}` line.
+pub fn sign_in_yaml(
+    origin: &str,
+    issuer: &str,
+    fake_url: &str,
+    store: &str,
+    secrets: &[&str],
+    extra: &str,
+) -> String {
     let secrets = secrets
         .iter()
         .map(|s| format!("\"{s}\""))
         .collect::<Vec<_>>()
         .join(", ");
-    let yaml = format!(
+    format!(
         r#"
 listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
-store: {{sqlite_path: "{db}"}}
+{store}
 upstreams:
-  - {{name: primary, provider: anthropic, base_url: "{fake}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+  - {{name: primary, provider: anthropic, base_url: "{fake_url}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
 session: {{jwt_secret: [{secrets}], ttl_hours: 1}}
 oidc:
@@ -295,11 +338,21 @@ oidc:
   allowed_groups: [claude-users, engineering]
   login_notice: "Use your corp account."
   allow_loopback: true
-{extra}"#,
-        db = dir.path().join("gatehouse.db").display(),
-        fake = fake.url(),
-        issuer = idp.issuer,
+{extra}"#
+    )
+}
+
+pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!(
+        "store: {{sqlite_path: \"{}\"}}",
+        dir.path().join("gatehouse.db").display()
     );
+    let yaml = sign_in_yaml(&origin, &idp.issuer, &fake.url(), &store, secrets, extra);
     let config = load(&yaml, dir.path());
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());

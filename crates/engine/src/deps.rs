@@ -92,6 +92,12 @@ pub trait CredentialStore: Send + Sync {
     fn delete(&self, service: &str, account: &str) -> Result<(), CredentialError>;
 }
 
+/// A bearer token that changes over time (the desktop's session with a central Gatehouse,
+/// refreshed before it expires). `None` while nobody is signed in.
+pub trait TokenSource: Send + Sync {
+    fn current(&self) -> Option<Secret>;
+}
+
 /// The headless server has no keychain: `${keyring:...}` references fail with a clear error.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoCredentialStore;

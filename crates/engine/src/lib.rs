@@ -8,12 +8,14 @@
 
 pub mod auth;
 pub mod config;
+pub mod dashboard;
 pub mod deps;
 pub mod edge;
 pub mod error;
 pub mod events;
 pub mod identity;
 pub mod inference;
+pub mod local_control;
 pub mod metering;
 pub mod models;
 pub mod outbound;
@@ -22,7 +24,6 @@ pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod spend;
-pub mod status_page;
 pub mod store;
 pub mod telemetry;
 pub mod tls;

@@ -6,12 +6,14 @@
 //!  -> /healthz, /readyz
 //!  -> allow CIDRs
 //!  -> framing limits (414, 431, 411, 413), loopback Host check
-//!  -> public routes (status page, sign-in)   -- no credential
+//!  -> public routes (dashboard, sign-in)   -- no credential
+//!  -> desktop app API /gatehouse/app/* (its own per-launch token; 404 on a server)
 //!  -> admin API (admin keys or admin-group session)
 //!  -> bearer admission (client key, workload token, session)
 //!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, usage, inference
-//!  -> inference: JSON parse -> policy webhook -> policy model allowlist
-//!     -> operator model mapping -> spend reservation (sessions) -> routing + failover
+//!  -> inference: paused? -> JSON parse -> policy webhook -> policy model allowlist
+//!     -> cached central allowlist (desktop) -> operator model mapping
+//!     -> spend reservation (sessions, the desktop's local key) -> routing + failover
 //!     -> response hygiene + usage metering, settling the reservation (see `inference`)
 //! ```
 //!
@@ -34,15 +36,29 @@ use crate::error::ApiError;
 use crate::events::Event;
 use crate::inference::{self, Endpoint};
 use crate::server::Gateway;
-use crate::status_page;
 
 /// Paths served without a credential (after the edge guards).
+/// A trailing `*` matches any rest of the path. The dashboard's data is public because
+/// request-level detail is only shown to loopback and admin-key callers (`dashboard::detail`).
 pub const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
+    ("GET", "/assets/*"),
     ("GET", "/status.css"),
     ("GET", "/favicon.svg"),
     ("GET", "/favicon.ico"),
+    ("GET", crate::dashboard::API_DASHBOARD),
+    ("GET", crate::dashboard::API_EVENTS),
 ];
+
+fn is_public(method: &Method, path: &str) -> bool {
+    PUBLIC_ROUTES.iter().any(|(m, p)| {
+        method.as_str() == *m
+            && match p.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => path == *p,
+            }
+    })
+}
 
 pub async fn handle(
     State(gw): State<Arc<Gateway>>,
@@ -117,11 +133,14 @@ async fn run(
     }
 
     // 6. Public routes: no credential needed.
-    if PUBLIC_ROUTES
-        .iter()
-        .any(|(m, p)| req.method().as_str() == *m && path == *p)
-    {
-        return Ok(status_page::serve(gw, &path).await);
+    if is_public(req.method(), &path) {
+        return crate::dashboard::serve(gw, client_ip, &path, req.headers()).await;
+    }
+    if path.starts_with(crate::local_control::APP_PREFIX) {
+        return match gw.local.app() {
+            Some(app) => Ok(app.handle(req).await),
+            None => Err(ApiError::NotFound("no such route".into())),
+        };
     }
     if SIGN_IN_ROUTES.iter().any(|(_, p)| path == *p) {
         return Ok(sign_in(gw, client_ip, &path, req).await);

@@ -24,7 +24,7 @@ use crate::models::Catalog;
 use crate::outbound::{FetchPolicy, SafeFetch};
 use crate::pipeline;
 use crate::secret::Secret;
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::upstream::Upstreams;
 
 /// Shared state of a running gateway.
@@ -55,6 +55,10 @@ pub struct Gateway {
     /// Background work that shutdown waits for (disconnect drains).
     pub tracker: TaskTracker,
     pub started_at: DateTime<Utc>,
+    /// Pause, cached central allowlist and the app API (the desktop app sets them).
+    pub local: crate::local_control::LocalControls,
+    /// The dashboard's refusals, upstream health and live events.
+    pub dashboard: crate::dashboard::Dashboard,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +108,8 @@ pub async fn start_on(
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
     })?;
+    // Every event also reaches the dashboard's live subscribers.
+    let (deps, live) = crate::dashboard::live::tap(deps);
     let store: Arc<dyn Store> = match &config.store {
         StoreConfig::Sqlite { path } => {
             let path = path.clone();
@@ -113,6 +119,7 @@ pub async fn start_on(
                 .map_err(|e| StoreError::Database(e.to_string()))??;
             Arc::new(opened)
         }
+        StoreConfig::Postgres(pg) => Arc::new(PostgresStore::open(pg, deps.clock.now()).await?),
     };
     let mut key_entries: Vec<(String, [u8; 32])> = config
         .client_keys
@@ -127,12 +134,12 @@ pub async fn start_on(
                 let key = crate::auth::client_keys::generate_local_key();
                 let hash = ClientKeys::hash(key.expose());
                 store.set_local_key_hash(hash, deps.clock.now()).await?;
-                deps.emit(Event::new("local_key.issued").with("key_id", "local"));
+                deps.emit(Event::new("local_key.issued").with("key_id", crate::auth::client_keys::LOCAL_KEY_ID));
                 issued_local_key = Some(key);
                 hash
             }
         };
-        key_entries.push(("local".into(), hash));
+        key_entries.push((crate::auth::client_keys::LOCAL_KEY_ID.into(), hash));
     }
     let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
     // Every outbound call to an operator-configured URL goes through the safe-fetch helper.
@@ -213,6 +220,8 @@ pub async fn start_on(
         catalog: Catalog::new(&config.models, &config.upstreams),
         keys: ClientKeys::new(key_entries),
         started_at: deps.clock.now(),
+        local: Default::default(),
+        dashboard: crate::dashboard::Dashboard::new(live, &config, &deps),
         config,
         deps,
         store,
@@ -232,6 +241,7 @@ pub async fn start_on(
     spawn_retention(gateway.clone(), stop_jobs.clone());
     // Reservations a crash left open are settled from recorded usage, or released.
     crate::spend::admission::reconcile(&gateway).await;
+    spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
     let stop = CancellationToken::new();
     let app = Router::new()
         .fallback(pipeline::handle)
@@ -288,6 +298,25 @@ fn spawn_kv_cleanup(gw: Arc<Gateway>, stop: CancellationToken) {
                         tracing::warn!(error = %e, "kv cleanup failed");
                     }
                 }
+                () = stop.cancelled() => break,
+            }
+        }
+    });
+}
+
+/// On a shared store a replica can die while the others keep serving: every minute, open
+/// reservations whose gateway is gone (see `Store::open_reservations`) are reconciled
+/// without waiting for a restart. SQLite has one process per file, so start-up suffices.
+fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
+    if gw.store.backend() != "postgres" {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => crate::spend::admission::reconcile(&gw).await,
                 () = stop.cancelled() => break,
             }
         }
@@ -355,9 +384,15 @@ impl Handle {
 
     /// Stops accepting, lets in-flight requests finish (at most `timeouts.shutdown_drain`),
     /// then flushes usage rows.
+    /// Desktop controls: pause, the cached central allowlist, the app API.
+    pub fn local(&self) -> &crate::local_control::LocalControls {
+        &self.gateway.local
+    }
+
     pub async fn shutdown(self) {
         let drain = self.gateway.config.timeouts.shutdown_drain;
         self.stop.cancel();
+        self.gateway.dashboard.live.close();
         let mut serve = self.serve;
         if tokio::time::timeout(drain, &mut serve).await.is_err() {
             tracing::warn!(

@@ -7,6 +7,9 @@ use subtle::ConstantTimeEq;
 
 use crate::secret::Secret;
 
+/// The id of the per-install local key (the embedded default and the desktop app).
+pub const LOCAL_KEY_ID: &str = "local";
+
 /// A new per-install local key: `gth_` and 256 random bits, base64url.
 pub fn generate_local_key() -> Secret {
     let mut bytes = [0u8; 32];

@@ -212,6 +212,25 @@ pub struct Timeouts {
 #[derive(Debug, Clone)]
 pub enum StoreConfig {
     Sqlite { path: PathBuf },
+    /// Shared by several replicas (`store.postgres_url`).
+    Postgres(PostgresConfig),
+}
+
+/// `store.postgres_url` and its companions, validated (the URL parses, names a host and a
+/// user, asks for no TLS).
+#[derive(Debug, Clone)]
+pub struct PostgresConfig {
+    /// The URL as written; secret because it may carry a password.
+    pub url: Secret,
+    /// `store.username`: overrides the URL's user.
+    pub username: Option<String>,
+    /// `store.password`: overrides the URL's password.
+    pub password: Option<Secret>,
+    /// Pool size per gateway (`store.max_connections`, default 5).
+    pub max_connections: u32,
+    /// Connecting (and waiting for a pooled connection) gives up after this
+    /// (`store.connect_timeout_ms`, default 5000).
+    pub connect_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +244,34 @@ pub enum UpstreamCredential {
     ApiKey(Secret),
     /// Sent as `Authorization: Bearer`.
     Bearer(Secret),
+    /// Read at each request from a [`crate::deps::TokenSource`]: the desktop's provider
+    /// keys (changed without a restart) and its session with a central Gatehouse. Without
+    /// a value the upstream is skipped with the hint.
+    Dynamic(DynamicCredential),
+}
+
+/// How a [`DynamicCredential`] is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialScheme {
+    /// `x-api-key`
+    ApiKey,
+    /// `Authorization: Bearer`
+    Bearer,
+}
+
+/// The source behind [`UpstreamCredential::Dynamic`]; prints no value.
+#[derive(Clone)]
+pub struct DynamicCredential {
+    pub source: std::sync::Arc<dyn crate::deps::TokenSource>,
+    pub scheme: CredentialScheme,
+    /// Shown when the source has no value, e.g. "sign in to https://gw.example".
+    pub missing_hint: String,
+}
+
+impl std::fmt::Debug for DynamicCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DynamicCredential({:?})", self.scheme)
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -119,13 +119,21 @@ pub struct RawTimeouts {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
-    /// SQLite database file (the embedded default).
+    /// SQLite database file (the embedded default; not with `postgres_url`).
     pub sqlite_path: Option<String>,
-    /// Reserved: PostgreSQL for several replicas.
+    /// PostgreSQL shared by several replicas, e.g. `postgres://gatehouse@db:5432/gatehouse`
+    /// (or the `key=value` form). Plain TCP: TLS (`sslmode=require`) is not supported yet.
     pub postgres_url: Option<String>,
+    /// PostgreSQL connections per gateway (default 5).
     pub max_connections: Option<u32>,
+    /// PostgreSQL user; overrides the one in `postgres_url`.
     pub username: Option<String>,
+    /// PostgreSQL password; overrides the one in `postgres_url`. Use `${VAR}` or
+    /// `${file:/path}` rather than writing it here.
     pub password: Option<String>,
+    /// Time allowed to connect to PostgreSQL, and to wait for a free pooled connection
+    /// (default 5000).
+    pub connect_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -398,14 +398,83 @@ fn managed_policies_are_validated() {
 }
 
 #[test]
-fn later_blocks_are_refused_not_ignored() {
-    for block in [
-        "store: {postgres_url: 'postgres://x'}\n",
-        "store: {max_connections: 5}\n",
+fn postgres_store_is_validated() {
+    let base = format!("listen: {{host: 127.0.0.1}}\n{UP}");
+    let c = load(&format!(
+        "{base}store: {{postgres_url: 'postgres://gh@db.internal:6543/gatehouse', password: '${{PGPW}}', max_connections: 12, connect_timeout_ms: 1500}}\n"
+    ));
+    // `${PGPW}` is not defined in this environment: the error names the field, not a value.
+    assert!(c.unwrap_err().to_string().contains("store.password"));
+    let env = env().with_var("PGPW", "pg-secret-password-value");
+    let c = Config::from_yaml(
+        &format!(
+            "{base}store: {{postgres_url: 'postgres://gh@db.internal:6543/gatehouse', password: '${{PGPW}}', max_connections: 12, connect_timeout_ms: 1500}}\n"
+        ),
+        &LoadContext {
+            env: &env,
+            credentials: &NoCredentialStore,
+            default_data_dir: "/data".into(),
+        },
+    )
+    .unwrap();
+    let StoreConfig::Postgres(pg) = &c.store else {
+        panic!("expected the PostgreSQL store: {:?}", c.store);
+    };
+    assert_eq!(pg.max_connections, 12);
+    assert_eq!(pg.connect_timeout, Duration::from_millis(1500));
+    assert_eq!(
+        pg.password.as_ref().map(Secret::expose),
+        Some("pg-secret-password-value")
+    );
+    assert!(!format!("{c:?}").contains("pg-secret-password-value"));
+    let c = load(&format!("{base}store: {{postgres_url: 'postgres://gh@h/db'}}\n")).unwrap();
+    let StoreConfig::Postgres(pg) = &c.store else {
+        panic!("expected the PostgreSQL store");
+    };
+    assert_eq!((pg.max_connections, pg.connect_timeout), (5, Duration::from_secs(5)));
+
+    for (block, want) in [
+        (
+            "store: {postgres_url: 'postgres://u:hunter2-pw@h/db?sslmode=require'}",
+            "store.postgres_url: TLS to PostgreSQL is not supported yet",
+        ),
+        (
+            "store: {postgres_url: 'postgres://u:hunter2-pw@h:port/db'}",
+            "store.postgres_url: not a valid PostgreSQL URL",
+        ),
+        (
+            "store: {postgres_url: 'postgres://h/db'}",
+            "store.username: required (or a user in store.postgres_url)",
+        ),
+        (
+            "store: {postgres_url: 'postgres://u@h/db', sqlite_path: /x.db}",
+            "store.sqlite_path: not with store.postgres_url",
+        ),
+        (
+            "store: {postgres_url: 'postgres://u@h/db', max_connections: 0}",
+            "store.max_connections: must be greater than 0",
+        ),
+        (
+            "store: {postgres_url: 'postgres://u@h/db', connect_timeout_ms: 0}",
+            "store.connect_timeout_ms: must be greater than 0",
+        ),
+        (
+            "store: {max_connections: 5}",
+            "store.max_connections: only applies with store.postgres_url",
+        ),
+        (
+            "store: {password: hunter2-pw}",
+            "store.password: only applies with store.postgres_url",
+        ),
     ] {
-        let got = err(&format!("listen: {{host: 127.0.0.1}}\n{UP}{block}"));
-        assert!(got.starts_with("not supported yet: store."), "{got}");
+        let got = err(&format!("{base}{block}\n"));
+        assert!(got.starts_with(want), "expected {want}\ngot {got}");
+        assert!(!got.contains("hunter2"), "{got}");
     }
+}
+
+#[test]
+fn later_blocks_are_refused_not_ignored() {
     let got = err(
         "listen: {host: 127.0.0.1}\nupstreams: [{name: b, provider: bedrock, region: us-east-1}]",
     );

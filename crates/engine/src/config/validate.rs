@@ -11,8 +11,8 @@ use url::Url;
 use super::raw::{RawConfig, RawPriceOverride, RawProvider, RawUpstream};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
-    LoggingConfig, ModelRow, ModelsConfig, PriceOverride, PricingConfig, Provider, Rotation,
-    StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+    LoggingConfig, ModelRow, ModelsConfig, PostgresConfig, PriceOverride, PricingConfig,
+    Provider, Rotation, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
 };
 use crate::secret::Secret;
 
@@ -122,17 +122,6 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
 }
 
 fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
-    let reserved = [
-        ("store.postgres_url", raw.store.postgres_url.is_some()),
-        ("store.username", raw.store.username.is_some()),
-        ("store.password", raw.store.password.is_some()),
-        ("store.max_connections", raw.store.max_connections.is_some()),
-    ];
-    for (path, present) in reserved {
-        if present {
-            return Err(ConfigError::not_supported(path));
-        }
-    }
     for (i, u) in raw.upstreams.iter().enumerate() {
         if u.forward_user_identity.is_some() {
             return Err(ConfigError::not_supported(&format!(
@@ -219,6 +208,50 @@ fn http_url(s: &str, path: &str) -> Result<Url, ConfigError> {
 }
 
 fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigError> {
+    let s = &raw.store;
+    if let Some(url) = &s.postgres_url {
+        if s.sqlite_path.is_some() {
+            return Err(ConfigError::at(
+                "store.sqlite_path",
+                "not with store.postgres_url (choose one store)",
+            ));
+        }
+        if s.username.as_deref().is_some_and(|u| u.trim().is_empty()) {
+            return Err(ConfigError::at("store.username", "must not be empty"));
+        }
+        let max_connections = positive(
+            s.max_connections.map(u64::from),
+            5,
+            "store.max_connections",
+        )?;
+        if max_connections > 1000 {
+            return Err(ConfigError::at("store.max_connections", "must be at most 1000"));
+        }
+        let config = PostgresConfig {
+            url: Secret::new(url.clone()),
+            username: s.username.clone(),
+            password: s.password.clone().map(Secret::new),
+            max_connections: max_connections as u32,
+            connect_timeout: Duration::from_millis(positive(
+                s.connect_timeout_ms,
+                5_000,
+                "store.connect_timeout_ms",
+            )?),
+        };
+        crate::store::postgres::connect_config(&config)
+            .map_err(|e| ConfigError::at(e.field(), e.to_string()))?;
+        return Ok(StoreConfig::Postgres(config));
+    }
+    for (path, present) in [
+        ("store.username", s.username.is_some()),
+        ("store.password", s.password.is_some()),
+        ("store.max_connections", s.max_connections.is_some()),
+        ("store.connect_timeout_ms", s.connect_timeout_ms.is_some()),
+    ] {
+        if present {
+            return Err(ConfigError::at(path, "only applies with store.postgres_url"));
+        }
+    }
     let path = match raw.store.sqlite_path.as_deref() {
         Some("") => return Err(ConfigError::at("store.sqlite_path", "must not be empty")),
         Some(p) => PathBuf::from(p),

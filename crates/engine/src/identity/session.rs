@@ -23,6 +23,22 @@ pub struct UserIdentity {
     pub groups: Vec<String>,
 }
 
+impl UserIdentity {
+    /// The one person behind the desktop's local key: personal budgets are `user` caps on
+    /// this subject.
+    pub fn local() -> Self {
+        Self {
+            sub: LOCAL_SUBJECT.to_owned(),
+            email: None,
+            name: None,
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// The spend subject of the desktop's local key.
+pub const LOCAL_SUBJECT: &str = "local";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionClaims {
     pub iss: String,

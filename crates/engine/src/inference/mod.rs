@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
 use crate::auth::Principal;
+use crate::dashboard::blocks::{Layer, blocked, spend_refused};
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts};
@@ -54,6 +55,24 @@ pub async fn handle(
     req: Request<Body>,
 ) -> Result<Response<Body>, ApiError> {
     let started = Instant::now();
+    if gw.local.paused() {
+        gw.deps.emit(
+            Event::new("access.denied")
+                .with("request_id", request_id)
+                .with("principal", principal.label())
+                .with("reason", "paused")
+                .with("layer", "paused"),
+        );
+        return Err(blocked(
+            gw,
+            request_id,
+            Layer::Paused,
+            None,
+            ApiError::UpstreamUnavailable(
+                "Gatehouse is paused; resume it from the tray menu".into(),
+            ),
+        ));
+    }
     let (parts, body) = req.into_parts();
     let limit = usize::try_from(gw.config.limits.max_request_bytes).unwrap_or(usize::MAX);
     let bytes = match Limited::new(body, limit).collect().await {
@@ -72,7 +91,9 @@ pub async fn handle(
     let head = body::parse_head(&bytes)?;
     // The policy webhook sees the parsed request before any routing decision.
     if let Some(webhook) = &gw.webhook {
-        webhook_gate(gw, webhook, request_id, principal, &parts, &bytes).await?;
+        webhook_gate(gw, webhook, request_id, principal, &parts, &bytes)
+            .await
+            .map_err(|e| blocked(gw, request_id, Layer::Webhook, Some(&head.model), e))?;
     }
     // The caller's managed policy is checked before the operator's model map.
     if let Principal::Session { user, .. } = principal
@@ -90,11 +111,31 @@ pub async fn handle(
                 .with("layer", "policy")
                 .with("model", head.model.clone()),
         );
-        return Err(ApiError::InvalidRequest(format!(
+        let e = ApiError::InvalidRequest(format!(
             "model `{}` is not allowed by your managed policy (availableModels: {})",
             head.model,
             allowed.join(", ")
-        )));
+        ));
+        return Err(blocked(gw, request_id, Layer::Policy, Some(&head.model), e));
+    }
+    // The desktop refuses locally what the cached central policy refuses.
+    if let Some(allowed) = gw.local.models()
+        && !crate::policy::model_allowed(&allowed, &head.model)
+    {
+        gw.deps.emit(
+            Event::new("access.denied")
+                .with("request_id", request_id)
+                .with("principal", principal.label())
+                .with("reason", "model_not_allowed")
+                .with("layer", "policy")
+                .with("model", head.model.clone()),
+        );
+        let e = ApiError::InvalidRequest(format!(
+            "model `{}` is not allowed by your organization's policy (availableModels: {})",
+            head.model,
+            allowed.join(", ")
+        ));
+        return Err(blocked(gw, request_id, Layer::Policy, Some(&head.model), e));
     }
     let resolution = gw.catalog.resolve(&head.model).map_err(|e| {
         gw.deps.emit(
@@ -105,7 +146,8 @@ pub async fn handle(
                 .with("layer", "operator")
                 .with("model", head.model.clone()),
         );
-        ApiError::InvalidRequest(e.to_string())
+        let e = ApiError::InvalidRequest(e.to_string());
+        blocked(gw, request_id, Layer::Catalog, Some(&head.model), e)
     })?;
     let mut legs = Vec::with_capacity(resolution.targets.len());
     for (upstream, upstream_model) in resolution.targets {
@@ -125,8 +167,18 @@ pub async fn handle(
         .map(|l| (l.upstream, l.upstream_model.clone()))
         .collect();
     // Spend: reserve the worst case against every binding cap, or refuse before any upstream.
-    let held = match principal {
-        Principal::Session { user, .. } if endpoint == Endpoint::Messages => {
+    let local_user;
+    let spender = match principal {
+        Principal::Session { user, .. } => Some(user),
+        // The desktop's personal budgets bind its one local key.
+        Principal::ClientKey { id } if id == crate::auth::client_keys::LOCAL_KEY_ID => {
+            local_user = crate::identity::session::UserIdentity::local();
+            Some(&local_user)
+        }
+        _ => None,
+    };
+    let held = match spender {
+        Some(user) if endpoint == Endpoint::Messages => {
             let models: Vec<&str> = std::iter::once(head.model.as_str())
                 .chain(upstream_models.iter().map(|(_, m)| m.as_str()))
                 .collect();
@@ -140,7 +192,9 @@ pub async fn handle(
             )
             .await
             {
-                crate::spend::admission::Admitted::Refused(resp) => return Ok(resp),
+                crate::spend::admission::Admitted::Refused(resp) => {
+                    return Ok(spend_refused(gw, request_id, &head.model, resp).await);
+                }
                 crate::spend::admission::Admitted::Held(h) => Some(h),
                 crate::spend::admission::Admitted::Unchecked => None,
             }
@@ -164,6 +218,7 @@ pub async fn handle(
         &parts.headers,
         legs,
         &resolution.not_configured,
+        &gw.dashboard.health,
     )
     .await;
     // From here every path records usage, which settles the reservation.
@@ -254,6 +309,7 @@ pub async fn handle(
             route_reason,
         } => {
             let (upstream, upstream_model) = leg_facts(leg);
+            central_spend_block(gw, request_id, principal, upstream_models[leg].0, status, &body);
             let mut out_headers = headers::to_caller(&upstream_headers);
             // The retained body may have been cut to the retention limit.
             out_headers.remove(header::CONTENT_LENGTH);
@@ -410,4 +466,44 @@ async fn webhook_gate(
             Err(ApiError::PolicyBlocked(reason))
         }
     }
+}
+
+/// A central Gatehouse (the desktop's connected upstream) refused on a spend cap: record
+/// it like a local block, so the tray notifies and lists it, and relay the answer as is.
+fn central_spend_block(
+    gw: &Gateway,
+    request_id: &str,
+    principal: &Principal,
+    upstream: usize,
+    status: http::StatusCode,
+    body: &bytes::Bytes,
+) {
+    let central = matches!(
+        gw.upstreams.list.get(upstream).and_then(|u| u.credential.as_ref()),
+        Some(crate::config::UpstreamCredential::Dynamic(d))
+            if d.scheme == crate::config::CredentialScheme::Bearer
+    );
+    if !central || status != http::StatusCode::TOO_MANY_REQUESTS {
+        return;
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return;
+    };
+    if v.pointer("/error/type").and_then(|t| t.as_str()) != Some("billing_error") {
+        return;
+    }
+    let message = v
+        .pointer("/error/message")
+        .and_then(|m| m.as_str())
+        .unwrap_or_default()
+        .chars()
+        .take(500)
+        .collect::<String>();
+    gw.deps.emit(
+        Event::new("spend.blocked")
+            .with("request_id", request_id)
+            .with("principal", principal.label())
+            .with("source", "central")
+            .with("message", message),
+    );
 }

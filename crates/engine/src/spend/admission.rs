@@ -1,5 +1,6 @@
-//! Reserving at admission, and the guard that releases a reservation nobody settled (a
-//! client that leaves before any upstream answered).
+//! Reserving at admission, the guard that releases a reservation nobody settled (a
+//! client that leaves before any upstream answered), and the release at start of the
+//! reservations a crash left open.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,7 +136,14 @@ pub async fn reserve(
     }
 }
 
-/// Settles (from recorded usage) or releases reservations a crash left open.
+/// Releases the reservations a crash left open, each with a `spend.reservation_released`
+/// event.
+///
+/// A usage row and the settlement of its reservation are one store transaction, so an open
+/// reservation has no usage row of its own: the gateway stopped before its request was
+/// recorded. Usage stored under the same request id belongs to another request that
+/// reused the caller's `x-client-request-id`, and was charged through its own reservation;
+/// settling from it would charge it twice.
 pub async fn reconcile(gw: &Gateway) {
     let open = match gw.store.open_reservations().await {
         Ok(o) => o,
@@ -145,34 +153,18 @@ pub async fn reconcile(gw: &Gateway) {
         }
     };
     for (id, request_id) in open {
-        let now = gw.deps.clock.now();
-        match gw.store.usage_cost(&request_id).await {
-            Ok(Some(cost)) => {
-                if let Err(e) = gw.store.settle(&id, cost, false, now).await {
-                    tracing::warn!(error = %e, "could not settle a reservation");
-                }
-                gw.deps.emit(
-                    Event::new("spend.reservation_settled")
-                        .with("reservation", id)
-                        .with("request_id", request_id)
-                        .with("cost_micro_usd", cost),
-                );
-            }
-            Ok(None) => {
-                if let Err(e) = gw.store.settle(&id, 0, true, now).await {
-                    tracing::warn!(error = %e, "could not release a reservation");
-                }
-                gw.deps.emit(
-                    Event::new("spend.reservation_released")
-                        .with("reservation", id)
-                        .with("request_id", request_id)
-                        .with(
-                            "reason",
-                            "no usage was recorded for this request before the gateway stopped",
-                        ),
-                );
-            }
-            Err(e) => tracing::warn!(error = %e, "could not reconcile a reservation"),
+        if let Err(e) = gw.store.settle(&id, 0, true, gw.deps.clock.now()).await {
+            tracing::warn!(error = %e, "could not release a reservation; it is reconciled at the next start");
+            continue;
         }
+        gw.deps.emit(
+            Event::new("spend.reservation_released")
+                .with("reservation", id)
+                .with("request_id", request_id)
+                .with(
+                    "reason",
+                    "no usage was recorded for this request before the gateway stopped",
+                ),
+        );
     }
 }

@@ -1,8 +1,13 @@
-//! Numbered SQL migrations, applied in order inside one transaction each.
+//! Numbered SQL migrations, one set per backend, applied in order inside one transaction.
 //!
-//! The files live in `migrations/<backend>/NNNN_name.sql`; this list must name every file
-//! (a test checks it). A database whose newest applied version is above the newest known
+//! The files live in `migrations/<backend>/NNNN_name.sql`; these lists must name every file
+//! (a test checks both). A database whose newest applied version is above the newest known
 //! one is refused: an older binary must not write to a newer schema.
+//!
+//! Several processes may start at once on one database. SQLite takes the write lock first
+//! (`BEGIN IMMEDIATE`); PostgreSQL takes a transaction-scoped advisory lock
+//! ([`POSTGRES_MIGRATION_LOCK`]) before it even creates the bookkeeping table, so the
+//! second replica waits, then finds the schema current.
 
 use rusqlite::{Connection, TransactionBehavior, params};
 
@@ -31,6 +36,27 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../../../../migrations/sqlite/0003_principals.sql"),
     },
 ];
+
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_spend.sql",
+        sql: include_str!("../../../../migrations/postgres/0002_spend.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_principals.sql",
+        sql: include_str!("../../../../migrations/postgres/0003_principals.sql"),
+    },
+];
+
+/// `pg_advisory_xact_lock` key held while PostgreSQL migrations run ("gatehous" in ASCII).
+pub const POSTGRES_MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573;
 
 pub fn latest(list: &[Migration]) -> i64 {
     list.iter().map(|m| m.version).max().unwrap_or(0)
@@ -71,26 +97,89 @@ pub fn apply_sqlite(conn: &mut Connection, clock_ms: i64) -> Result<i64, StoreEr
     Ok(supported)
 }
 
+/// Applies pending PostgreSQL migrations under the migration lock; returns the schema
+/// version now in force.
+pub async fn apply_postgres(
+    client: &mut tokio_postgres::Client,
+    clock_ms: i64,
+) -> Result<i64, StoreError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&POSTGRES_MIGRATION_LOCK],
+    )
+    .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (
+             version    BIGINT PRIMARY KEY,
+             name       TEXT   NOT NULL,
+             applied_at BIGINT NOT NULL
+         );",
+    )
+    .await?;
+    let current: i64 = tx
+        .query_one("SELECT COALESCE(MAX(version), 0)::BIGINT FROM _migrations", &[])
+        .await?
+        .try_get(0)?;
+    let supported = latest(POSTGRES);
+    if current > supported {
+        return Err(StoreError::TooNew {
+            found: current,
+            supported,
+        });
+    }
+    for m in POSTGRES.iter().filter(|m| m.version > current) {
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            "INSERT INTO _migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+            &[&m.version, &m.name, &clock_ms],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(supported)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
-    fn list_names_every_file_in_order() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
-        let mut files: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let listed: Vec<&str> = SQLITE.iter().map(|m| m.name).collect();
-        assert_eq!(files, listed);
-        for (i, m) in SQLITE.iter().enumerate() {
-            assert_eq!(m.version, i as i64 + 1);
-            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+    fn lists_name_every_file_in_order() {
+        for (backend, list) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../migrations")
+                .join(backend);
+            let mut files: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let listed: Vec<&str> = list.iter().map(|m| m.name).collect();
+            assert_eq!(files, listed, "{backend}");
+            for (i, m) in list.iter().enumerate() {
+                assert_eq!(m.version, i as i64 + 1, "{backend}");
+                assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+            }
         }
+    }
+
+    #[test]
+    fn both_backends_have_the_same_tables() {
+        let tables = |list: &[Migration]| {
+            let mut names: Vec<String> = list
+                .iter()
+                .flat_map(|m| m.sql.lines())
+                .filter_map(|l| l.trim().strip_prefix("CREATE TABLE "))
+                .map(|rest| rest.split_whitespace().next().unwrap_or("").to_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(tables(SQLITE), tables(POSTGRES));
+        assert_eq!(latest(SQLITE), latest(POSTGRES));
     }
 
     #[test]

@@ -1,14 +1,19 @@
 //! Storage behind one interface. SQLite (rusqlite, on its own thread) is the embedded
-//! default; a PostgreSQL implementation joins behind the same [`Store`] trait without
-//! touching callers. Migrations are plain numbered `.sql` files under `migrations/`.
+//! default; PostgreSQL (`tokio-postgres` with a `deadpool` pool) lets several replicas
+//! share one database. Both implement [`Store`] with the same meaning; migrations are
+//! plain numbered `.sql` files under `migrations/<backend>/`.
 
 mod migrations;
+pub mod postgres;
+mod postgres_kv;
+mod postgres_spend;
 pub mod sqlite;
 mod sqlite_spend;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +26,9 @@ pub enum StoreError {
     TooNew { found: i64, supported: i64 },
     #[error("cannot open database {path}: {message}")]
     Open { path: String, message: String },
+    /// `target` is `host:port/database`; never the URL (it may carry a password).
+    #[error("cannot connect to PostgreSQL at {target}: {message}")]
+    Connect { target: String, message: String },
     #[error("the store is shut down")]
     Closed,
 }
@@ -82,6 +90,12 @@ pub trait Store: Send + Sync {
     /// Newest first.
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError>;
     async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError>;
+    /// Totals per requested `model` since `since`, highest cost first (then model name),
+    /// at most 100 models: the dashboard's spend per model.
+    async fn usage_by_model(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
     /// Hash of the per-install local key, if one was issued.
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError>;
     /// Replaces the per-install local key.
@@ -139,7 +153,9 @@ pub trait Store: Send + Sync {
         released: bool,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
-    /// Open reservations as `(reservation id, request id)`.
+    /// Open reservations no running gateway will settle, as `(reservation id, request id)`:
+    /// on SQLite (one process per file) every open one; on PostgreSQL those whose gateway
+    /// is gone (its advisory lock is free), never another live replica's.
     async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Cost of a recorded request, if its usage row exists.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;

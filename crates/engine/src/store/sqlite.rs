@@ -234,6 +234,35 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn usage_by_model(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT model, COUNT(*), COALESCE(SUM(input_tokens), 0),
+                        COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_micro_usd), 0)
+                 FROM usage_events WHERE created_at >= ?1
+                 GROUP BY model ORDER BY 5 DESC, model ASC LIMIT 100",
+            )?;
+            let rows = stmt
+                .query_map(params![ms(since)], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        UsageTotals {
+                            requests: u(r.get(1)?),
+                            input_tokens: u(r.get(2)?),
+                            output_tokens: u(r.get(3)?),
+                            cost_micro_usd: u(r.get(4)?),
+                        },
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         self.call(|c| {
             let row = c

@@ -10,7 +10,7 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
-use crate::config::UpstreamCredential;
+use crate::config::{CredentialScheme, UpstreamCredential};
 
 fn keep_request(name: &str) -> bool {
     matches!(
@@ -19,6 +19,20 @@ fn keep_request(name: &str) -> bool {
     ) || name.starts_with("anthropic-")
         || name.starts_with("x-stainless-")
         || name.starts_with("x-claude-code-")
+}
+
+fn api_key(out: &mut HeaderMap, key: &crate::secret::Secret) {
+    if let Ok(mut v) = HeaderValue::from_str(key.expose()) {
+        v.set_sensitive(true);
+        out.insert(HeaderName::from_static("x-api-key"), v);
+    }
+}
+
+fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
+    if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+        v.set_sensitive(true);
+        out.insert(header::AUTHORIZATION, v);
+    }
 }
 
 /// Headers for the upstream request.
@@ -30,18 +44,13 @@ pub fn to_upstream(incoming: &HeaderMap, credential: Option<&UpstreamCredential>
         }
     }
     match credential {
-        Some(UpstreamCredential::ApiKey(key)) => {
-            if let Ok(mut v) = HeaderValue::from_str(key.expose()) {
-                v.set_sensitive(true);
-                out.insert(HeaderName::from_static("x-api-key"), v);
-            }
-        }
-        Some(UpstreamCredential::Bearer(token)) => {
-            if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
-                v.set_sensitive(true);
-                out.insert(header::AUTHORIZATION, v);
-            }
-        }
+        Some(UpstreamCredential::ApiKey(key)) => api_key(&mut out, key),
+        Some(UpstreamCredential::Bearer(token)) => bearer(&mut out, token),
+        Some(UpstreamCredential::Dynamic(dynamic)) => match dynamic.source.current() {
+            Some(token) if dynamic.scheme == CredentialScheme::Bearer => bearer(&mut out, &token),
+            Some(key) => api_key(&mut out, &key),
+            None => {}
+        },
         None => {}
     }
     if !out.contains_key("anthropic-version") {

@@ -7,7 +7,7 @@
 //! the highest-priority retained answer is returned (429 with its `retry-after`, then 404);
 //! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
 //! the caller would take them for its own credential failing. Every decision is written
-//! into a `route_reason`.
+//! into a `route_reason`, and every attempt's outcome into the dashboard's upstream health.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::{Upstreams, anthropic};
 use crate::error::ApiError;
+use crate::config::UpstreamCredential;
 
 /// A request ready to be sent, per candidate upstream.
 pub struct Leg {
@@ -74,6 +75,7 @@ pub async fn route(
     headers: &HeaderMap,
     legs: Vec<Leg>,
     skipped: &[String],
+    health: &crate::dashboard::health::UpstreamHealth,
 ) -> Routed {
     let mut failures: Vec<String> = skipped
         .iter()
@@ -83,10 +85,17 @@ pub async fn route(
     let mut attempts = 0;
     let mut hints: Vec<String> = Vec::new();
     for (i, leg) in legs.into_iter().enumerate() {
-        let up = &upstreams.list[leg.upstream];
+        let (index, up) = (leg.upstream, &upstreams.list[leg.upstream]);
         if let Some(hint) = &up.missing_credential_hint {
             failures.push(format!("{}=no credential", up.name));
             hints.push(hint.clone());
+            continue;
+        }
+        if let Some(UpstreamCredential::Dynamic(dynamic)) = &up.credential
+            && dynamic.source.current().is_none()
+        {
+            failures.push(format!("{}=no credential", up.name));
+            hints.push(dynamic.missing_hint.clone());
             continue;
         }
         attempts += 1;
@@ -111,17 +120,20 @@ pub async fn route(
                     "network error"
                 };
                 tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
+                health.failure(index, None, kind);
                 failures.push(format!("{}={kind}", up.name));
                 continue;
             }
             Err(_) => {
                 tracing::warn!(upstream = %up.name, ms = upstreams.ttfb.as_millis() as u64, "upstream TTFB timeout");
+                health.failure(index, None, "ttfb timeout");
                 failures.push(format!("{}=ttfb timeout", up.name));
                 continue;
             }
         };
         let status = response.status();
         if !fails_over(status) {
+            health.success(index, status.as_u16());
             let route_reason = reason(&up.name, &failures, status);
             return Routed::Answer {
                 response,
@@ -132,6 +144,11 @@ pub async fn route(
             };
         }
         tracing::warn!(upstream = %up.name, status = status.as_u16(), "upstream answered with a failover status");
+        health.failure(
+            index,
+            Some(status.as_u16()),
+            &format!("HTTP {}", status.as_u16()),
+        );
         failures.push(format!("{}={}", up.name, status.as_u16()));
         if let Some(rank) = retain_rank(status)
             && retained.as_ref().is_none_or(|r| rank > r.0)

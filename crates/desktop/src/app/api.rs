@@ -1,0 +1,195 @@
+//! The app's HTTP API at `/gatehouse/app/*`, mounted into the engine on loopback.
+//!
+//! Every call must carry this launch's token in `x-gatehouse-app-token` (compared in
+//! constant time). A web page cannot send that header cross-origin without a CORS
+//! preflight, which this API never grants, and the engine already refuses non-loopback
+//! Host names (DNS rebinding). Answers are the app state, or `{"error": {type, message}}`.
+
+use std::sync::Weak;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use gatehouse_engine::local_control::{APP_PREFIX, AppRoutes};
+use gatehouse_engine::secret::Secret;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use super::{App, AppError, Inner};
+
+/// The header that carries the app token.
+pub const TOKEN_HEADER: &str = "x-gatehouse-app-token";
+const MAX_BODY: usize = 64 * 1024;
+
+/// Holds the app weakly: the engine must not keep the app alive (it owns the engine).
+pub struct AppApi {
+    app: Weak<Inner>,
+}
+
+impl AppApi {
+    pub fn new(app: &App) -> Self {
+        Self {
+            app: std::sync::Arc::downgrade(&app.inner),
+        }
+    }
+}
+
+fn reply(status: StatusCode, body: Value) -> Response<Body> {
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+    reply(
+        status,
+        json!({"type": "error", "error": {"type": kind, "message": message}}),
+    )
+}
+
+fn app_error(e: &AppError) -> Response<Body> {
+    let (status, kind) = match e {
+        AppError::BadInput(_) => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+        AppError::Locked(_) => (StatusCode::CONFLICT, "locked"),
+        AppError::Keychain(_) => (StatusCode::SERVICE_UNAVAILABLE, "keychain_unavailable"),
+        AppError::Central(_) => (StatusCode::SERVICE_UNAVAILABLE, "central_unavailable"),
+        AppError::Engine(_) | AppError::Internal(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "api_error")
+        }
+    };
+    error(status, kind, &e.to_string())
+}
+
+async fn json_body(req: Request<Body>) -> Result<Value, Response<Body>> {
+    let bytes = http_body_util::Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "body too large or unreadable",
+            )
+        })?
+        .to_bytes();
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("the body is not valid JSON: {e}"),
+        )
+    })
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, Response<Body>> {
+    v.get(key).and_then(Value::as_str).ok_or_else(|| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("`{key}` (a string) is required"),
+        )
+    })
+}
+
+#[async_trait]
+impl AppRoutes for AppApi {
+    async fn handle(&self, req: Request<Body>) -> Response<Body> {
+        let Some(inner) = self.app.upgrade() else {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "the app is shutting down",
+            );
+        };
+        let app = App { inner };
+        let presented = req
+            .headers()
+            .get(TOKEN_HEADER)
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        if !bool::from(presented.ct_eq(app.app_token().expose().as_bytes())) {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "this API is for the Gatehouse app window only",
+            );
+        }
+        match route(&app, req).await {
+            Ok(()) => reply(StatusCode::OK, app.state().await),
+            Err(resp) => resp,
+        }
+    }
+}
+
+async fn route(app: &App, req: Request<Body>) -> Result<(), Response<Body>> {
+    let path = req
+        .uri()
+        .path()
+        .strip_prefix(APP_PREFIX)
+        .unwrap_or_default()
+        .to_owned();
+    let method = req.method().clone();
+    let done = |r: Result<(), AppError>| r.map_err(|e| app_error(&e));
+    match (method, path.as_str()) {
+        (Method::GET, "state") => Ok(()),
+        (Method::POST, "login") => done(app.login().await),
+        (Method::POST, "logout") => done(app.logout().await),
+        (Method::POST, "open") => {
+            let body = json_body(req).await?;
+            done(app.open_verification(text(&body, "url")?))
+        }
+        (Method::POST, "settings") => {
+            let body = json_body(req).await?;
+            done(app.update_settings(&body).await)
+        }
+        (Method::POST, "providers") => {
+            let body = json_body(req).await?;
+            let key = Secret::new(text(&body, "api_key")?);
+            done(app.add_provider(text(&body, "kind")?, key).await)
+        }
+        (Method::DELETE, p) if p.starts_with("providers/") => {
+            done(app.remove_provider(&p["providers/".len()..]).await)
+        }
+        (Method::POST, "claude-code") => {
+            let body = json_body(req).await?;
+            match text(&body, "action")? {
+                "configure" => done(app.configure_claude_code(false).await),
+                "undo" => done(app.configure_claude_code(true).await),
+                _ => Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "action must be \"configure\" or \"undo\"",
+                )),
+            }
+        }
+        (Method::POST, "pause") => {
+            let body = json_body(req).await?;
+            let paused = body.get("paused").and_then(Value::as_bool).ok_or_else(|| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "`paused` (true or false) is required",
+                )
+            })?;
+            app.set_paused(paused).await;
+            Ok(())
+        }
+        (m, p) => Err(error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            &format!("no route for {m} {APP_PREFIX}{p}"),
+        )),
+    }
+}

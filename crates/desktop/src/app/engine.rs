@@ -1,0 +1,261 @@
+//! Building the embedded engine from the app's settings and (re)starting it.
+//!
+//! The engine listens on 127.0.0.1 only. Its config is the embedded default (SQLite in the
+//! app data dir, the per-install local key) with the upstream chosen by the mode, and spend
+//! enforcement on so personal budgets (standalone) bind the local key.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gatehouse_engine::config::{
+    Config, CredentialScheme, DynamicCredential, SpendConfig, UpstreamConfig, UpstreamCredential,
+    embedded_default,
+};
+use gatehouse_engine::deps::{
+    CredentialError, CredentialStore, Deps, SystemClock, TokenSource,
+};
+use gatehouse_engine::events::{Event, EventSink};
+use gatehouse_engine::secret::Secret;
+use sha2::{Digest, Sha256};
+
+use super::{App, AppError};
+use crate::keychain::{LOCAL_TOKEN_ACCOUNT, SERVICE};
+use crate::settings::{Mode, provider_account};
+
+pub fn db_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("gatehouse.db")
+}
+
+pub fn new_app_token() -> Secret {
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    Secret::new(hex::encode(bytes))
+}
+
+/// The keychain, or a store that refuses every write with the reason none is reachable.
+pub fn credentials(keychain: &Result<Arc<dyn CredentialStore>, String>) -> Arc<dyn CredentialStore> {
+    match keychain {
+        Ok(k) => k.clone(),
+        Err(reason) => Arc::new(NoKeychain(reason.clone())),
+    }
+}
+
+struct NoKeychain(String);
+
+impl CredentialStore for NoKeychain {
+    fn get(&self, _: &str, _: &str) -> Result<Option<Secret>, CredentialError> {
+        Err(CredentialError::Unavailable(self.0.clone()))
+    }
+    fn set(&self, _: &str, _: &str, _: &Secret) -> Result<(), CredentialError> {
+        Err(CredentialError::Unavailable(format!(
+            "no keychain reachable ({}); Gatehouse does not store secrets elsewhere",
+            self.0
+        )))
+    }
+    fn delete(&self, _: &str, _: &str) -> Result<(), CredentialError> {
+        Err(CredentialError::Unavailable(self.0.clone()))
+    }
+}
+
+/// The local client token lives in the keychain and its hash in the store, so the engine
+/// accepts it and `gatehouse token --local` can print it for Claude Code.
+pub async fn ensure_local_token(app: &App) -> Result<(), AppError> {
+    let inner = app.inner();
+    let creds = credentials(&inner.deps.keychain);
+    let token = match creds.get(SERVICE, LOCAL_TOKEN_ACCOUNT) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            let t = gatehouse_engine::auth::client_keys::generate_local_key();
+            creds.set(SERVICE, LOCAL_TOKEN_ACCOUNT, &t)?;
+            t
+        }
+        // No keychain: the engine issues a key it never shows; nothing can use it, which
+        // the app state reports instead of writing the token somewhere else.
+        Err(e) => {
+            tracing::warn!(error = %e, "no keychain: the local token cannot be kept");
+            return Ok(());
+        }
+    };
+    let hash: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
+    let stored = inner.store.local_key_hash().await?;
+    if stored.map(|(h, _)| h) != Some(hash) {
+        inner
+            .store
+            .set_local_key_hash(hash, chrono::Utc::now())
+            .await?;
+    }
+    Ok(())
+}
+
+/// Provider keys as the engine reads them, one slot per upstream name: the keychain value
+/// when the user stored one, else a key from the environment (`ANTHROPIC_API_KEY`).
+#[derive(Default)]
+pub struct KeySlots(std::sync::Mutex<std::collections::HashMap<String, Arc<KeySlot>>>);
+
+#[derive(Default)]
+pub struct KeySlot {
+    stored: std::sync::RwLock<Option<Secret>>,
+    fallback: std::sync::RwLock<Option<Secret>>,
+}
+
+impl KeySlots {
+    pub fn slot(&self, name: &str) -> Arc<KeySlot> {
+        match self.0.lock() {
+            Ok(mut m) => m.entry(name.to_owned()).or_default().clone(),
+            Err(_) => Arc::new(KeySlot::default()),
+        }
+    }
+}
+
+impl KeySlot {
+    pub fn set(&self, key: Option<Secret>) {
+        if let Ok(mut s) = self.stored.write() {
+            *s = key;
+        }
+    }
+
+    fn set_fallback(&self, key: Secret) {
+        if let Ok(mut s) = self.fallback.write() {
+            *s = Some(key);
+        }
+    }
+}
+
+impl TokenSource for KeySlot {
+    fn current(&self) -> Option<Secret> {
+        let stored = self.stored.read().ok().and_then(|s| s.clone());
+        stored.or_else(|| self.fallback.read().ok().and_then(|s| s.clone()))
+    }
+}
+
+/// Loads the stored provider keys from the keychain into their slots.
+pub fn load_keys(app: &App) {
+    let inner = app.inner();
+    let creds = credentials(&inner.deps.keychain);
+    for p in app.settings().providers {
+        let key = creds.get(SERVICE, &provider_account(&p.name)).ok().flatten();
+        inner.keys.slot(&p.name).set(key);
+    }
+}
+
+fn config(app: &App, port: u16) -> Result<Config, AppError> {
+    let inner = app.inner();
+    let settings = app.settings();
+    let mut cfg = embedded_default(inner.deps.env.as_ref(), &inner.deps.data_dir, Some(port))
+        .map_err(|e| AppError::Engine(e.to_string()))?;
+    cfg.spend = Some(SpendConfig {
+        write_keys: Vec::new(),
+        read_keys: Vec::new(),
+        admin_groups: Vec::new(),
+        blocked_message: None,
+        group_mode: Default::default(),
+        fail_closed: false,
+    });
+    match settings.mode {
+        Mode::Standalone => {
+            // Keys are read per request from the app's slots: adding one needs no restart.
+            for up in cfg.upstreams.iter_mut() {
+                let slot = inner.keys.slot(&up.name);
+                if let Some(UpstreamCredential::ApiKey(from_env)) = up.credential.take() {
+                    slot.set_fallback(from_env);
+                }
+                up.missing_credential_hint = None;
+                up.credential = Some(UpstreamCredential::Dynamic(DynamicCredential {
+                    source: slot,
+                    scheme: CredentialScheme::ApiKey,
+                    missing_hint: format!(
+                        "no {} key: add one in Gatehouse → Settings → Providers",
+                        up.name
+                    ),
+                }));
+            }
+        }
+        Mode::Connected => {
+            let url = settings.central_url.clone().ok_or_else(|| {
+                AppError::BadInput("connected mode needs a central Gatehouse URL".into())
+            })?;
+            let origin = crate::central::origin(&url).map_err(|e| AppError::BadInput(e.to_string()))?;
+            let base_url = url::Url::parse(&format!("{origin}/"))
+                .map_err(|e| AppError::BadInput(e.to_string()))?;
+            let source: Arc<dyn TokenSource> = inner.session.clone();
+            let template = cfg.upstreams.first().cloned().ok_or_else(|| {
+                AppError::Internal("the embedded default has no upstream".into())
+            })?;
+            cfg.upstreams = vec![UpstreamConfig {
+                name: "central".into(),
+                base_url,
+                credential: Some(UpstreamCredential::Dynamic(DynamicCredential {
+                    source,
+                    scheme: CredentialScheme::Bearer,
+                    missing_hint: format!(
+                        "not signed in to {origin}: log in from the Gatehouse tray menu"
+                    ),
+                })),
+                missing_credential_hint: None,
+                ..template
+            }];
+        }
+    }
+    Ok(cfg)
+}
+
+/// Forwards every engine event to the app's sink and hands the ones the app reacts to
+/// (usage, blocks) to its tap task without blocking the engine.
+struct Tap {
+    next: Arc<dyn EventSink>,
+    taps: tokio::sync::mpsc::Sender<Event>,
+}
+
+impl EventSink for Tap {
+    fn emit(&self, event: &Event) {
+        self.next.emit(event);
+        if matches!(
+            event.evt,
+            "inference" | "spend.blocked" | "access.denied" | "policy.blocked"
+        ) {
+            let _ = self.taps.try_send(event.clone());
+        }
+    }
+}
+
+pub async fn restart(app: &App) -> Result<(), AppError> {
+    let inner = app.inner();
+    let mut slot = inner.engine.lock().await;
+    if let Some(old) = slot.take() {
+        old.shutdown().await;
+    }
+    let port = inner.port.load(std::sync::atomic::Ordering::Relaxed);
+    let cfg = config(app, port)?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| AppError::Engine(format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+    let deps = Deps {
+        clock: Arc::new(SystemClock),
+        env: inner.deps.env.clone(),
+        credentials: credentials(&inner.deps.keychain),
+        events: Arc::new(Tap {
+            next: inner.deps.events.clone(),
+            taps: inner.taps.clone(),
+        }),
+    };
+    let handle = gatehouse_engine::server::start_on(listener, cfg, deps)
+        .await
+        .map_err(|e| AppError::Engine(e.to_string()))?;
+    inner.port.store(
+        handle.local_addr().port(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    handle
+        .local()
+        .set_paused(inner.paused.load(std::sync::atomic::Ordering::Relaxed));
+    handle
+        .local()
+        .set_models(super::connected::cached_models(app).await);
+    handle
+        .local()
+        .mount(Arc::new(super::api::AppApi::new(app)));
+    *slot = Some(handle);
+    drop(slot);
+    app.publish("app.state");
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! The tray's application service: everything the desktop app does, without a window.
+//!
+//! [`App::start`] reads the IT bootstrap file and the saved settings, makes sure the local
+//! client token exists in the keychain, and starts the engine on 127.0.0.1 through the
+//! same `start_on` as `gatehouse serve`, with the app's API mounted at `/gatehouse/app/*`
+//! (see [`api`]). The Tauri shell and the tests drive it through the same methods; the
+//! shell adds only a tray, a window and the OS glue.
+//!
+//! ```text
+//! settings + bootstrap + keychain -> engine config -> engine (loopback)
+//!     standalone: the user's providers (keys from the keychain), personal budgets as caps
+//!     connected:  one upstream, the central Gatehouse, with the session from the keychain
+//! engine events -> notifications (rate-limited), meters;  connected: pulls (see `connected`)
+//! ```
+
+pub mod api;
+mod connected;
+mod engine;
+mod state;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use gatehouse_engine::deps::{CredentialError, CredentialStore, Environment};
+use gatehouse_engine::events::{Event, EventSink};
+use gatehouse_engine::secret::Secret;
+use gatehouse_engine::server::Handle;
+use gatehouse_engine::store::Store;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::bootstrap::{self, Bootstrap};
+use crate::notifier::{Gate, Notifier};
+use crate::session::SessionKeeper;
+use crate::settings::{Mode, Settings, StateStore};
+
+pub use connected::LoginState;
+
+/// Opens a URL in the user's browser.
+pub trait Opener: Send + Sync {
+    fn open(&self, url: &str) -> Result<(), String>;
+}
+
+/// `xdg-open` / `open` / `start`.
+pub struct SystemOpener;
+
+impl Opener for SystemOpener {
+    fn open(&self, url: &str) -> Result<(), String> {
+        let mut cmd = if cfg!(target_os = "macos") {
+            std::process::Command::new("open")
+        } else if cfg!(windows) {
+            let mut c = std::process::Command::new("cmd");
+            c.args(["/C", "start", ""]);
+            c
+        } else {
+            std::process::Command::new("xdg-open")
+        };
+        cmd.arg(url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map(|_| ())
+            .map_err(|e| format!("cannot open a browser: {e}"))
+    }
+}
+
+/// Everything the app takes from outside (tests pass their own).
+pub struct AppDeps {
+    pub data_dir: PathBuf,
+    pub env: Arc<dyn Environment>,
+    /// The OS keychain, or why none is reachable (then no secret is stored anywhere).
+    pub keychain: Result<Arc<dyn CredentialStore>, String>,
+    /// Where engine and app events go (log lines); the app taps them on the way.
+    pub events: Arc<dyn EventSink>,
+    pub notifier: Arc<dyn Notifier>,
+    pub opener: Arc<dyn Opener>,
+    /// The user's home, for Claude Code's settings.
+    pub home: PathBuf,
+    /// The `gatehouse` binary, for Claude Code's `apiKeyHelper`.
+    pub gatehouse_exe: PathBuf,
+    /// Port override (tests pass 0); otherwise the saved setting.
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    BadInput(String),
+    #[error("locked by your IT bootstrap file: {0}")]
+    Locked(String),
+    #[error("{0}")]
+    Keychain(String),
+    #[error("{0}")]
+    Central(String),
+    #[error("{0}")]
+    Engine(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<CredentialError> for AppError {
+    fn from(e: CredentialError) -> Self {
+        AppError::Keychain(e.to_string())
+    }
+}
+
+impl From<gatehouse_engine::store::StoreError> for AppError {
+    fn from(e: gatehouse_engine::store::StoreError) -> Self {
+        AppError::Internal(e.to_string())
+    }
+}
+
+/// The IT bootstrap file as read at start.
+pub struct BootstrapState {
+    pub path: PathBuf,
+    pub result: Result<Option<Bootstrap>, String>,
+}
+
+impl BootstrapState {
+    pub fn get(&self) -> Option<&Bootstrap> {
+        self.result.as_ref().ok().and_then(Option::as_ref)
+    }
+}
+
+pub(crate) struct Inner {
+    deps: AppDeps,
+    app_token: Secret,
+    bootstrap: BootstrapState,
+    state: StateStore,
+    store: Arc<dyn Store>,
+    settings: Mutex<Settings>,
+    engine: tokio::sync::Mutex<Option<Handle>>,
+    port: std::sync::atomic::AtomicU16,
+    session: Arc<SessionKeeper>,
+    keys: engine::KeySlots,
+    paused: std::sync::atomic::AtomicBool,
+    login: Mutex<LoginState>,
+    central: Mutex<connected::CentralState>,
+    notes: Gate,
+    taps: mpsc::Sender<Event>,
+}
+
+/// The running desktop app. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+impl App {
+    pub async fn start(deps: AppDeps) -> Result<App, AppError> {
+        let bootstrap = BootstrapState {
+            path: bootstrap::path(deps.env.as_ref()),
+            result: bootstrap::load(deps.env.as_ref()).map_err(|e| e.to_string()),
+        };
+        if let Err(e) = &bootstrap.result {
+            tracing::error!(error = %e, "the IT bootstrap file cannot be used");
+            deps.events
+                .emit(&Event::new("desktop.bootstrap_invalid").with("error", e.clone()));
+        }
+        std::fs::create_dir_all(&deps.data_dir).map_err(|e| {
+            AppError::Internal(format!("cannot create {}: {e}", deps.data_dir.display()))
+        })?;
+        let store: Arc<dyn Store> = Arc::new(
+            gatehouse_engine::store::SqliteStore::open(
+                &engine::db_path(&deps.data_dir),
+                chrono::Utc::now(),
+            )
+            .map_err(|e| AppError::Internal(e.to_string()))?,
+        );
+        let state = StateStore::new(store.clone());
+        let mut settings: Settings = state.get(crate::settings::SETTINGS_KEY).await?.unwrap_or_default();
+        if let Some(b) = bootstrap.get() {
+            // The bootstrap names the server; forcing connected mode overrides the saved choice.
+            settings.central_url = Some(b.central_url.as_str().trim_end_matches('/').to_owned());
+            if b.force_connected_mode {
+                settings.mode = Mode::Connected;
+            }
+        }
+        let creds = engine::credentials(&deps.keychain);
+        let central_origin = settings
+            .central_url
+            .as_deref()
+            .and_then(|u| crate::central::origin(u).ok());
+        let session = Arc::new(SessionKeeper::load(creds, central_origin.as_deref()));
+        let (taps, rx) = mpsc::channel(1024);
+        let notes = Gate::new(deps.notifier.clone(), deps.events.clone());
+        let port = deps.port.unwrap_or(settings.port);
+        let signed_in = session.current().is_some();
+        let inner = Arc::new(Inner {
+            app_token: engine::new_app_token(),
+            bootstrap,
+            state,
+            store,
+            settings: Mutex::new(settings),
+            engine: tokio::sync::Mutex::new(None),
+            port: std::sync::atomic::AtomicU16::new(port),
+            session,
+            keys: Default::default(),
+            paused: Default::default(),
+            login: Mutex::new(if signed_in {
+                LoginState::SignedIn
+            } else {
+                LoginState::SignedOut { error: None }
+            }),
+            central: Mutex::new(connected::CentralState::default()),
+            notes,
+            taps,
+            deps,
+        });
+        let app = App { inner };
+        engine::ensure_local_token(&app).await?;
+        engine::load_keys(&app);
+        app.restart_engine().await?;
+        if let Some(b) = app.inner.bootstrap.get()
+            && b.auto_configure_claude_code
+            && let Err(e) = app.configure_claude_code(false).await
+        {
+            tracing::warn!(error = %e, "could not configure Claude Code as the bootstrap asks");
+        }
+        tokio::spawn(connected::run_taps(app.clone(), rx));
+        tokio::spawn(connected::run_sync(app.clone()));
+        // IT named the server: a fresh install goes straight to the login prompt.
+        if app.bootstrap().get().is_some()
+            && app.settings().mode == Mode::Connected
+            && app.inner.session.current().is_none()
+            && let Err(e) = app.login().await
+        {
+            tracing::warn!(error = %e, "could not start signing in to the central Gatehouse");
+        }
+        Ok(app)
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.inner
+            .settings
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn bootstrap(&self) -> &BootstrapState {
+        &self.inner.bootstrap
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!(
+            "http://127.0.0.1:{}",
+            self.inner.port.load(std::sync::atomic::Ordering::Relaxed)
+        )
+    }
+
+    /// The dashboard with this launch's app token in the fragment (never sent to a server).
+    pub fn dashboard_url(&self) -> String {
+        format!("{}/#token={}", self.base_url(), self.inner.app_token.expose())
+    }
+
+    pub(crate) fn app_token(&self) -> &Secret {
+        &self.inner.app_token
+    }
+
+    /// The app state the UI shows (see the UI contract).
+    pub async fn state(&self) -> Value {
+        state::build(self).await
+    }
+
+    /// The tray's status line: mode and today's spend.
+    pub async fn status_line(&self) -> String {
+        state::status_line(self).await
+    }
+
+    pub async fn paused(&self) -> bool {
+        self.inner.paused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub async fn set_paused(&self, paused: bool) {
+        self.inner
+            .paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+        // During a restart the new engine picks the flag up when it starts.
+        if let Ok(engine) = self.inner.engine.try_lock()
+            && let Some(h) = engine.as_ref()
+        {
+            h.local().set_paused(paused);
+        }
+        self.publish("app.state");
+    }
+
+    pub async fn login(&self) -> Result<(), AppError> {
+        connected::login(self).await
+    }
+
+    pub async fn logout(&self) -> Result<(), AppError> {
+        connected::logout(self).await
+    }
+
+    pub fn login_state(&self) -> LoginState {
+        self.inner
+            .login
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or(LoginState::SignedOut { error: None })
+    }
+
+    /// Opens the pending sign-in page (only that URL: the API cannot open arbitrary ones).
+    pub fn open_verification(&self, url: &str) -> Result<(), AppError> {
+        match self.login_state() {
+            LoginState::Pending(p)
+                if url == p.verification_uri
+                    || p.verification_uri_complete.as_deref() == Some(url) =>
+            {
+                self.inner.deps.opener.open(url).map_err(AppError::Internal)
+            }
+            _ => Err(AppError::BadInput(
+                "only the pending sign-in page can be opened".into(),
+            )),
+        }
+    }
+
+    pub async fn configure_claude_code(&self, undo: bool) -> Result<(), AppError> {
+        state::configure_claude_code(self, undo).await
+    }
+
+    pub async fn update_settings(&self, patch: &Value) -> Result<(), AppError> {
+        state::update_settings(self, patch).await
+    }
+
+    pub async fn add_provider(&self, kind: &str, api_key: Secret) -> Result<(), AppError> {
+        state::add_provider(self, kind, api_key).await
+    }
+
+    pub async fn remove_provider(&self, name: &str) -> Result<(), AppError> {
+        state::remove_provider(self, name).await
+    }
+
+    /// Pulls from the central server now (connected mode).
+    pub async fn sync_now(&self) {
+        connected::sync(self).await;
+    }
+
+    /// The engine's store (usage, caps, cached state).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.inner.store.clone()
+    }
+
+    /// Stops the engine, draining open streams.
+    pub async fn shutdown(&self) {
+        if let Some(h) = self.inner.engine.lock().await.take() {
+            h.shutdown().await;
+        }
+    }
+
+    /// (Re)starts the engine from the current settings on the same port.
+    pub async fn restart_engine(&self) -> Result<(), AppError> {
+        engine::restart(self).await
+    }
+
+    /// Tells live views something changed (an `app.state` event).
+    pub(crate) fn publish(&self, what: &'static str) {
+        self.inner.deps.events.emit(&Event::new(what));
+        let _ = self.inner.taps.try_send(Event::new(what));
+    }
+}

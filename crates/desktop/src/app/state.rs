@@ -1,0 +1,360 @@
+//! The app state the UI shows (the `AppState` of the UI contract) and the user's changes
+//! to it: settings, providers, Claude Code configuration. Locks from the IT bootstrap file
+//! are enforced here, not only greyed out in the UI.
+
+use chrono::Utc;
+use gatehouse_engine::secret::Secret;
+use gatehouse_engine::spend::{Period, ScopeType};
+use serde_json::{Value, json};
+
+use super::connected::{Cached, LoginState};
+use super::{App, AppError};
+use crate::claude_settings::{ClaudeSettings, Status, Target, settings_path};
+use crate::keychain::SERVICE;
+use crate::settings::{
+    Budgets, Mode, POLICY_KEY, ProviderEntry, SETTINGS_KEY, SPEND_KEY, Settings, provider_account,
+};
+
+/// Providers the engine can use today.
+const PROVIDER_KINDS: &[&str] = &["anthropic"];
+
+fn claude(app: &App) -> (ClaudeSettings, Result<Target, AppError>) {
+    let inner = app.inner();
+    let dir = inner.deps.env.var("CLAUDE_CONFIG_DIR").map(std::path::PathBuf::from);
+    let file = ClaudeSettings::new(settings_path(&inner.deps.home, dir.as_deref()));
+    let target = Target::new(&app.base_url(), &inner.deps.gatehouse_exe)
+        .map_err(|e| AppError::Internal(e.to_string()));
+    (file, target)
+}
+
+fn iso(t: chrono::DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `/v1/me/spend` periods -> the contract's meter rows.
+fn meters(spend: &Value) -> Vec<Value> {
+    spend
+        .get("periods")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    json!({
+                        "period": p.get("period"),
+                        "limit_micro_usd": p.get("limit_cents").and_then(Value::as_u64).map(|c| c * 10_000),
+                        "spent_micro_usd": p.get("spent_micro_usd"),
+                        "utilization": p.get("utilization"),
+                        "resets_at": p.get("resets_at"),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub async fn build(app: &App) -> Value {
+    let inner = app.inner();
+    let settings = app.settings();
+    let boot = app.bootstrap();
+    let b = boot.get();
+    let locked_mode = b.is_some_and(|b| b.force_connected_mode);
+    let login = match app.login_state() {
+        LoginState::SignedOut { error } => json!({"state": "signed_out", "error": error}),
+        LoginState::Expired { error } => json!({"state": "expired", "error": error}),
+        LoginState::Pending(p) => json!({
+            "state": "pending",
+            "user_code": p.user_code,
+            "verification_uri": p.verification_uri,
+            "verification_uri_complete": p.verification_uri_complete,
+            "expires_at": iso(p.expires_at),
+            "login_notice": p.login_notice,
+        }),
+        LoginState::SignedIn => json!({"state": "signed_in"}),
+    };
+    let mut login = login;
+    if let (Some(obj), Some(s)) = (login.as_object_mut(), inner.session.current()) {
+        obj.insert("email".into(), json!(s.holder.email));
+        obj.insert("name".into(), json!(s.holder.name));
+        obj.insert("groups".into(), json!(s.holder.groups));
+    } else if let Some(obj) = login.as_object_mut() {
+        obj.insert("groups".into(), json!([]));
+    }
+    let central = inner
+        .central
+        .lock()
+        .map(|c| {
+            json!({
+                "url": settings.central_url,
+                "reachable": c.reachable,
+                "last_sync_at": c.last_sync_at.map(iso),
+                "last_error": c.last_error,
+            })
+        })
+        .unwrap_or(Value::Null);
+    let spend: Option<Cached> = inner.state.get(SPEND_KEY).await.ok().flatten();
+    let central_spend = spend
+        .filter(|s| !s.body.is_null() && settings.mode == Mode::Connected)
+        .map(|s| json!({"fetched_at": iso(s.fetched_at), "limits": meters(&s.body)}));
+    let policy: Option<Cached> = inner.state.get(POLICY_KEY).await.ok().flatten();
+    let policy = policy.map(|p| {
+        json!({
+            "fetched_at": iso(p.fetched_at),
+            "checksum": p.body.get("checksum"),
+            "available_models": p.body.pointer("/settings/availableModels"),
+        })
+    });
+    let creds = super::engine::credentials(&inner.deps.keychain);
+    let providers: Vec<Value> = settings
+        .providers
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "kind": p.kind,
+                "key_stored": matches!(creds.get(SERVICE, &provider_account(&p.name)), Ok(Some(_))),
+            })
+        })
+        .collect();
+    let (file, target) = claude(app);
+    let (cc_status, cc_detail) = match target.map(|t| file.status(&t)) {
+        Ok(Ok(Status::NotConfigured)) => ("not_configured", None),
+        Ok(Ok(Status::Configured)) => ("configured", None),
+        Ok(Ok(Status::Drifted { keys })) => (
+            "drifted",
+            Some(
+                keys.iter()
+                    .map(|d| format!("{}: expected {}, found {}", d.key, d.expected, d.found))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        ),
+        Ok(Err(e)) => ("not_configured", Some(e.to_string())),
+        Err(e) => ("not_configured", Some(e.to_string())),
+    };
+    json!({
+        "mode": settings.mode,
+        "paused": app.paused().await,
+        "listen": app.base_url(),
+        "keychain": {
+            "available": inner.deps.keychain.is_ok(),
+            "error": inner.deps.keychain.as_ref().err(),
+        },
+        "bootstrap": {
+            "path": boot.path.display().to_string(),
+            "present": b.is_some() || boot.result.is_err(),
+            "error": boot.result.as_ref().err(),
+            "central_url": b.map(|b| b.central_url.as_str().trim_end_matches('/').to_owned()),
+            "login_notice": b.and_then(|b| b.login_notice.clone()),
+        },
+        "locks": {
+            "mode": locked_mode,
+            "central_url": b.is_some(),
+            "local_providers": b.is_some_and(|b| !b.allow_local_providers),
+            "claude_code": b.is_some_and(|b| b.auto_configure_claude_code),
+        },
+        "central": central,
+        "login": login,
+        "central_spend": central_spend,
+        "policy": policy,
+        "providers": providers,
+        "budgets": settings.budgets,
+        "start_at_login": settings.start_at_login,
+        "claude_code": {
+            "status": cc_status,
+            "settings_path": file.path().display().to_string(),
+            "detail": cc_detail,
+        },
+    })
+}
+
+pub async fn status_line(app: &App) -> String {
+    let settings = app.settings();
+    let today = app
+        .inner()
+        .store
+        .usage_totals(Utc::now().date_naive().and_time(chrono::NaiveTime::MIN).and_utc())
+        .await
+        .map(|t| format!("${:.2}", t.cost_micro_usd as f64 / 1e6))
+        .unwrap_or_else(|_| "unavailable".into());
+    let mode = match settings.mode {
+        Mode::Standalone => "Standalone".to_owned(),
+        Mode::Connected => match app.login_state() {
+            LoginState::SignedIn => "Connected".to_owned(),
+            _ => "Connected (not signed in)".to_owned(),
+        },
+    };
+    let paused = if app.paused().await { " · paused" } else { "" };
+    format!("{mode} · today {today}{paused}")
+}
+
+async fn save(app: &App, settings: Settings) -> Result<(), AppError> {
+    app.inner().state.put(SETTINGS_KEY, &settings).await?;
+    if let Ok(mut s) = app.inner().settings.lock() {
+        *s = settings;
+    }
+    Ok(())
+}
+
+async fn apply_budgets(app: &App, b: &Budgets) -> Result<(), AppError> {
+    let store = &app.inner().store;
+    for (period, cents) in [
+        (Period::Daily, b.daily_cents),
+        (Period::Weekly, b.weekly_cents),
+        (Period::Monthly, b.monthly_cents),
+    ] {
+        let cents = cents
+            .map(i64::try_from)
+            .transpose()
+            .map_err(|_| AppError::BadInput("budget too large".into()))?;
+        store
+            .upsert_limit(
+                ScopeType::User,
+                gatehouse_engine::identity::session::LOCAL_SUBJECT,
+                period,
+                cents,
+                "desktop",
+                Utc::now(),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
+    let Some(obj) = patch.as_object() else {
+        return Err(AppError::BadInput("the body must be a JSON object".into()));
+    };
+    let boot = app.bootstrap().get();
+    let mut next = app.settings();
+    let mut restart = false;
+    for (k, v) in obj {
+        match k.as_str() {
+            "mode" => {
+                let mode: Mode = serde_json::from_value(v.clone()).map_err(|_| {
+                    AppError::BadInput("mode must be \"standalone\" or \"connected\"".into())
+                })?;
+                if boot.is_some_and(|b| b.force_connected_mode) && mode != Mode::Connected {
+                    return Err(AppError::Locked("connected mode is required".into()));
+                }
+                if mode == Mode::Connected && next.central_url.is_none() && !obj.contains_key("central_url") {
+                    return Err(AppError::BadInput(
+                        "set the central Gatehouse URL before switching to connected mode".into(),
+                    ));
+                }
+                restart |= mode != next.mode;
+                next.mode = mode;
+            }
+            "central_url" => {
+                if boot.is_some() {
+                    return Err(AppError::Locked("the central Gatehouse URL is set by IT".into()));
+                }
+                let url = v
+                    .as_str()
+                    .ok_or_else(|| AppError::BadInput("central_url must be a string".into()))?;
+                let origin =
+                    crate::central::origin(url).map_err(|e| AppError::BadInput(e.to_string()))?;
+                restart |= next.central_url.as_deref() != Some(origin.as_str());
+                next.central_url = Some(origin);
+            }
+            "budgets" => {
+                next.budgets = serde_json::from_value(v.clone()).map_err(|e| {
+                    AppError::BadInput(format!(
+                        "budgets: {e} (daily_cents, weekly_cents, monthly_cents: whole cents or null)"
+                    ))
+                })?;
+            }
+            "start_at_login" => {
+                next.start_at_login = v
+                    .as_bool()
+                    .ok_or_else(|| AppError::BadInput("start_at_login must be true or false".into()))?;
+            }
+            other => {
+                return Err(AppError::BadInput(format!("unknown setting `{other}`")));
+            }
+        }
+    }
+    apply_budgets(app, &next.budgets).await?;
+    save(app, next).await?;
+    if restart {
+        // Not awaited here: the restart drains in-flight requests, this one included.
+        let app = app.clone();
+        tokio::spawn(async move {
+            match app.restart_engine().await {
+                Ok(()) => app.sync_now().await,
+                Err(e) => tracing::error!(error = %e, "could not restart the gateway"),
+            }
+        });
+    }
+    app.publish("app.state");
+    Ok(())
+}
+
+pub async fn add_provider(app: &App, kind: &str, api_key: Secret) -> Result<(), AppError> {
+    if app.bootstrap().get().is_some_and(|b| !b.allow_local_providers) {
+        return Err(AppError::Locked("local providers are not allowed".into()));
+    }
+    if !PROVIDER_KINDS.contains(&kind) {
+        return Err(AppError::BadInput(format!(
+            "provider kind `{kind}` is not supported yet (supported: {})",
+            PROVIDER_KINDS.join(", ")
+        )));
+    }
+    let key = api_key.expose().trim();
+    if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AppError::BadInput(
+            "the API key must be at least 8 printable characters without spaces".into(),
+        ));
+    }
+    if let Err(e) = &app.inner().deps.keychain {
+        return Err(AppError::Keychain(format!(
+            "no keychain reachable ({e}); Gatehouse does not store keys elsewhere"
+        )));
+    }
+    let creds = super::engine::credentials(&app.inner().deps.keychain);
+    creds.set(SERVICE, &provider_account(kind), &Secret::new(key))?;
+    let mut next = app.settings();
+    if !next.providers.iter().any(|p| p.name == kind) {
+        next.providers.push(ProviderEntry {
+            name: kind.to_owned(),
+            kind: kind.to_owned(),
+        });
+    }
+    save(app, next).await?;
+    app.inner().keys.slot(kind).set(Some(Secret::new(key)));
+    app.publish("app.state");
+    Ok(())
+}
+
+pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
+    let mut next = app.settings();
+    let before = next.providers.len();
+    next.providers.retain(|p| p.name != name);
+    if next.providers.len() == before {
+        return Err(AppError::BadInput(format!("no provider named `{name}`")));
+    }
+    let creds = super::engine::credentials(&app.inner().deps.keychain);
+    creds.delete(SERVICE, &provider_account(name))?;
+    save(app, next).await?;
+    app.inner().keys.slot(name).set(None);
+    app.publish("app.state");
+    Ok(())
+}
+
+pub async fn configure_claude_code(app: &App, undo: bool) -> Result<(), AppError> {
+    let locked = app
+        .bootstrap()
+        .get()
+        .is_some_and(|b| b.auto_configure_claude_code);
+    let (file, target) = claude(app);
+    if undo {
+        if locked {
+            return Err(AppError::Locked("Claude Code configuration is managed".into()));
+        }
+        file.undo().map_err(|e| AppError::BadInput(e.to_string()))?;
+    } else {
+        file.configure(&target?)
+            .map_err(|e| AppError::BadInput(e.to_string()))?;
+    }
+    app.publish("app.state");
+    Ok(())
+}

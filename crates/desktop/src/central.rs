@@ -1,0 +1,429 @@
+//! The desktop's client of a central Gatehouse: the device flow (start, poll), refresh,
+//! revocation, and the pulls connected mode caches — managed settings (with ETag), the
+//! Desktop bootstrap and the user's caps and spend (`/v1/me/spend`).
+//!
+//! Tokens travel as [`Secret`]s and never reach an error message. Endpoints come from the
+//! server's discovery document only when they sit on the same origin (as Claude Code
+//! does), otherwise the documented defaults.
+
+use std::time::Duration;
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use gatehouse_engine::secret::Secret;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CentralError {
+    #[error("the central Gatehouse URL must be an http(s) URL without credentials, got `{0}`")]
+    BadUrl(String),
+    #[error("cannot reach {origin}: {reason}")]
+    Unreachable { origin: String, reason: String },
+    #[error("{what} failed ({status}): {message}")]
+    Refused {
+        what: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("the session ended (invalid_grant); sign in again")]
+    InvalidGrant,
+    #[error("unexpected answer from {what}: {reason}")]
+    Malformed { what: &'static str, reason: String },
+}
+
+/// A device authorization in progress.
+#[derive(Debug, Clone)]
+pub struct DeviceStart {
+    pub device_code: Secret,
+    pub user_code: String,
+    pub verification_uri: String,
+    pub verification_uri_complete: Option<String>,
+    pub expires_at: DateTime<Utc>,
+    pub interval: Duration,
+    pub login_notice: Option<String>,
+}
+
+/// Tokens from a finished device flow or a refresh.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    pub access_token: Secret,
+    pub refresh_token: Option<Secret>,
+    pub expires_at: DateTime<Utc>,
+    pub email: Option<String>,
+}
+
+pub enum Poll {
+    Pending,
+    SlowDown,
+    Done(Tokens),
+    Denied(String),
+    Expired,
+}
+
+/// A pull with `If-None-Match`.
+pub enum Pulled {
+    NotModified,
+    Fresh { etag: Option<String>, body: Value },
+}
+
+/// What the session token says about its holder (read for display, not trusted for auth).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub sub: Option<String>,
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub groups: Vec<String>,
+}
+
+impl Holder {
+    /// The claims of a JWT's payload, without verifying it: the central server verifies.
+    pub fn from_token(token: &Secret) -> Self {
+        let claims = token
+            .expose()
+            .split('.')
+            .nth(1)
+            .and_then(|p| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).ok())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .unwrap_or(Value::Null);
+        let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
+        Self {
+            sub: text("sub"),
+            email: text("email"),
+            name: text("name"),
+            groups: claims
+                .get("groups")
+                .and_then(Value::as_array)
+                .map(|g| {
+                    g.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    device_authorization_endpoint: Option<String>,
+    token_endpoint: Option<String>,
+    revocation_endpoint: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DeviceAuthorization {
+    device_code: String,
+    user_code: String,
+    verification_uri: String,
+    verification_uri_complete: Option<String>,
+    expires_in: i64,
+    interval: Option<u64>,
+    login_notice: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TokenOk {
+    access_token: String,
+    expires_in: i64,
+    refresh_token: Option<String>,
+    email: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TokenErr {
+    error: String,
+    error_description: Option<String>,
+}
+
+/// Normalises a central URL to its origin (`https://gw.example`), refusing anything else.
+pub fn origin(url: &str) -> Result<String, CentralError> {
+    let parsed = url::Url::parse(url.trim()).map_err(|_| CentralError::BadUrl(url.into()))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.host_str().is_none()
+        || !parsed.username().is_empty()
+        || parsed.password().is_some()
+    {
+        return Err(CentralError::BadUrl(url.into()));
+    }
+    Ok(parsed.origin().ascii_serialization())
+}
+
+#[derive(Clone)]
+pub struct CentralClient {
+    origin: String,
+    http: reqwest::Client,
+}
+
+impl CentralClient {
+    pub fn new(url: &str, http: reqwest::Client) -> Result<Self, CentralError> {
+        Ok(Self {
+            origin: origin(url)?,
+            http,
+        })
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The default HTTP client: no redirects (a token never follows one), bounded waits.
+    pub fn default_http() -> Result<reqwest::Client, CentralError> {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .user_agent(concat!("gatehouse-desktop/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| CentralError::Malformed {
+                what: "HTTP client",
+                reason: e.to_string(),
+            })
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> CentralError {
+        CentralError::Unreachable {
+            origin: self.origin.clone(),
+            reason: e.without_url().to_string(),
+        }
+    }
+
+    async fn endpoint(&self, pick: fn(Metadata) -> Option<String>, default: &str) -> String {
+        let meta = match self
+            .http
+            .get(format!(
+                "{}/.well-known/oauth-authorization-server",
+                self.origin
+            ))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => r.json::<Metadata>().await.ok(),
+            _ => None,
+        };
+        meta.and_then(pick)
+            .filter(|u| u.starts_with(&format!("{}/", self.origin)))
+            .unwrap_or_else(|| format!("{}{default}", self.origin))
+    }
+
+    pub async fn start_device(&self) -> Result<DeviceStart, CentralError> {
+        let url = self
+            .endpoint(|m| m.device_authorization_endpoint, "/oauth/device_authorization")
+            .await;
+        let resp = self
+            .http
+            .post(url)
+            .form(&[("surface", "gatehouse_desktop")])
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if !resp.status().is_success() {
+            return Err(refused("device authorization", resp).await);
+        }
+        let da: DeviceAuthorization = resp.json().await.map_err(|e| CentralError::Malformed {
+            what: "device authorization",
+            reason: e.to_string(),
+        })?;
+        Ok(DeviceStart {
+            device_code: Secret::new(da.device_code),
+            user_code: da.user_code,
+            verification_uri: da.verification_uri,
+            verification_uri_complete: da.verification_uri_complete,
+            expires_at: Utc::now() + chrono::Duration::seconds(da.expires_in.clamp(0, 3600)),
+            interval: Duration::from_secs(da.interval.unwrap_or(5).clamp(1, 60)),
+            login_notice: da.login_notice,
+        })
+    }
+
+    async fn token_request(&self, form: &[(&str, &str)]) -> Result<reqwest::Response, CentralError> {
+        let url = self.endpoint(|m| m.token_endpoint, "/oauth/token").await;
+        self.http
+            .post(url)
+            .form(form)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))
+    }
+
+    pub async fn poll(&self, device_code: &Secret) -> Result<Poll, CentralError> {
+        let resp = self
+            .token_request(&[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", device_code.expose()),
+            ])
+            .await?;
+        if resp.status().is_success() {
+            return Ok(Poll::Done(tokens(resp, None).await?));
+        }
+        let status = resp.status().as_u16();
+        let err: TokenErr = resp.json().await.map_err(|e| CentralError::Malformed {
+            what: "token endpoint",
+            reason: format!("{status}: {e}"),
+        })?;
+        Ok(match err.error.as_str() {
+            "authorization_pending" => Poll::Pending,
+            "slow_down" => Poll::SlowDown,
+            "expired_token" => Poll::Expired,
+            "access_denied" => Poll::Denied(err.error_description.unwrap_or(err.error)),
+            other => Poll::Denied(format!(
+                "{other}: {}",
+                err.error_description.unwrap_or_default()
+            )),
+        })
+    }
+
+    pub async fn refresh(&self, refresh_token: &Secret) -> Result<Tokens, CentralError> {
+        let resp = self
+            .token_request(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token.expose()),
+            ])
+            .await?;
+        if resp.status().is_success() {
+            return tokens(resp, Some(refresh_token)).await;
+        }
+        let status = resp.status().as_u16();
+        let err: Option<TokenErr> = resp.json().await.ok();
+        if status == 401 || err.as_ref().is_some_and(|e| e.error == "invalid_grant") {
+            return Err(CentralError::InvalidGrant);
+        }
+        Err(CentralError::Refused {
+            what: "refresh",
+            status,
+            message: err
+                .map(|e| e.error_description.unwrap_or(e.error))
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Best effort: the session is forgotten locally whatever the server says.
+    pub async fn revoke(&self, token: &Secret, hint: &str) {
+        let url = self.endpoint(|m| m.revocation_endpoint, "/oauth/revoke").await;
+        let _ = self
+            .http
+            .post(url)
+            .form(&[("token", token.expose()), ("token_type_hint", hint)])
+            .send()
+            .await;
+    }
+
+    async fn get(
+        &self,
+        what: &'static str,
+        path: &str,
+        token: &Secret,
+        etag: Option<&str>,
+    ) -> Result<Pulled, CentralError> {
+        let mut req = self
+            .http
+            .get(format!("{}{path}", self.origin))
+            .bearer_auth(token.expose());
+        if let Some(tag) = etag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let resp = req.send().await.map_err(|e| self.unreachable(e))?;
+        match resp.status().as_u16() {
+            304 => Ok(Pulled::NotModified),
+            401 => Err(CentralError::InvalidGrant),
+            // Nothing applies to this user (no policy, no bootstrap): an empty document.
+            404 if what != "spend" => Ok(Pulled::Fresh {
+                etag: None,
+                body: Value::Null,
+            }),
+            s if (200..300).contains(&s) => {
+                let etag = resp
+                    .headers()
+                    .get(reqwest::header::ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let body = resp.json().await.map_err(|e| CentralError::Malformed {
+                    what,
+                    reason: e.to_string(),
+                })?;
+                Ok(Pulled::Fresh { etag, body })
+            }
+            _ => Err(refused(what, resp).await),
+        }
+    }
+
+    pub async fn managed_settings(
+        &self,
+        token: &Secret,
+        etag: Option<&str>,
+    ) -> Result<Pulled, CentralError> {
+        self.get("managed settings", "/managed/settings", token, etag)
+            .await
+    }
+
+    pub async fn desktop_bootstrap(&self, token: &Secret) -> Result<Pulled, CentralError> {
+        self.get("desktop bootstrap", "/user/bootstrap", token, None)
+            .await
+    }
+
+    pub async fn my_spend(&self, token: &Secret) -> Result<Pulled, CentralError> {
+        self.get("spend", "/v1/me/spend", token, None).await
+    }
+}
+
+async fn tokens(resp: reqwest::Response, previous: Option<&Secret>) -> Result<Tokens, CentralError> {
+    let ok: TokenOk = resp.json().await.map_err(|e| CentralError::Malformed {
+        what: "token endpoint",
+        reason: e.to_string(),
+    })?;
+    Ok(Tokens {
+        access_token: Secret::new(ok.access_token),
+        refresh_token: ok.refresh_token.map(Secret::new).or(previous.cloned()),
+        expires_at: Utc::now() + chrono::Duration::seconds(ok.expires_in.max(0)),
+        email: ok.email,
+    })
+}
+
+async fn refused(what: &'static str, resp: reqwest::Response) -> CentralError {
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let message = body
+        .pointer("/error/message")
+        .or_else(|| body.get("error_description"))
+        .or_else(|| body.get("error"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect();
+    CentralError::Refused {
+        what,
+        status,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_is_normalised_and_checked() {
+        assert_eq!(
+            origin("https://gw.example.com/some/path").ok().as_deref(),
+            Some("https://gw.example.com")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:9000/").ok().as_deref(),
+            Some("http://127.0.0.1:9000")
+        );
+        for bad in ["ftp://x", "gw.example.com", "https://u:p@gw.example", ""] {
+            assert!(origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn holder_reads_display_claims_only() {
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(br#"{"sub":"u1","email":"a@b.c","name":"Ada","groups":["eng","ops"]}"#);
+        let h = Holder::from_token(&Secret::new(format!("x.{payload}.sig")));
+        assert_eq!(h.email.as_deref(), Some("a@b.c"));
+        assert_eq!(h.groups, vec!["eng", "ops"]);
+        assert_eq!(Holder::from_token(&Secret::new("garbage")), Holder::default());
+    }
+}

@@ -1,0 +1,194 @@
+//! Refused requests, for the Policy blocks view: an in-memory ring of the last
+//! [`CAPACITY`] refusals with the layer that refused and the message the caller saw.
+//!
+//! Inference calls [`blocked`] (and [`spend_refused`]) where it refuses; each record is
+//! also published to live subscribers as a `block.recorded` event (not written to the
+//! event log, which already holds the refusal's own event).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use axum::body::Body;
+use chrono::{DateTime, SecondsFormat, Utc};
+use http::Response;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use super::live::Live;
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::server::Gateway;
+
+/// Refusals kept in memory.
+pub const CAPACITY: usize = 100;
+
+/// Which check refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// A managed policy's (or the desktop's cached central) `availableModels`.
+    Policy,
+    /// The operator's model catalog.
+    Catalog,
+    /// The policy webhook (a block, or failing closed).
+    Webhook,
+    /// A spend cap (or caps unreadable, failing closed).
+    Spend,
+    /// The desktop paused the gateway.
+    Paused,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Policy => "policy",
+            Layer::Catalog => "catalog",
+            Layer::Webhook => "webhook",
+            Layer::Spend => "spend",
+            Layer::Paused => "paused",
+        }
+    }
+}
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub at: DateTime<Utc>,
+    pub request_id: String,
+    pub layer: Layer,
+    pub model: Option<String>,
+    pub status: u16,
+    /// What the caller was told (never a credential).
+    pub message: String,
+}
+
+impl Block {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "at": self.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            "request_id": self.request_id,
+            "layer": self.layer.as_str(),
+            "model": self.model,
+            "status": self.status,
+            "message": self.message,
+        })
+    }
+}
+
+/// The ring of recent refusals.
+#[derive(Debug, Default)]
+pub struct BlockLog {
+    ring: Mutex<VecDeque<Block>>,
+}
+
+impl BlockLog {
+    /// Keeps `block` (dropping the oldest past [`CAPACITY`]) and tells live subscribers.
+    pub fn record(&self, block: Block, live: &Live) {
+        let event = Event::new("block.recorded")
+            .with("request_id", block.request_id.clone())
+            .with("layer", block.layer.as_str())
+            .with("model", block.model.clone())
+            .with("status", block.status)
+            .with("message", block.message.clone());
+        if let Ok(mut ring) = self.ring.lock() {
+            if ring.len() == CAPACITY {
+                ring.pop_front();
+            }
+            ring.push_back(block);
+        }
+        live.publish(event);
+    }
+
+    /// At most `limit` refusals, newest first.
+    pub fn recent(&self, limit: usize) -> Vec<Block> {
+        self.ring
+            .lock()
+            .map(|r| r.iter().rev().take(limit).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Records a refusal by `layer` and hands the error back to be returned.
+pub fn blocked(
+    gw: &Gateway,
+    request_id: &str,
+    layer: Layer,
+    model: Option<&str>,
+    error: ApiError,
+) -> ApiError {
+    let block = Block {
+        at: gw.deps.clock.now(),
+        request_id: request_id.to_owned(),
+        layer,
+        model: model.map(str::to_owned),
+        status: error.outcome().0.as_u16(),
+        message: error.to_string(),
+    };
+    gw.dashboard.blocks.record(block, &gw.dashboard.live);
+    error
+}
+
+/// Records spend admission's refusal (a 429 cap or a fail-closed 503), taking the message
+/// from the Anthropic error envelope it carries, and returns the response unchanged.
+pub async fn spend_refused(
+    gw: &Gateway,
+    request_id: &str,
+    model: &str,
+    resp: Response<Body>,
+) -> Response<Body> {
+    let (parts, body) = resp.into_parts();
+    // The refusal is a small in-memory JSON body; reading it does not wait on anyone.
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "refused by a spend cap".to_owned());
+    let block = Block {
+        at: gw.deps.clock.now(),
+        request_id: request_id.to_owned(),
+        layer: Layer::Spend,
+        model: Some(model.to_owned()),
+        status: parts.status.as_u16(),
+        message,
+    };
+    gw.dashboard.blocks.record(block, &gw.dashboard.live);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn block(i: usize) -> Block {
+        Block {
+            at: Utc::now(),
+            request_id: format!("req_{i}"),
+            layer: Layer::Catalog,
+            model: Some("m".into()),
+            status: 400,
+            message: "no".into(),
+        }
+    }
+
+    #[test]
+    fn ring_keeps_the_newest_and_tells_subscribers() {
+        let live = Live::default();
+        let mut rx = live.subscribe();
+        let log = BlockLog::default();
+        for i in 0..CAPACITY + 5 {
+            log.record(block(i), &live);
+        }
+        let recent = log.recent(50);
+        assert_eq!(recent.len(), 50);
+        assert_eq!(recent[0].request_id, format!("req_{}", CAPACITY + 4));
+        assert_eq!(log.recent(1000).len(), CAPACITY);
+        assert_eq!(log.recent(1000).last().unwrap().request_id, "req_5");
+        let e = rx.try_recv().unwrap();
+        assert_eq!(e.evt, "block.recorded");
+        assert_eq!(e.fields["layer"], "catalog");
+    }
+}

@@ -1,0 +1,770 @@
+//! PostgreSQL store: several `gatehouse serve` replicas share one database, and with it
+//! device grants, rate counters, caps, reservations, spend and the audit trail.
+//!
+//! Connections come from a `deadpool-postgres` pool (`store.max_connections`, waits bounded
+//! by `store.connect_timeout_ms`); statements are prepared once per connection. Plain TCP
+//! only: a URL that asks for TLS is refused at config time. Connect directly or through a
+//! session-pooling proxy: the ownership locks below are session advisory locks.
+//!
+//! **How a cap stays exact across replicas.** Every write that checks before it writes runs
+//! in one READ COMMITTED transaction whose first statement takes row locks, so the check
+//! sees the latest committed state and nothing changes it before the commit:
+//! - `reserve` is one statement, the `gatehouse_reserve` function (migration 0002): it
+//!   locks the person's three spend rows (daily, weekly, monthly, created if missing) with
+//!   `SELECT .. FOR UPDATE` in that fixed order, which returns their latest committed
+//!   totals, checks every binding cap and writes the hold and the reservation row, all
+//!   inside the server: the rows stay locked for microseconds, not for client round trips.
+//!   A second reservation for the same person, on any replica, waits for the lock and then
+//!   sees the first one's hold. Caps are per person (group and organization caps are
+//!   per-person defaults, not pools), so the person's rows are the whole critical section:
+//!   different people never wait for each other.
+//! - `settle` flips the reservation from `open` with a conditional UPDATE (so it settles
+//!   once), then moves its amount in the spend rows in the same fixed order; a batch of
+//!   usage rows settles person by person in sorted order, so two batches cannot deadlock.
+//! - Cap mutations take a transaction-scoped advisory lock on (scope, period), so a
+//!   create-or-replace and its audit row are serialised even before the cap row exists;
+//!   `kv_incr` locks its row with an upsert like `reserve`; `kv_replace` and `kv_delete`
+//!   are single conditional statements (compare-and-swap).
+//! A deadlock or serialisation failure (which this ordering should prevent) is retried.
+//!
+//! **Reservations of a replica that died.** Each store holds a session advisory lock on
+//! its own random key for its lifetime (a dedicated connection, re-taken if it drops) and
+//! stamps its reservations with that key. `open_reservations` returns only reservations
+//! whose key nobody holds, so a replica that starts and reconciles never releases a live
+//! replica's hold. Should a live replica's hold be released anyway (its lock connection
+//! dropped and another replica reconciled meanwhile), its later usage row still charges
+//! the spend.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+use tokio_util::sync::CancellationToken;
+
+use super::{Store, StoreError, UsageRecord, UsageTotals, migrations};
+use super::{postgres_kv as kv, postgres_spend as spend};
+use crate::config::PostgresConfig;
+
+/// Advisory-lock namespace (first `int4` key) of the per-store ownership locks.
+pub(super) const OWNER_LOCK_NAMESPACE: i32 = 0x4748_4f57; // "GHOW"
+/// Pooled connections opened at start.
+const WARM_CONNECTIONS: u32 = 4;
+/// How often a transaction is tried again after a deadlock or serialisation failure.
+const RETRIES: u32 = 5;
+
+pub type PgError = tokio_postgres::Error;
+pub type Client = deadpool_postgres::Object;
+
+/// Why a PostgreSQL configuration is refused, with the field it is about.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct PgConfigError {
+    field: &'static str,
+    message: String,
+}
+
+impl PgConfigError {
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    fn at(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// The driver configuration and a printable target (`host:port/database`, no secrets).
+pub fn connect_config(
+    cfg: &PostgresConfig,
+) -> Result<(tokio_postgres::Config, String), PgConfigError> {
+    const TLS: &str = "TLS to PostgreSQL is not supported yet; use sslmode=disable (or leave \
+                       sslmode out) and keep the database on loopback or a private network";
+    let url = "store.postgres_url";
+    let mut pg: tokio_postgres::Config = cfg.url.expose().parse().map_err(|e: PgError| {
+        let detail = describe(&e);
+        // Only option names are safe to repeat; other parser messages may quote the URL.
+        if detail.contains("`sslmode`") {
+            PgConfigError::at(url, TLS)
+        } else if let Some(pos) = detail
+            .find("unknown option `")
+            .or_else(|| detail.find("invalid value for option `"))
+        {
+            PgConfigError::at(
+                url,
+                format!("not a valid PostgreSQL URL: {}", &detail[pos..]),
+            )
+        } else {
+            PgConfigError::at(
+                url,
+                "not a valid PostgreSQL URL (postgres://user@host:port/database)",
+            )
+        }
+    })?;
+    if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(PgConfigError::at(url, TLS));
+    }
+    if pg.get_hosts().is_empty() {
+        return Err(PgConfigError::at(url, "names no host"));
+    }
+    if let Some(user) = &cfg.username {
+        pg.user(user);
+    }
+    if let Some(password) = &cfg.password {
+        pg.password(password.expose());
+    }
+    if pg.get_user().is_none_or(str::is_empty) {
+        return Err(PgConfigError::at(
+            "store.username",
+            "required (or a user in store.postgres_url)",
+        ));
+    }
+    pg.connect_timeout(cfg.connect_timeout);
+    pg.application_name("gatehouse");
+    let target = target(&pg);
+    Ok((pg, target))
+}
+
+fn target(pg: &tokio_postgres::Config) -> String {
+    let ports = pg.get_ports();
+    let hosts: Vec<String> = pg
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = ports
+                .get(i)
+                .or_else(|| ports.first())
+                .copied()
+                .unwrap_or(5432);
+            match h {
+                tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let db = pg.get_dbname().or(pg.get_user()).unwrap_or_default();
+    format!("{}/{db}", hosts.join(","))
+}
+
+/// An error and its causes on one line. A server error gives its severity, code and
+/// message, never its DETAIL (which can quote row values).
+pub(super) fn describe(e: &PgError) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+    }
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+impl From<PgError> for StoreError {
+    fn from(e: PgError) -> Self {
+        StoreError::Database(describe(&e))
+    }
+}
+
+fn retryable(e: &PgError) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    )
+}
+
+pub(super) fn ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+pub(super) fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+pub(super) fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub(super) fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// Rows of a statement prepared once per connection.
+pub(super) async fn rows(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, PgError> {
+    let st = c.prepare_cached(sql).await?;
+    c.query(&st, params).await
+}
+
+pub(super) async fn row_opt(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, PgError> {
+    let st = c.prepare_cached(sql).await?;
+    c.query_opt(&st, params).await
+}
+
+pub(super) async fn exec(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, PgError> {
+    let st = c.prepare_cached(sql).await?;
+    c.execute(&st, params).await
+}
+
+/// Runs `$body` (which uses a fresh pooled `$client`) again after a deadlock or a
+/// serialisation failure, at most [`RETRIES`] times.
+macro_rules! retrying {
+    ($store:expr, |$client:ident| $body:expr) => {{
+        let mut attempt = 0u32;
+        loop {
+            #[allow(unused_mut)]
+            let mut $client = $store.client().await?;
+            match $body.await {
+                Ok(v) => break Ok(v),
+                Err(e) if attempt < RETRIES && retryable(&e) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
+                }
+                Err(e) => break Err(StoreError::from(e)),
+            }
+        }
+    }};
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+    target: String,
+    /// This store's ownership-lock key, stamped on its reservations.
+    owner_key: i32,
+    stop_owner_lock: CancellationToken,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.stop_owner_lock.cancel();
+    }
+}
+
+impl PostgresStore {
+    /// Connects, migrates (under the migration lock) and takes this store's ownership lock.
+    pub async fn open(cfg: &PostgresConfig, now: DateTime<Utc>) -> Result<Self, StoreError> {
+        let (pg, target) = connect_config(cfg).map_err(|e| StoreError::Open {
+            path: e.field().to_owned(),
+            message: e.to_string(),
+        })?;
+        let connect_err = |message: String| StoreError::Connect {
+            target: target.clone(),
+            message,
+        };
+        let manager = Manager::from_config(
+            pg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(cfg.max_connections as usize)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(cfg.connect_timeout))
+            .create_timeout(Some(cfg.connect_timeout))
+            .recycle_timeout(Some(cfg.connect_timeout))
+            .build()
+            .map_err(|e| connect_err(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|e| connect_err(pool_error(&e)))?;
+        migrations::apply_postgres(&mut client, ms(now)).await?;
+        // A few connections ready before the first request, so a burst right after start
+        // does not wait for logins; the rest open on demand.
+        let warm = futures_util::future::join_all(
+            (1..cfg.max_connections.min(WARM_CONNECTIONS)).map(|_| pool.get()),
+        )
+        .await;
+        drop(client);
+        drop(warm);
+        let stop_owner_lock = CancellationToken::new();
+        let owner_key = take_owner_lock(&pg, stop_owner_lock.clone())
+            .await
+            .map_err(|e| connect_err(describe(&e)))?
+            .ok_or_else(|| connect_err("no free reservation-ownership lock key".into()))?;
+        Ok(Self {
+            pool,
+            target,
+            owner_key,
+            stop_owner_lock,
+        })
+    }
+
+    /// `host:port/database` (no credentials).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    async fn client(&self) -> Result<Client, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Connect {
+            target: self.target.clone(),
+            message: pool_error(&e),
+        })
+    }
+}
+
+fn pool_error(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => describe(pg),
+        other => other.to_string(),
+    }
+}
+
+/// Takes a session advisory lock on a fresh random key on a dedicated connection and keeps
+/// it until `stop`: if that connection drops, it reconnects and takes the same key again.
+async fn take_owner_lock(
+    pg: &tokio_postgres::Config,
+    stop: CancellationToken,
+) -> Result<Option<i32>, PgError> {
+    let (client, connection) = pg.connect(NoTls).await?;
+    let connection = tokio::spawn(connection);
+    let mut key = 0;
+    for _ in 0..16 {
+        let candidate = rand::random_range(1..i32::MAX);
+        let row = client
+            .query_one(
+                "SELECT pg_try_advisory_lock($1, $2)",
+                &[&OWNER_LOCK_NAMESPACE, &candidate],
+            )
+            .await?;
+        if row.try_get::<_, bool>(0)? {
+            key = candidate;
+            break;
+        }
+    }
+    if key == 0 {
+        // Sixteen random keys all held: only if something floods the lock table.
+        return Ok(None);
+    }
+    let pg = pg.clone();
+    tokio::spawn(async move {
+        let mut held = (client, connection);
+        loop {
+            let (client, mut connection) = held;
+            tokio::select! {
+                _ = &mut connection => {
+                    tracing::warn!("lost the PostgreSQL connection holding this gateway's reservation lock; reconnecting");
+                }
+                () = stop.cancelled() => {
+                    // Ending the session frees the lock.
+                    drop(client);
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
+                    return;
+                }
+            }
+            drop(client);
+            held = loop {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = stop.cancelled() => return,
+                }
+                match relock(&pg, key).await {
+                    Ok(again) => break again,
+                    Err(e) => tracing::warn!(error = %describe(&e), "cannot take the reservation lock again yet"),
+                }
+            };
+        }
+    });
+    Ok(Some(key))
+}
+
+async fn relock(
+    pg: &tokio_postgres::Config,
+    key: i32,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<Result<(), PgError>>), PgError> {
+    let (client, connection) = pg.connect(NoTls).await?;
+    let connection = tokio::spawn(connection);
+    // Another process that picked the same key also keeps these reservations alive, so
+    // a held lock is as good as ours.
+    client
+        .query_one(
+            "SELECT pg_try_advisory_lock($1, $2)",
+            &[&OWNER_LOCK_NAMESPACE, &key],
+        )
+        .await?;
+    Ok((client, connection))
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        row_opt(&c, "SELECT value FROM kv WHERE key = '__readyz_probe__'", &[]).await?;
+        Ok(())
+    }
+
+    async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError> {
+        retrying!(self, |c| spend::insert_usage(&mut c, &rows))
+    }
+
+    async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::recent_usage(&c, limit).await?)
+    }
+
+    async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError> {
+        let c = self.client().await?;
+        let r = rows(
+            &c,
+            "SELECT COUNT(*)::BIGINT, COALESCE(SUM(input_tokens), 0)::BIGINT,
+                    COALESCE(SUM(output_tokens), 0)::BIGINT, COALESCE(SUM(cost_micro_usd), 0)::BIGINT
+             FROM usage_events WHERE created_at >= $1",
+            &[&ms(since)],
+        )
+        .await?;
+        let Some(r) = r.first() else {
+            return Ok(UsageTotals::default());
+        };
+        Ok(UsageTotals {
+            requests: u(r.try_get(0)?),
+            input_tokens: u(r.try_get(1)?),
+            output_tokens: u(r.try_get(2)?),
+            cost_micro_usd: u(r.try_get(3)?),
+        })
+    }
+
+    async fn usage_by_model(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
+        let c = self.client().await?;
+        let found = rows(
+            &c,
+            "SELECT model, COUNT(*)::BIGINT, COALESCE(SUM(input_tokens), 0)::BIGINT,
+                    COALESCE(SUM(output_tokens), 0)::BIGINT, COALESCE(SUM(cost_micro_usd), 0)::BIGINT
+             FROM usage_events WHERE created_at >= $1
+             GROUP BY model ORDER BY 5 DESC, model COLLATE \"C\" ASC LIMIT 100",
+            &[&ms(since)],
+        )
+        .await?;
+        let mut out = Vec::with_capacity(found.len());
+        for r in &found {
+            out.push((
+                r.try_get(0)?,
+                UsageTotals {
+                    requests: u(r.try_get(1)?),
+                    input_tokens: u(r.try_get(2)?),
+                    output_tokens: u(r.try_get(3)?),
+                    cost_micro_usd: u(r.try_get(4)?),
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
+        let c = self.client().await?;
+        let row = row_opt(
+            &c,
+            "SELECT key_hash, created_at FROM local_keys WHERE id = 'local'",
+            &[],
+        )
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let hash: Vec<u8> = row.try_get(0)?;
+        let at: i64 = row.try_get(1)?;
+        Ok(<[u8; 32]>::try_from(hash).ok().map(|h| (h, from_ms(at))))
+    }
+
+    async fn set_local_key_hash(
+        &self,
+        hash: [u8; 32],
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        exec(
+            &c,
+            "INSERT INTO local_keys (id, key_hash, created_at) VALUES ('local', $1, $2)
+             ON CONFLICT (id) DO UPDATE SET key_hash = excluded.key_hash,
+                 created_at = excluded.created_at",
+            &[&hash.as_slice(), &ms(at)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn kv_get(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Vec<u8>>, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::get(&c, key, now).await?)
+    }
+
+    async fn kv_put(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        Ok(kv::put(&c, key, &value, expires_at).await?)
+    }
+
+    async fn kv_replace(
+        &self,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::replace(&c, key, &expected, &value, expires_at, now).await?)
+    }
+
+    async fn kv_delete(&self, key: &str, expected: Option<Vec<u8>>) -> Result<bool, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::delete(&c, key, expected.as_deref()).await?)
+    }
+
+    async fn kv_incr(
+        &self,
+        key: &str,
+        window: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        retrying!(self, |c| kv::incr(&mut c, key, window, now))
+    }
+
+    async fn kv_scan(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::scan(&c, prefix, now).await?)
+    }
+
+    async fn kv_purge_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::purge_expired(&c, now).await?)
+    }
+
+    async fn reserve(
+        &self,
+        req: crate::spend::ReserveRequest,
+    ) -> Result<crate::spend::ReserveOutcome, StoreError> {
+        retrying!(self, |c| spend::reserve(&c, &req, self.owner_key))
+    }
+
+    async fn settle(
+        &self,
+        reservation_id: &str,
+        actual_micro: u64,
+        released: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        retrying!(self, |c| spend::settle(
+            &mut c,
+            reservation_id,
+            actual_micro,
+            released,
+            now
+        ))
+    }
+
+    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::orphaned_reservations(&c).await?)
+    }
+
+    async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
+        let c = self.client().await?;
+        let row = row_opt(
+            &c,
+            "SELECT SUM(cost_micro_usd)::BIGINT FROM usage_events WHERE request_id = $1",
+            &[&request_id],
+        )
+        .await?;
+        Ok(row
+            .map(|r| r.try_get::<_, Option<i64>>(0))
+            .transpose()?
+            .flatten()
+            .map(u))
+    }
+
+    async fn standings(
+        &self,
+        sub: &str,
+        groups: &[String],
+        mode: crate::spend::GroupMode,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::spend::Standing>, StoreError> {
+        let mut c = self.client().await?;
+        Ok(spend::standings(&mut c, sub, groups, mode, now).await?)
+    }
+
+    async fn upsert_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        retrying!(self, |c| spend::upsert_limit(
+            &mut c,
+            scope_type,
+            scope_id,
+            period,
+            amount_cents,
+            actor,
+            now
+        ))
+    }
+
+    async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::get_limit(&c, id).await?)
+    }
+
+    async fn delete_limit(
+        &self,
+        id: &str,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
+        retrying!(self, |c| spend::delete_limit(&mut c, id, actor, now))
+    }
+
+    async fn list_limits(
+        &self,
+        scope_type: Option<crate::spend::ScopeType>,
+        after_id: Option<String>,
+        before_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError> {
+        let c = self.client().await?;
+        Ok(spend::list_limits(&c, scope_type, after_id, before_id, limit).await?)
+    }
+
+    async fn upsert_principal(
+        &self,
+        who: crate::identity::session::UserIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        Ok(spend::upsert_principal(&c, &who, now).await?)
+    }
+
+    async fn principals(
+        &self,
+        subs: Option<Vec<String>>,
+    ) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::principals(&c, subs).await?)
+    }
+
+    async fn retention(
+        &self,
+        audit_before: DateTime<Utc>,
+        spend_before: DateTime<Utc>,
+        principals_before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::retention(&c, audit_before, spend_before, principals_before).await?)
+    }
+
+    async fn list_audit(
+        &self,
+        after_id: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
+        let c = self.client().await?;
+        Ok(spend::list_audit(&c, after_id, limit).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::secret::Secret;
+
+    fn cfg(url: &str) -> PostgresConfig {
+        PostgresConfig {
+            url: Secret::new(url),
+            username: None,
+            password: None,
+            max_connections: 5,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn target_names_host_port_and_database_only() {
+        let (pg, target) =
+            connect_config(&cfg("postgres://gh:s3cret-pw@db.internal:6543/gatehouse")).unwrap();
+        assert_eq!(target, "db.internal:6543/gatehouse");
+        assert_eq!(pg.get_password(), Some(&b"s3cret-pw"[..]));
+        let (_, target) = connect_config(&cfg("host=a,b port=1,2 user=u")).unwrap();
+        assert_eq!(target, "a:1,b:2/u");
+    }
+
+    #[test]
+    fn username_and_password_override_the_url() {
+        let mut c = cfg("postgres://url-user:url-pw@127.0.0.1/db");
+        c.username = Some("other".into());
+        c.password = Some(Secret::new("override-pw"));
+        let (pg, _) = connect_config(&c).unwrap();
+        assert_eq!(pg.get_user(), Some("other"));
+        assert_eq!(pg.get_password(), Some(&b"override-pw"[..]));
+    }
+
+    #[test]
+    fn refusals_name_the_field_and_never_the_password() {
+        for (url, field, want) in [
+            (
+                "postgres://u:hunter2-pw@h/db?sslmode=require",
+                "store.postgres_url",
+                "TLS to PostgreSQL is not supported yet",
+            ),
+            (
+                "postgres://u:hunter2-pw@h/db?sslmode=verify-full",
+                "store.postgres_url",
+                "TLS to PostgreSQL is not supported yet",
+            ),
+            (
+                "postgres://u:hunter2-pw@h/db?frobnicate=1",
+                "store.postgres_url",
+                "unknown option `frobnicate`",
+            ),
+            (
+                "postgres://u:hunter2-pw@h:notaport/db",
+                "store.postgres_url",
+                "not a valid PostgreSQL URL",
+            ),
+            ("postgres://h/db", "store.username", "required"),
+            ("postgres:///db?user=u", "store.postgres_url", "names no host"),
+        ] {
+            let e = connect_config(&cfg(url)).unwrap_err();
+            assert_eq!(e.field(), field, "{url}");
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{url}: {msg}");
+            assert!(!msg.contains("hunter2"), "{msg}");
+        }
+    }
+}

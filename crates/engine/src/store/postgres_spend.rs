@@ -1,0 +1,703 @@
+//! The PostgreSQL side of spend and usage: reservations, settlement with the usage rows,
+//! caps with their audit rows, the identity directory and retention. Each mutation is one
+//! transaction; the locking that keeps caps exact across replicas is described in
+//! [`super::postgres`].
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Transaction};
+use futures_util::try_join;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::UsageRecord;
+use super::postgres::{
+    Client, OWNER_LOCK_NAMESPACE, PgError, exec, from_ms, i, ms, row_opt, rows, u,
+};
+use crate::spend::{
+    AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
+    binding_cap, new_id, windows,
+};
+
+/// Advisory-lock namespace of cap mutations, keyed by a hash of (scope, period).
+const LIMIT_LOCK_NAMESPACE: i32 = 0x4748_4c4d; // "GHLM"
+
+const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at";
+
+const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, upstream,
+    upstream_model, status, route_reason, stream, input_tokens, output_tokens,
+    cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
+    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected";
+
+fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
+    let scope: String = r.try_get(1)?;
+    let period: String = r.try_get(3)?;
+    Ok(SpendLimit {
+        id: r.try_get(0)?,
+        scope_type: ScopeType::parse(&scope).unwrap_or(ScopeType::Organization),
+        scope_id: r.try_get(2)?,
+        period: Period::parse(&period).unwrap_or(Period::Monthly),
+        amount_cents: r.try_get(4)?,
+        created_at: from_ms(r.try_get(5)?),
+        updated_at: from_ms(r.try_get(6)?),
+    })
+}
+
+pub async fn insert_usage(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgError> {
+    let tx = c.transaction().await?;
+    let st = tx
+        .prepare_cached(&format!(
+            "INSERT INTO usage_events ({USAGE_COLS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                $17, $18, $19, $20, $21)
+             ON CONFLICT (request_id, created_at) DO NOTHING"
+        ))
+        .await?;
+    for r in records {
+        tx.execute(
+            &st,
+            &[
+                &r.request_id,
+                &ms(r.created_at),
+                &r.principal,
+                &r.endpoint,
+                &r.model,
+                &r.upstream,
+                &r.upstream_model,
+                &i32::from(r.status),
+                &r.route_reason,
+                &r.stream,
+                &i(r.input_tokens),
+                &i(r.output_tokens),
+                &i(r.cache_read_tokens),
+                &i(r.cache_write_5m_tokens),
+                &i(r.cache_write_1h_tokens),
+                &i(r.web_search_requests),
+                &i(r.cost_micro_usd),
+                &r.usage_source,
+                &i(r.latency_ms),
+                &r.ttfb_ms.map(i),
+                &r.client_disconnected,
+            ],
+        )
+        .await?;
+    }
+    // The charge lands with its usage row, atomically; person by person in a fixed order,
+    // so two batches never wait on each other's rows in a cycle.
+    let mut settles: Vec<&UsageRecord> = records
+        .iter()
+        .filter(|r| r.reservation_id.is_some())
+        .collect();
+    settles.sort_by(|a, b| {
+        (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id))
+    });
+    for r in settles {
+        if let Some(id) = &r.reservation_id {
+            settle_in(&tx, id, r.cost_micro_usd, false, r.created_at).await?;
+        }
+    }
+    tx.commit().await
+}
+
+pub async fn recent_usage(
+    c: &impl GenericClient,
+    limit: usize,
+) -> Result<Vec<UsageRecord>, PgError> {
+    rows(
+        c,
+        &format!("SELECT {USAGE_COLS} FROM usage_events ORDER BY created_at DESC, id DESC LIMIT $1"),
+        &[&i64::try_from(limit).unwrap_or(i64::MAX)],
+    )
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(UsageRecord {
+            request_id: r.try_get(0)?,
+            created_at: from_ms(r.try_get(1)?),
+            principal: r.try_get(2)?,
+            endpoint: r.try_get(3)?,
+            model: r.try_get(4)?,
+            upstream: r.try_get(5)?,
+            upstream_model: r.try_get(6)?,
+            status: u16::try_from(r.try_get::<_, i32>(7)?).unwrap_or(0),
+            route_reason: r.try_get(8)?,
+            stream: r.try_get(9)?,
+            input_tokens: u(r.try_get(10)?),
+            output_tokens: u(r.try_get(11)?),
+            cache_read_tokens: u(r.try_get(12)?),
+            cache_write_5m_tokens: u(r.try_get(13)?),
+            cache_write_1h_tokens: u(r.try_get(14)?),
+            web_search_requests: u(r.try_get(15)?),
+            cost_micro_usd: u(r.try_get(16)?),
+            usage_source: r.try_get(17)?,
+            latency_ms: u(r.try_get(18)?),
+            ttfb_ms: r.try_get::<_, Option<i64>>(19)?.map(u),
+            client_disconnected: r.try_get(20)?,
+            reservation_id: None,
+        })
+    })
+    .collect()
+}
+
+/// Every cap that can bind this person.
+async fn candidate_limits(
+    c: &impl GenericClient,
+    sub: &str,
+    groups: &[String],
+) -> Result<Vec<SpendLimit>, PgError> {
+    let all = rows(
+        c,
+        &format!(
+            "SELECT {LIMIT_COLS} FROM spend_limits
+             WHERE scope_type = 'organization' OR (scope_type = 'user' AND scope_id = $1)
+                OR scope_type = 'rbac_group'"
+        ),
+        &[&sub],
+    )
+    .await?;
+    let mut out = Vec::with_capacity(all.len());
+    for r in &all {
+        let l = limit_row(r)?;
+        if l.scope_type != ScopeType::RbacGroup || groups.contains(&l.scope_id) {
+            out.push(l);
+        }
+    }
+    Ok(out)
+}
+
+/// `(spent, reserved)` per period, in [`Period::ALL`] order.
+fn totals_by_period(found: &[Row]) -> Result<[(u64, u64); 3], PgError> {
+    let mut out = [(0, 0); 3];
+    for r in found {
+        let period: String = r.try_get(0)?;
+        if let Some(k) = Period::ALL.iter().position(|p| p.as_str() == period) {
+            out[k] = (u(r.try_get(1)?), u(r.try_get(2)?));
+        }
+    }
+    Ok(out)
+}
+
+fn standings_from(
+    limits: &[SpendLimit],
+    totals: [(u64, u64); 3],
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+    wins: &[crate::spend::Window; 3],
+) -> Vec<Standing> {
+    wins.iter()
+        .zip(totals)
+        .map(|(w, (spent, reserved))| {
+            let cap = binding_cap(limits, w.period, sub, groups, mode);
+            Standing {
+                period: w.period,
+                cap_cents: cap.map(|c| c.0),
+                cap_scope: cap.map(|c| c.1),
+                spent_micro: spent,
+                reserved_micro: reserved,
+                reset: w.reset,
+            }
+        })
+        .collect()
+}
+
+pub async fn standings(
+    c: &mut Client,
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+    now: DateTime<Utc>,
+) -> Result<Vec<Standing>, PgError> {
+    let wins = windows(now);
+    // One snapshot for the caps and the totals.
+    let tx = c
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let starts = wins.map(|w| ms(w.start));
+    let params: [&(dyn ToSql + Sync); 4] = [&sub, &starts[0], &starts[1], &starts[2]];
+    let (limits, found) = try_join!(
+        candidate_limits(&tx, sub, groups),
+        rows(
+            &tx,
+            "SELECT period, spent_micro, reserved_micro FROM spend
+             WHERE principal = $1 AND ((period = 'daily' AND period_start = $2)
+                OR (period = 'weekly' AND period_start = $3)
+                OR (period = 'monthly' AND period_start = $4))",
+            &params,
+        )
+    )?;
+    tx.commit().await?;
+    Ok(standings_from(
+        &limits,
+        totals_by_period(&found)?,
+        sub,
+        groups,
+        mode,
+        &wins,
+    ))
+}
+
+pub async fn reserve(
+    c: &impl GenericClient,
+    req: &ReserveRequest,
+    owner_key: i32,
+) -> Result<ReserveOutcome, PgError> {
+    // The caps are resolved first; `gatehouse_reserve` (migration 0002) then locks the
+    // person's rows, checks and writes in one statement. A cap changed in between is as if
+    // it changed just after this reservation.
+    let limits = candidate_limits(c, &req.sub, &req.groups).await?;
+    let caps: Vec<Option<i64>> = req
+        .windows
+        .iter()
+        .map(|w| binding_cap(&limits, w.period, &req.sub, &req.groups, req.mode).map(|c| c.0))
+        .collect();
+    let starts: Vec<i64> = req.windows.iter().map(|w| ms(w.start)).collect();
+    let found = rows(
+        c,
+        "SELECT period, spent_micro, reserved_micro, reserved
+         FROM gatehouse_reserve($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &req.sub,
+            &starts,
+            &caps,
+            &i(req.amount_micro),
+            &ms(req.now),
+            &req.reservation_id,
+            &req.request_id,
+            &owner_key,
+        ],
+    )
+    .await?;
+    let made = found
+        .first()
+        .map(|r| r.try_get::<_, bool>(3))
+        .transpose()?
+        .unwrap_or(false);
+    let mut standings = standings_from(
+        &limits,
+        totals_by_period(&found)?,
+        &req.sub,
+        &req.groups,
+        req.mode,
+        &req.windows,
+    );
+    if !made {
+        let exceeded: Vec<Period> = standings
+            .iter()
+            .filter(|s| {
+                s.cap_cents.is_some_and(|cap| {
+                    let cap_micro = u128::from(cap.max(0) as u64) * 10_000;
+                    u128::from(s.spent_micro)
+                        + u128::from(s.reserved_micro)
+                        + u128::from(req.amount_micro)
+                        > cap_micro
+                })
+            })
+            .map(|s| s.period)
+            .collect();
+        return Ok(ReserveOutcome::Refused {
+            standings,
+            exceeded,
+        });
+    }
+    for s in &mut standings {
+        s.reserved_micro += req.amount_micro;
+    }
+    Ok(ReserveOutcome::Reserved(standings))
+}
+
+/// Settles inside an open transaction (also used by the usage-row insert).
+pub async fn settle_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    actual_micro: u64,
+    released: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, PgError> {
+    let actual = i(actual_micro);
+    let state = if released { "released" } else { "settled" };
+    let flipped = row_opt(
+        tx,
+        "UPDATE reservations SET state = $2, settled_micro = $3 WHERE id = $1 AND state = 'open'
+         RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start",
+        &[&id, &state, &actual],
+    )
+    .await?;
+    let (sub, amount, starts): (String, i64, [i64; 3]) = match flipped {
+        Some(r) => (
+            r.try_get(0)?,
+            r.try_get(1)?,
+            [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
+        ),
+        None if !released => {
+            // Released by another replica's reconciliation while this one still served
+            // the request: the hold is gone, but the usage still counts.
+            let late = row_opt(
+                tx,
+                "UPDATE reservations SET state = 'settled', settled_micro = $2
+                 WHERE id = $1 AND state = 'released' AND settled_micro = 0
+                 RETURNING principal, daily_start, weekly_start, monthly_start",
+                &[&id, &actual],
+            )
+            .await?;
+            let Some(r) = late else { return Ok(false) };
+            (
+                r.try_get(0)?,
+                0,
+                [r.try_get(1)?, r.try_get(2)?, r.try_get(3)?],
+            )
+        }
+        None => return Ok(false),
+    };
+    let sql = "UPDATE spend SET reserved_micro = GREATEST(reserved_micro - $4, 0),
+                   spent_micro = spent_micro + $5, updated_at = $6
+               WHERE principal = $1 AND period = $2 AND period_start = $3";
+    let at = ms(now);
+    // One statement per period, sent together and run in this order: the same order in
+    // which `reserve` locks them.
+    let [daily, weekly, monthly] = Period::ALL.map(Period::as_str);
+    let p: [[&(dyn ToSql + Sync); 6]; 3] = [
+        [&sub, &daily, &starts[0], &amount, &actual, &at],
+        [&sub, &weekly, &starts[1], &amount, &actual, &at],
+        [&sub, &monthly, &starts[2], &amount, &actual, &at],
+    ];
+    try_join!(
+        exec(tx, sql, &p[0]),
+        exec(tx, sql, &p[1]),
+        exec(tx, sql, &p[2]),
+    )?;
+    Ok(true)
+}
+
+pub async fn settle(
+    c: &mut Client,
+    id: &str,
+    actual_micro: u64,
+    released: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, PgError> {
+    let tx = c.transaction().await?;
+    let done = settle_in(&tx, id, actual_micro, released, now).await?;
+    tx.commit().await?;
+    Ok(done)
+}
+
+/// Open reservations whose gateway no longer holds its ownership lock.
+pub async fn orphaned_reservations(
+    c: &impl GenericClient,
+) -> Result<Vec<(String, String)>, PgError> {
+    rows(
+        c,
+        "SELECT r.id, r.request_id FROM reservations r
+         WHERE r.state = 'open' AND NOT EXISTS (
+             SELECT 1 FROM pg_locks l
+             WHERE l.locktype = 'advisory' AND l.granted
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND l.classid = $1::integer::oid AND l.objid = r.owner_key::oid AND l.objsubid = 2)
+         ORDER BY r.created_at, r.id",
+        &[&OWNER_LOCK_NAMESPACE],
+    )
+    .await?
+    .iter()
+    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+    .collect()
+}
+
+async fn audit(
+    tx: &Transaction<'_>,
+    actor: &str,
+    action: &str,
+    limit_id: &str,
+    before: Option<&SpendLimit>,
+    after: Option<&SpendLimit>,
+    now: DateTime<Utc>,
+) -> Result<(), PgError> {
+    let j = |l: Option<&SpendLimit>| {
+        l.and_then(|l| serde_json::to_string(&crate::spend::admin::limit_json(l)).ok())
+    };
+    exec(
+        tx,
+        "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &new_id("spla"),
+            &ms(now),
+            &actor,
+            &action,
+            &limit_id,
+            &j(before),
+            &j(after),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Serialises mutations of one (scope, period) until the transaction ends.
+async fn lock_scope(
+    tx: &Transaction<'_>,
+    scope_type: ScopeType,
+    scope_id: &str,
+    period: Period,
+) -> Result<(), PgError> {
+    let key = format!("{}\n{scope_id}\n{}", scope_type.as_str(), period.as_str());
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&LIMIT_LOCK_NAMESPACE, &key],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn upsert_limit(
+    c: &mut Client,
+    scope_type: ScopeType,
+    scope_id: &str,
+    period: Period,
+    amount: Option<i64>,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<SpendLimit, PgError> {
+    let tx = c.transaction().await?;
+    lock_scope(&tx, scope_type, scope_id, period).await?;
+    let before = row_opt(
+        &tx,
+        &format!(
+            "SELECT {LIMIT_COLS} FROM spend_limits WHERE scope_type = $1 AND scope_id = $2 AND period = $3"
+        ),
+        &[&scope_type.as_str(), &scope_id, &period.as_str()],
+    )
+    .await?
+    .map(|r| limit_row(&r))
+    .transpose()?;
+    let after = SpendLimit {
+        id: before
+            .as_ref()
+            .map_or_else(|| new_id("spl"), |b| b.id.clone()),
+        scope_type,
+        scope_id: scope_id.to_owned(),
+        period,
+        amount_cents: amount,
+        created_at: before.as_ref().map_or(now, |b| b.created_at),
+        updated_at: now,
+    };
+    exec(
+        &tx,
+        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
+            updated_at = excluded.updated_at",
+        &[
+            &after.id,
+            &scope_type.as_str(),
+            &scope_id,
+            &period.as_str(),
+            &amount,
+            &ms(after.created_at),
+            &ms(now),
+        ],
+    )
+    .await?;
+    let action = if before.is_some() {
+        "spend_limit.update"
+    } else {
+        "spend_limit.create"
+    };
+    audit(
+        &tx,
+        actor,
+        action,
+        &after.id,
+        before.as_ref(),
+        Some(&after),
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(after)
+}
+
+pub async fn get_limit(c: &impl GenericClient, id: &str) -> Result<Option<SpendLimit>, PgError> {
+    row_opt(
+        c,
+        &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE id = $1"),
+        &[&id],
+    )
+    .await?
+    .map(|r| limit_row(&r))
+    .transpose()
+}
+
+pub async fn delete_limit(
+    c: &mut Client,
+    id: &str,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<SpendLimit>, PgError> {
+    let tx = c.transaction().await?;
+    let Some(seen) = get_limit(&tx, id).await? else {
+        tx.commit().await?;
+        return Ok(None);
+    };
+    // The same lock as create-or-replace of that scope and period, then read it again.
+    lock_scope(&tx, seen.scope_type, &seen.scope_id, seen.period).await?;
+    let before = get_limit(&tx, id).await?;
+    if let Some(b) = &before {
+        exec(&tx, "DELETE FROM spend_limits WHERE id = $1", &[&id]).await?;
+        audit(&tx, actor, "spend_limit.delete", id, Some(b), None, now).await?;
+    }
+    tx.commit().await?;
+    Ok(before)
+}
+
+pub async fn list_limits(
+    c: &impl GenericClient,
+    scope_type: Option<ScopeType>,
+    after_id: Option<String>,
+    before_id: Option<String>,
+    limit: usize,
+) -> Result<(Vec<SpendLimit>, bool), PgError> {
+    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let scope = scope_type.map(ScopeType::as_str);
+    let (order, cursor, cmp) = match (&after_id, &before_id) {
+        (_, Some(b)) => ("DESC", Some(b.clone()), "<"),
+        (Some(a), None) => ("ASC", Some(a.clone()), ">"),
+        (None, None) => ("ASC", None, ">"),
+    };
+    let found = rows(
+        c,
+        &format!(
+            "SELECT {LIMIT_COLS} FROM spend_limits
+             WHERE ($1::text IS NULL OR scope_type = $1) AND ($2::text IS NULL OR id {cmp} $2)
+             ORDER BY id {order} LIMIT $3"
+        ),
+        &[&scope, &cursor, &take],
+    )
+    .await?;
+    let mut out = found.iter().map(limit_row).collect::<Result<Vec<_>, _>>()?;
+    let more = out.len() > limit;
+    out.truncate(limit);
+    if before_id.is_some() {
+        out.reverse();
+    }
+    Ok((out, more))
+}
+
+pub async fn list_audit(
+    c: &impl GenericClient,
+    after_id: Option<String>,
+    limit: usize,
+) -> Result<(Vec<AuditRow>, bool), PgError> {
+    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+    let found = rows(
+        c,
+        "SELECT id, at, actor, action, limit_id, before, after FROM admin_audit
+         WHERE ($1::text IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+        &[&after_id, &take],
+    )
+    .await?;
+    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+    let mut out = found
+        .iter()
+        .map(|r| {
+            Ok(AuditRow {
+                id: r.try_get(0)?,
+                at: from_ms(r.try_get(1)?),
+                actor: r.try_get(2)?,
+                action: r.try_get(3)?,
+                limit_id: r.try_get(4)?,
+                before: parse(r.try_get(5)?),
+                after: parse(r.try_get(6)?),
+            })
+        })
+        .collect::<Result<Vec<_>, PgError>>()?;
+    let more = out.len() > limit;
+    out.truncate(limit);
+    Ok((out, more))
+}
+
+pub async fn upsert_principal(
+    c: &impl GenericClient,
+    who: &crate::identity::session::UserIdentity,
+    now: DateTime<Utc>,
+) -> Result<(), PgError> {
+    let groups = serde_json::to_string(&who.groups).unwrap_or_else(|_| "[]".into());
+    exec(
+        c,
+        "INSERT INTO principals (sub, email, name, groups, updated_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (sub) DO UPDATE SET email = excluded.email, name = excluded.name,
+            groups = excluded.groups, updated_at = excluded.updated_at",
+        &[&who.sub, &who.email, &who.name, &groups, &ms(now)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn principals(
+    c: &impl GenericClient,
+    subs: Option<Vec<String>>,
+) -> Result<Vec<crate::identity::session::UserIdentity>, PgError> {
+    let found = rows(
+        c,
+        "SELECT sub, email, name, groups FROM principals
+         WHERE $1::text[] IS NULL OR sub = ANY($1) ORDER BY sub",
+        &[&subs],
+    )
+    .await?;
+    found
+        .iter()
+        .map(|r| {
+            let groups: String = r.try_get(3)?;
+            Ok(crate::identity::session::UserIdentity {
+                sub: r.try_get(0)?,
+                email: r.try_get(1)?,
+                name: r.try_get(2)?,
+                groups: serde_json::from_str(&groups).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// At most this many rows per statement, and this many statements per table and sweep.
+const RETENTION_BATCH: i64 = 10_000;
+const RETENTION_BATCHES: usize = 50;
+
+pub async fn retention(
+    c: &impl GenericClient,
+    audit_before: DateTime<Utc>,
+    spend_before: DateTime<Utc>,
+    principals_before: DateTime<Utc>,
+) -> Result<u64, PgError> {
+    let mut total = 0u64;
+    for (table, condition, cut) in [
+        ("admin_audit", "at < $1", audit_before),
+        (
+            "spend",
+            "updated_at < $1 AND reserved_micro = 0",
+            spend_before,
+        ),
+        ("usage_events", "created_at < $1", spend_before),
+        (
+            "reservations",
+            "created_at < $1 AND state <> 'open'",
+            spend_before,
+        ),
+        ("principals", "updated_at < $1", principals_before),
+    ] {
+        let sql = format!(
+            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(
+                 SELECT ctid FROM {table} WHERE {condition} LIMIT $2))"
+        );
+        for _ in 0..RETENTION_BATCHES {
+            let n = exec(c, &sql, &[&ms(cut), &RETENTION_BATCH]).await?;
+            total += n;
+            if (n as i64) < RETENTION_BATCH {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}

@@ -1,0 +1,113 @@
+//! The Tauri tray app: a thin shell over [`gatehouse_desktop::app::App`].
+//!
+//! It starts the app service (which runs the engine on 127.0.0.1), then Tauri with a tray
+//! icon and menu ([`tray`]) and one window showing the dashboard the engine serves, opened
+//! with this launch's app token. Closing the window keeps the tray; a second launch
+//! focuses the first (single-instance plugin); Quit drains the engine and exits.
+
+mod tray;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gatehouse_desktop::app::{App, AppDeps, SystemOpener};
+use gatehouse_desktop::keychain::KeyringStore;
+use gatehouse_desktop::notifier::SystemNotifier;
+use gatehouse_engine::deps::{CredentialStore, ProcessEnvironment};
+use gatehouse_engine::events::StderrEventSink;
+use tauri::{Manager, RunEvent, WebviewUrl, WebviewWindowBuilder, WindowEvent};
+
+/// Is there a display to put a tray on?
+pub fn display_present() -> bool {
+    if cfg!(any(target_os = "macos", windows)) {
+        return true;
+    }
+    ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+}
+
+fn keychain() -> Result<Arc<dyn CredentialStore>, String> {
+    let store = KeyringStore::native().map_err(|e| e.to_string())?;
+    store.probe().map_err(|e| e.to_string())?;
+    Ok(Arc::new(store))
+}
+
+pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    tauri::async_runtime::set(rt.handle().clone());
+    let home = directories::BaseDirs::new()
+        .map(|d| d.home_dir().to_owned())
+        .ok_or("cannot find the home directory")?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate gatehouse: {e}"))?;
+    let keychain = keychain();
+    if let Err(e) = &keychain {
+        eprintln!("gatehouse: {e}; secrets cannot be stored until a keychain is available");
+    }
+    let deps = AppDeps {
+        data_dir,
+        env: Arc::new(ProcessEnvironment),
+        keychain,
+        events: Arc::new(StderrEventSink),
+        notifier: Arc::new(SystemNotifier),
+        opener: Arc::new(SystemOpener),
+        home,
+        gatehouse_exe: exe,
+        port,
+    };
+    let app = rt
+        .block_on(App::start(deps))
+        .map_err(|e| format!("cannot start: {e}"))?;
+    println!("gatehouse: tray running; gateway on {}", app.base_url());
+    let dashboard = app.dashboard_url();
+    let shell_app = app.clone();
+    let tauri_app = tauri::Builder::default()
+        .plugin(tauri_plugin_single_instance::init(|handle, _argv, _cwd| {
+            show_dashboard(handle);
+        }))
+        .setup(move |tauri_app| {
+            let handle = tauri_app.handle().clone();
+            tray::install(&handle, shell_app.clone())?;
+            let url = dashboard
+                .parse()
+                .map_err(|e| format!("bad dashboard URL: {e}"))?;
+            WebviewWindowBuilder::new(&handle, "main", WebviewUrl::External(url))
+                .title("Gatehouse")
+                .inner_size(1120.0, 780.0)
+                .build()?;
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            // Closing the window keeps the tray (and the gateway) running.
+            if let WindowEvent::CloseRequested { api, .. } = event {
+                api.prevent_close();
+                let _ = window.hide();
+            }
+        })
+        .build(tauri::generate_context!())
+        .map_err(|e| format!("cannot start the tray: {e}"))?;
+    tauri_app.run(move |_handle, event| {
+        if let RunEvent::ExitRequested { api, code, .. } = &event
+            && code.is_none()
+        {
+            // Last window closed: stay in the tray.
+            api.prevent_exit();
+        }
+        if let RunEvent::Exit = event {
+            rt.block_on(app.shutdown());
+        }
+    });
+    Ok(())
+}
+
+/// Shows and focuses the dashboard window.
+pub fn show_dashboard<R: tauri::Runtime>(handle: &tauri::AppHandle<R>) {
+    if let Some(w) = handle.get_webview_window("main") {
+        let _ = w.unminimize();
+        let _ = w.show();
+        let _ = w.set_focus();
+    }
+}

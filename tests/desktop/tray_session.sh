@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the real `gatehouse` tray app in a throwaway desktop session for the tray test:
+# a virtual display (Xvfb), a session bus with an unlocked Secret Service (gnome-keyring)
+# and a notification daemon (dunst). Started by `src-tauri/tests/tray_window.rs` inside
+# `dbus-run-session`; prints `url=...`, `window=...` and `shot=...` lines, then stops the app.
+#
+# Usage: tray_session.sh <gatehouse binary> <work dir>
+set -euo pipefail
+bin=$1
+work=$2
+mkdir -p "$work/home" "$work/data"
+export HOME="$work/home" XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config"
+export GATEHOUSE_BOOTSTRAP_FILE="$work/no-bootstrap.json"
+export NO_AT_BRIDGE=1 WEBKIT_DISABLE_COMPOSITING_MODE=1
+
+cleanup() {
+  for p in ${app_pid:-} ${dunst_pid:-} ${xvfb_pid:-}; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# A free display number, chosen by Xvfb itself.
+exec 3>"$work/display"
+Xvfb -displayfd 3 -screen 0 1280x900x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+for _ in $(seq 100); do [ -s "$work/display" ] && break; sleep 0.1; done
+export DISPLAY=":$(cat "$work/display")"
+
+# The Secret Service, unlocked with a throwaway password.
+eval "$(printf 'throwaway' | gnome-keyring-daemon --unlock --components=secrets)"
+dunst >"$work/dunst.log" 2>&1 &
+dunst_pid=$!
+
+"$bin" --data-dir "$work/data" tray --port 0 >"$work/app.out" 2>"$work/app.err" &
+app_pid=$!
+
+url=""
+for _ in $(seq 600); do
+  url=$(sed -n 's/^gatehouse: tray running; gateway on //p' "$work/app.out" | head -1)
+  [ -n "$url" ] && break
+  kill -0 "$app_pid" 2>/dev/null || { echo "error=app exited"; cat "$work/app.err" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "error=app did not start"; exit 1; }
+echo "url=$url"
+
+# The dashboard window, then a screenshot once the page has drawn (bounded wait).
+win=""
+for _ in $(seq 300); do
+  # The window titled exactly "Gatehouse" (the tray's helper windows are "gatehouse").
+  win=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":" {print $1; exit}')
+  [ -n "$win" ] && break
+  sleep 0.1
+done
+[ -n "$win" ] || { echo "error=no window"; exit 1; }
+echo "window=$win"
+colors=0
+for _ in $(seq 60); do
+  sleep 0.5
+  import -window "$win" "$work/dashboard.png" 2>/dev/null || continue
+  colors=$(convert "$work/dashboard.png" -format %k info: 2>/dev/null || echo 0)
+  [ "$colors" -gt 200 ] && break
+done
+echo "shot=$work/dashboard.png"
+echo "colors=$colors"
+# The local token is in the Secret Service (looked up by its attributes).
+if secret-tool search --all service gatehouse 2>/dev/null | grep -q 'local-token'; then
+  echo "keychain=local-token"
+fi
+echo "done"

@@ -1,0 +1,96 @@
+//! Support for the desktop app service tests: an in-memory keychain, and a notifier and a
+//! browser opener that record what they were asked to do.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use gatehouse_desktop::app::{AppDeps, Opener};
+use gatehouse_desktop::notifier::Notifier;
+use gatehouse_engine::deps::{CredentialError, CredentialStore, MapEnvironment};
+use gatehouse_engine::events::MemoryEventSink;
+use gatehouse_engine::secret::Secret;
+
+/// A keychain in memory (the real Secret Service is tested through the binary).
+#[derive(Default)]
+pub struct MemoryKeychain(Mutex<HashMap<(String, String), String>>);
+
+impl MemoryKeychain {
+    pub fn values(&self) -> Vec<String> {
+        self.0.lock().unwrap().values().cloned().collect()
+    }
+}
+
+impl CredentialStore for MemoryKeychain {
+    fn get(&self, s: &str, a: &str) -> Result<Option<Secret>, CredentialError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(&(s.into(), a.into()))
+            .map(|v| Secret::new(v.clone())))
+    }
+    fn set(&self, s: &str, a: &str, v: &Secret) -> Result<(), CredentialError> {
+        self.0
+            .lock()
+            .unwrap()
+            .insert((s.into(), a.into()), v.expose().into());
+        Ok(())
+    }
+    fn delete(&self, s: &str, a: &str) -> Result<(), CredentialError> {
+        self.0.lock().unwrap().remove(&(s.into(), a.into()));
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<String>>);
+
+impl Recorder {
+    pub fn taken(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Notifier for Recorder {
+    fn show(&self, title: &str, body: &str) -> Result<(), String> {
+        self.0.lock().unwrap().push(format!("{title}: {body}"));
+        Ok(())
+    }
+}
+
+impl Opener for Recorder {
+    fn open(&self, url: &str) -> Result<(), String> {
+        self.0.lock().unwrap().push(url.to_owned());
+        Ok(())
+    }
+}
+
+pub struct DesktopParts {
+    pub keychain: Arc<MemoryKeychain>,
+    pub events: Arc<MemoryEventSink>,
+    pub notes: Arc<Recorder>,
+    pub opened: Arc<Recorder>,
+}
+
+/// Deps for an in-process desktop app on port 0 with everything under `dir`.
+pub fn desktop_deps(dir: &Path, env: MapEnvironment) -> (AppDeps, DesktopParts) {
+    let parts = DesktopParts {
+        keychain: Arc::new(MemoryKeychain::default()),
+        events: Arc::new(MemoryEventSink::default()),
+        notes: Arc::new(Recorder::default()),
+        opened: Arc::new(Recorder::default()),
+    };
+    let deps = AppDeps {
+        data_dir: dir.join("data"),
+        env: Arc::new(env),
+        keychain: Ok(parts.keychain.clone()),
+        events: parts.events.clone(),
+        notifier: parts.notes.clone(),
+        opener: parts.opened.clone(),
+        home: dir.join("home"),
+        gatehouse_exe: "/usr/local/bin/gatehouse".into(),
+        port: Some(0),
+    };
+    (deps, parts)
+}

@@ -1,0 +1,211 @@
+//! The desktop app service in standalone mode, in-process on port 0: the app API and its
+//! token, a provider key kept in the keychain, personal budgets enforced by the engine's
+//! spend reservations, pause, notifications, Claude Code set-up and undo, and no secret
+//! outside the keychain.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use fake_upstream::{FakeConfig, FakeUpstream};
+use gatehouse_desktop::app::App;
+use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
+use gatehouse_tests::OPERATOR_KEY;
+use gatehouse_tests::desktop::desktop_deps;
+use serde_json::{Value, json};
+
+struct Desk {
+    app: App,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Desk {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("{}/gatehouse/app/{path}", self.app.base_url()))
+            .header("x-gatehouse-app-token", &self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+}
+
+fn sonnet(max_tokens: u64) -> Value {
+    json!({"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "stream": false,
+           "messages": [{"role": "user", "content": "hi"}]})
+}
+
+async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_keys_budgets_pause_and_claude_code() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let url = app.dashboard_url();
+    let token = url.split("#token=").nth(1).unwrap().to_owned();
+    let desk = Desk {
+        app: app.clone(),
+        token,
+        http: reqwest::Client::new(),
+    };
+
+    // The app API answers only with this launch's token.
+    for presented in [None, Some("wrong")] {
+        let mut r = desk
+            .http
+            .get(format!("{}/gatehouse/app/state", app.base_url()));
+        if let Some(t) = presented {
+            r = r.header("x-gatehouse-app-token", t);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 401);
+    }
+    let (status, state) = desk.call(reqwest::Method::GET, "state", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(state["mode"], "standalone");
+    assert_eq!(state["keychain"]["available"], true);
+    assert_eq!(state["login"]["state"], "signed_out");
+    assert_eq!(state["claude_code"]["status"], "not_configured");
+
+    // The local token lives in the keychain; without a provider key inference says what to do.
+    let local = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .expect("local token in the keychain");
+    let infer = |body: Value| {
+        desk.http
+            .post(format!("{}/v1/messages", app.base_url()))
+            .bearer_auth(local.expose())
+            .json(&body)
+            .send()
+    };
+    let r = infer(sonnet(64)).await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.text().await.unwrap().contains("Settings"));
+
+    // Bad input is refused with a reason; nothing is stored.
+    for (body, want) in [
+        (json!({"kind": "bedrock", "api_key": "abcdefghijk"}), 400),
+        (json!({"kind": "anthropic", "api_key": "short"}), 400),
+        (json!({"kind": "anthropic"}), 400),
+    ] {
+        assert_eq!(desk.post("providers", body).await.0, want);
+    }
+    assert_eq!(desk.post("settings", json!({"mode": "sideways"})).await.0, 400);
+    assert_eq!(desk.post("settings", json!({"colour": "red"})).await.0, 400);
+    assert_eq!(
+        desk.post("settings", json!({"mode": "connected"})).await.0,
+        400,
+        "connected mode needs a central URL"
+    );
+
+    // A provider key goes to the keychain and the engine uses it.
+    let (status, state) = desk
+        .post("providers", json!({"kind": "anthropic", "api_key": OPERATOR_KEY}))
+        .await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["providers"][0]["key_stored"], true);
+    let r = infer(sonnet(64)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = fake.requests();
+    let key = seen
+        .last()
+        .unwrap()
+        .headers
+        .iter()
+        .find(|(k, _)| k == "x-api-key")
+        .map(|(_, v)| v.clone());
+    assert_eq!(key.as_deref(), Some(OPERATOR_KEY));
+
+    // A personal daily budget of one cent: the worst case of a 4096-token answer does not fit.
+    let (status, state) = desk
+        .post("settings", json!({"budgets": {"daily_cents": 1}}))
+        .await;
+    assert_eq!(status, 200, "{state}");
+    let before = fake.requests().len();
+    let r = infer(sonnet(4096)).await.unwrap();
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "billing_error");
+    assert_eq!(fake.requests().len(), before, "a refused request never leaves");
+    wait_for("the spend-block notification", || {
+        parts
+            .notes
+            .taken()
+            .iter()
+            .any(|n| n.starts_with("Spend limit reached"))
+    })
+    .await;
+
+    // Pause refuses inference locally; resume restores it.
+    let (_, state) = desk.post("pause", json!({"paused": true})).await;
+    assert_eq!(state["paused"], true);
+    assert_eq!(infer(sonnet(16)).await.unwrap().status(), 503);
+    assert!(app.status_line().await.contains("paused"));
+    desk.post("pause", json!({"paused": false})).await;
+    desk.post("settings", json!({"budgets": {}})).await;
+    assert_eq!(infer(sonnet(16)).await.unwrap().status(), 200);
+
+    // Claude Code: configured by merging, then undone.
+    let settings = dir.path().join("home/.claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        r#"{"statusLine": {"type": "command", "command": "~/bin/status"}, "env": {"FOO": "1"}}"#,
+    )
+    .unwrap();
+    let (status, state) = desk.post("claude-code", json!({"action": "configure"})).await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["claude_code"]["status"], "configured");
+    let written: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(written["env"]["ANTHROPIC_BASE_URL"], app.base_url());
+    assert_eq!(written["env"]["FOO"], "1");
+    assert_eq!(written["statusLine"]["command"], "~/bin/status");
+    let (_, state) = desk.post("claude-code", json!({"action": "undo"})).await;
+    assert_eq!(state["claude_code"]["status"], "not_configured");
+
+    app.shutdown().await;
+
+    // No secret outside the keychain: not in the data dir, not in any event.
+    let secrets = parts.keychain.values();
+    assert!(secrets.iter().any(|s| s == OPERATOR_KEY));
+    let mut files = vec![];
+    for e in std::fs::read_dir(dir.path().join("data")).unwrap() {
+        files.push(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    files.push(std::fs::read(&settings).unwrap());
+    let events = serde_json::to_string(&parts.events.events()).unwrap();
+    for s in &secrets {
+        for f in &files {
+            assert!(
+                !f.windows(s.len()).any(|w| w == s.as_bytes()),
+                "a secret reached a file"
+            );
+        }
+        assert!(!events.contains(s.as_str()), "a secret reached an event");
+    }
+}

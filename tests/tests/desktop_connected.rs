@@ -1,0 +1,190 @@
+//! Connected desktop end to end: an IT bootstrap file names a central `gatehouse` (with a
+//! real OIDC provider and a real browser sign-in), the tray engine goes straight to the
+//! login prompt, signs in with the device flow, pulls the managed policy and the user's
+//! caps, refuses locally what the policy refuses, and turns a spend block on the central
+//! server into a notification.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use gatehouse_desktop::app::{App, LoginState};
+use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
+use gatehouse_tests::desktop::desktop_deps;
+use gatehouse_tests::{PASSWORD, SESSION_SECRET_A, browser_login, sign_in_gateway};
+use serde_json::{Value, json};
+
+const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
+const CENTRAL: &str = r#"
+admin:
+  write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]
+  blocked_message: Ask the platform team for more.
+managed:
+  policies:
+    - match: {groups: [engineering]}
+      cli:
+        availableModels: [claude-sonnet-4-6]
+"#;
+
+fn msg(model: &str, max_tokens: u64) -> Value {
+    json!({"model": model, "max_tokens": max_tokens, "stream": false,
+           "messages": [{"role": "user", "content": "hi"}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
+    let central = sign_in_gateway(&[SESSION_SECRET_A], CENTRAL).await;
+    let dir = tempfile::tempdir().unwrap();
+    // The environment is passed in, file reads included: the bootstrap file lives in it.
+    let bootstrap = dir.path().join("bootstrap.json");
+    let doc = json!({"central_url": central.origin, "force_connected_mode": true,
+                     "login_notice": "Use your corp account."})
+    .to_string();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_BOOTSTRAP_FILE", bootstrap.to_str().unwrap())
+        .with_file(bootstrap.to_str().unwrap(), &doc);
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let http = reqwest::Client::new();
+    let token = app.dashboard_url().split("#token=").nth(1).unwrap().to_owned();
+    let state = || async {
+        http.get(format!("{}/gatehouse/app/state", app.base_url()))
+            .header("x-gatehouse-app-token", &token)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+
+    // A fresh install goes straight to the login prompt for the named server; the mode is locked.
+    let s = state().await;
+    assert_eq!(s["mode"], "connected", "{s}");
+    assert_eq!(s["locks"]["mode"], true);
+    assert_eq!(s["central"]["url"], central.origin);
+    assert_eq!(s["login"]["state"], "pending", "{s}");
+    assert_eq!(s["login"]["login_notice"], "Use your corp account.");
+    let user_code = s["login"]["user_code"].as_str().unwrap().to_owned();
+    let complete = s["login"]["verification_uri_complete"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(complete.starts_with(&central.origin));
+    // Switching to standalone is refused while the bootstrap forces connected mode.
+    let r = http
+        .post(format!("{}/gatehouse/app/settings", app.base_url()))
+        .header("x-gatehouse-app-token", &token)
+        .json(&json!({"mode": "standalone"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    // The button opens exactly the verification page, nothing else.
+    let open = |url: String| {
+        http.post(format!("{}/gatehouse/app/open", app.base_url()))
+            .header("x-gatehouse-app-token", &token)
+            .json(&json!({"url": url}))
+            .send()
+    };
+    assert_eq!(open(complete.clone()).await.unwrap().status(), 200);
+    assert_eq!(open("https://evil.example/".into()).await.unwrap().status(), 400);
+    assert_eq!(parts.opened.taken(), vec![complete.clone()]);
+
+    // The person signs in in a real browser; the app's poll picks the session up.
+    let page = browser_login(&complete, "alice", PASSWORD, None).await;
+    assert_eq!(page["result"], "Signed in", "{page}");
+    assert_eq!(page["prefilled"], user_code);
+    for _ in 0..300 {
+        if app.login_state() == LoginState::SignedIn {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(app.login_state(), LoginState::SignedIn);
+    assert!(
+        parts.keychain.get("gatehouse", "session").unwrap().is_some(),
+        "the session is in the keychain"
+    );
+
+    // Policy and caps are pulled and shown.
+    central_cap(&central, "500").await;
+    app.sync_now().await;
+    let s = state().await;
+    assert_eq!(s["login"]["email"], "alice@corp.example");
+    assert!(s["login"]["groups"].as_array().unwrap().contains(&json!("engineering")));
+    assert_eq!(s["policy"]["available_models"], json!(["claude-sonnet-4-6"]));
+    let daily = s["central_spend"]["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["period"] == "daily")
+        .cloned()
+        .unwrap();
+    assert_eq!(daily["limit_micro_usd"], 5_000_000);
+
+    // Inference goes to the central server with the session.
+    let local = parts.keychain.get("gatehouse", "local-token").unwrap().unwrap();
+    let infer = |body: Value| {
+        http.post(format!("{}/v1/messages", app.base_url()))
+            .bearer_auth(local.expose())
+            .json(&body)
+            .send()
+    };
+    let r = infer(msg("claude-sonnet-4-6", 64)).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let upstream_seen = central.gw.fake.requests().len();
+    assert_eq!(upstream_seen, 1);
+
+    // What the cached policy refuses never leaves the laptop.
+    let r = infer(msg("claude-haiku-4-5", 64)).await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("not allowed"));
+    assert_eq!(central.gw.fake.requests().len(), upstream_seen);
+
+    // A spend block on the central server: relayed, notified, and listed as a block.
+    central_cap(&central, "0").await;
+    let r = infer(msg("claude-sonnet-4-6", 64)).await.unwrap();
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "billing_error");
+    assert!(body["error"]["message"].as_str().unwrap().contains("platform team"));
+    assert_eq!(central.gw.fake.requests().len(), upstream_seen);
+    for _ in 0..100 {
+        if parts.notes.taken().iter().any(|n| n.starts_with("Spend limit reached")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        parts.notes.taken().iter().any(|n| n.contains("platform team")),
+        "{:?}",
+        parts.notes.taken()
+    );
+    let blocked = parts
+        .events
+        .named("desktop.notify")
+        .into_iter()
+        .any(|e| e["kind"] == "spend_blocked" && e["outcome"] == "shown");
+    assert!(blocked);
+
+    // Log out revokes and forgets the session.
+    app.logout().await.unwrap();
+    assert!(parts.keychain.get("gatehouse", "session").unwrap().is_none());
+    let r = infer(msg("claude-sonnet-4-6", 64)).await.unwrap();
+    assert_eq!(r.status(), 503);
+    app.shutdown().await;
+}
+
+async fn central_cap(central: &gatehouse_tests::SignInGateway, cents: &str) {
+    let r = central
+        .gw
+        .client
+        .post(central.gw.url("/v1/organizations/spend_limits"))
+        .header("x-api-key", WRITE_KEY)
+        .json(&json!({"scope": {"type": "organization"}, "amount": cents, "period": "daily"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}

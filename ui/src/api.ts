@@ -1,0 +1,199 @@
+// The two APIs the dashboard reads (see the UI contract): the engine's public
+// `/gatehouse/api/*` (every mode) and the desktop app's `/gatehouse/app/*`, which needs
+// the per-launch app token and answers 404 on a headless server.
+
+export type Totals = {
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost_micro_usd: number;
+};
+
+export type Meter = {
+  period: 'daily' | 'weekly' | 'monthly';
+  limit_micro_usd: number | null;
+  spent_micro_usd: number;
+  utilization: number | null;
+  resets_at: string;
+};
+
+export type RecentRequest = {
+  at: string;
+  request_id: string;
+  model: string;
+  upstream: string | null;
+  status: number;
+  stream: boolean;
+  input_tokens: number;
+  output_tokens: number;
+  cost_micro_usd: number;
+  route_reason: string;
+  latency_ms: number;
+};
+
+export type Block = {
+  at: string;
+  request_id: string;
+  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused';
+  model: string | null;
+  status: number;
+  message: string;
+};
+
+export type UpstreamHealth = {
+  name: string;
+  provider: string;
+  host: string;
+  state: 'healthy' | 'degraded' | 'down' | 'unknown';
+  last_status: number | null;
+  last_error: string | null;
+  last_ok_at: string | null;
+  last_error_at: string | null;
+};
+
+export type Dashboard = {
+  server: {
+    version: string;
+    mode: 'server' | 'desktop';
+    started_at: string;
+    store: string;
+    ready: boolean;
+    paused: boolean;
+  };
+  detail: boolean;
+  usage: { today: Totals; week: Totals; month: Totals };
+  by_model: (Totals & { model: string })[];
+  meters: Meter[];
+  recent?: RecentRequest[];
+  blocks?: Block[];
+  upstreams: UpstreamHealth[];
+};
+
+export type LoginState = {
+  state: 'signed_out' | 'pending' | 'signed_in' | 'expired';
+  user_code: string | null;
+  verification_uri: string | null;
+  verification_uri_complete: string | null;
+  expires_at: string | null;
+  email: string | null;
+  name: string | null;
+  groups: string[];
+  error: string | null;
+};
+
+export type AppState = {
+  mode: 'standalone' | 'connected';
+  paused: boolean;
+  listen: string;
+  keychain: { available: boolean; error: string | null };
+  bootstrap: {
+    path: string;
+    present: boolean;
+    error: string | null;
+    central_url: string | null;
+    login_notice: string | null;
+  };
+  locks: { mode: boolean; central_url: boolean; local_providers: boolean; claude_code: boolean };
+  central: {
+    url: string | null;
+    reachable: boolean | null;
+    last_sync_at: string | null;
+    last_error: string | null;
+  };
+  login: LoginState;
+  central_spend: null | { fetched_at: string; limits: Meter[] };
+  policy: null | { fetched_at: string; checksum: string; available_models: string[] | null };
+  providers: { name: string; kind: 'anthropic'; key_stored: boolean }[];
+  budgets: { daily_cents: number | null; weekly_cents: number | null; monthly_cents: number | null };
+  start_at_login: boolean;
+  claude_code: {
+    status: 'not_configured' | 'configured' | 'drifted';
+    settings_path: string;
+    detail: string | null;
+  };
+};
+
+/** Runs one app action; the answer replaces the app state. `false` when it failed. */
+export type Act = (method: 'POST' | 'DELETE', path: string, body?: unknown) => Promise<boolean>;
+
+/** An error the app API answered with (`{"error":{"type","message"}}`), or a network failure. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const TOKEN_KEY = 'gatehouse.app-token';
+
+/**
+ * The desktop opens `/#token=<token>`: keep the token for this tab only and take it out
+ * of the address bar (and so out of history and any copied link).
+ */
+export function takeAppToken(): string | null {
+  const m = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+  if (m) {
+    try {
+      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    } catch {
+      // Storage refused (private mode): the token still works for this page load.
+      history.replaceState(null, '', window.location.pathname + window.location.search);
+      return decodeURIComponent(m[1]);
+    }
+    history.replaceState(null, '', window.location.pathname + window.location.search);
+  }
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+async function failure(r: Response): Promise<ApiFailure> {
+  let message = `HTTP ${r.status}`;
+  try {
+    const body = (await r.json()) as { error?: { message?: string } };
+    if (body.error?.message) message = body.error.message;
+  } catch {
+    // not JSON: keep the status line
+  }
+  return new ApiFailure(r.status, message);
+}
+
+export async function fetchDashboard(): Promise<Dashboard> {
+  const r = await fetch('/gatehouse/api/dashboard', { cache: 'no-store' });
+  if (!r.ok) throw await failure(r);
+  return (await r.json()) as Dashboard;
+}
+
+/** The app state, or `null` when there is no desktop app behind this page (read-only). */
+export async function fetchAppState(token: string | null): Promise<AppState | null> {
+  if (!token) return null;
+  const r = await fetch('/gatehouse/app/state', {
+    cache: 'no-store',
+    headers: { 'x-gatehouse-app-token': token },
+  });
+  if (r.status === 404) return null;
+  if (!r.ok) throw await failure(r);
+  return (await r.json()) as AppState;
+}
+
+/** One app action; the answer is the new app state. */
+export async function appCall(
+  token: string,
+  method: 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<AppState> {
+  const headers: Record<string, string> = { 'x-gatehouse-app-token': token };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(`/gatehouse/app/${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!r.ok) throw await failure(r);
+  return (await r.json()) as AppState;
+}

@@ -1,0 +1,239 @@
+// Settings (desktop only): mode and central URL, provider keys (kept in the keychain,
+// never shown again), personal budgets, start at login and Claude Code's configuration.
+// Choices the IT bootstrap locked are shown disabled with a lock badge.
+
+import { useEffect, useState } from 'preact/hooks';
+
+import type { Act, AppState } from '../api';
+
+function Lock({ on }: { on: boolean }) {
+  if (!on) return null;
+  return (
+    <span class="lock" data-testid="lock" title="Set by your IT department">
+      <svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true">
+        <path d="M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 0 0-4 0v2z" fill="currentColor" />
+      </svg>
+      Locked by IT
+    </span>
+  );
+}
+
+const toDollars = (cents: number | null) => (cents === null ? '' : (cents / 100).toFixed(2));
+
+/** Dollars typed by a person to cents; `undefined` when it is not a valid amount. */
+function toCents(text: string): number | null | undefined {
+  const t = text.trim().replace(/^\$/, '');
+  if (t === '') return null;
+  if (!/^\d+(\.\d{1,2})?$/.test(t)) return undefined;
+  return Math.round(Number.parseFloat(t) * 100);
+}
+
+function Connection({ app, act }: { app: AppState; act: Act }) {
+  const [mode, setMode] = useState(app.mode);
+  const [url, setUrl] = useState(app.central.url ?? '');
+  useEffect(() => {
+    setMode(app.mode);
+    setUrl(app.central.url ?? '');
+  }, [app.mode, app.central.url]);
+  const save = (e: Event) => {
+    e.preventDefault();
+    const body: Record<string, unknown> = {};
+    if (!app.locks.mode) body.mode = mode;
+    if (!app.locks.central_url) body.central_url = url.trim() === '' ? null : url.trim();
+    void act('POST', 'settings', body);
+  };
+  return (
+    <form class="card stack" onSubmit={save} aria-labelledby="h-conn">
+      <h3 id="h-conn">Connection</h3>
+      <fieldset disabled={app.locks.mode} data-testid="mode-field">
+        <legend>
+          Mode <Lock on={app.locks.mode} />
+        </legend>
+        <label class="radio">
+          <input type="radio" name="mode" checked={mode === 'standalone'} onChange={() => setMode('standalone')} />
+          Standalone: your own provider keys
+        </label>
+        <label class="radio">
+          <input type="radio" name="mode" checked={mode === 'connected'} onChange={() => setMode('connected')} />
+          Connected: through your organisation's Gatehouse
+        </label>
+      </fieldset>
+      <label>
+        <span class="label-row">
+          Central server URL <Lock on={app.locks.central_url} />
+        </span>
+        <input
+          type="url"
+          value={url}
+          disabled={app.locks.central_url}
+          placeholder="https://gatehouse.example.com"
+          data-testid="central-url"
+          onInput={(e) => setUrl(e.currentTarget.value)}
+        />
+      </label>
+      <p class="muted small">Gateway address for Claude Code: <span class="mono">{app.listen}</span></p>
+      <div class="row">
+        <button type="submit" disabled={app.locks.mode && app.locks.central_url}>Save</button>
+      </div>
+    </form>
+  );
+}
+
+function Providers({ app, act }: { app: AppState; act: Act }) {
+  const [key, setKey] = useState('');
+  const locked = app.locks.local_providers;
+  const add = async (e: Event) => {
+    e.preventDefault();
+    if (key.trim() === '') return;
+    // The key is sent once and forgotten here, whatever the answer.
+    const sent = key.trim();
+    setKey('');
+    await act('POST', 'providers', { kind: 'anthropic', api_key: sent });
+  };
+  return (
+    <section class="card stack" aria-labelledby="h-prov">
+      <h3 id="h-prov">
+        Providers <Lock on={locked} />
+      </h3>
+      {app.providers.length === 0 ? (
+        <p class="muted">No provider yet.</p>
+      ) : (
+        <ul class="plain">
+          {app.providers.map((p) => (
+            <li class="row" data-testid="provider" key={p.name}>
+              <span>{p.name}</span>
+              <span class="muted">{p.kind}</span>
+              <span class={p.key_stored ? 'badge ok' : 'badge bad'} data-testid="key-state">
+                {p.key_stored ? 'key stored in keychain' : 'no key stored'}
+              </span>
+              <button
+                type="button"
+                class="secondary"
+                disabled={locked}
+                onClick={() => void act('DELETE', `providers/${encodeURIComponent(p.name)}`)}
+              >
+                Remove
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <form class="row" onSubmit={(e) => void add(e)}>
+        <label>
+          Anthropic API key
+          <input
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            value={key}
+            disabled={locked || !app.keychain.available}
+            data-testid="api-key"
+            onInput={(e) => setKey(e.currentTarget.value)}
+          />
+        </label>
+        <button type="submit" disabled={locked || !app.keychain.available || key.trim() === ''}>
+          Add key
+        </button>
+      </form>
+    </section>
+  );
+}
+
+function Budgets({ app, act }: { app: AppState; act: Act }) {
+  const [text, setText] = useState({
+    daily: toDollars(app.budgets.daily_cents),
+    weekly: toDollars(app.budgets.weekly_cents),
+    monthly: toDollars(app.budgets.monthly_cents),
+  });
+  const [error, setError] = useState<string | null>(null);
+  const save = (e: Event) => {
+    e.preventDefault();
+    const cents = { daily: toCents(text.daily), weekly: toCents(text.weekly), monthly: toCents(text.monthly) };
+    const bad = Object.entries(cents).find(([, v]) => v === undefined);
+    if (bad) {
+      setError(`The ${bad[0]} budget must be an amount in dollars, like 12.50 (or empty for none).`);
+      return;
+    }
+    setError(null);
+    void act('POST', 'settings', {
+      budgets: { daily_cents: cents.daily, weekly_cents: cents.weekly, monthly_cents: cents.monthly },
+    });
+  };
+  return (
+    <form class="card stack" onSubmit={save} aria-labelledby="h-budgets">
+      <h3 id="h-budgets">Budgets (USD, empty for none)</h3>
+      <div class="row">
+        {(['daily', 'weekly', 'monthly'] as const).map((p) => (
+          <label key={p}>
+            {p[0].toUpperCase() + p.slice(1)}
+            <input
+              inputMode="decimal"
+              value={text[p]}
+              data-testid={`budget-${p}`}
+              onInput={(e) => setText({ ...text, [p]: e.currentTarget.value })}
+            />
+          </label>
+        ))}
+      </div>
+      {error && <p class="error-text" role="alert">{error}</p>}
+      <div class="row">
+        <button type="submit">Save budgets</button>
+      </div>
+    </form>
+  );
+}
+
+function ClaudeCode({ app, act }: { app: AppState; act: Act }) {
+  const c = app.claude_code;
+  const locked = app.locks.claude_code;
+  const label = { not_configured: 'Not configured', configured: 'Configured', drifted: 'Changed since configured' }[c.status];
+  return (
+    <section class="card stack" aria-labelledby="h-cc">
+      <h3 id="h-cc">
+        Claude Code <Lock on={locked} />
+      </h3>
+      <p>
+        <span class={c.status === 'configured' ? 'badge ok' : c.status === 'drifted' ? 'badge warn' : 'badge idle'} data-testid="claude-code-status">
+          {label}
+        </span>{' '}
+        <span class="muted mono small">{c.settings_path}</span>
+      </p>
+      {c.detail && <p class="muted small">{c.detail}</p>}
+      <div class="row">
+        <button type="button" disabled={locked} data-testid="claude-code-configure" onClick={() => void act('POST', 'claude-code', { action: 'configure' })}>
+          {c.status === 'not_configured' ? 'Configure Claude Code' : 'Configure again'}
+        </button>
+        <button type="button" class="secondary" disabled={locked || c.status === 'not_configured'} data-testid="claude-code-undo" onClick={() => void act('POST', 'claude-code', { action: 'undo' })}>
+          Undo
+        </button>
+      </div>
+    </section>
+  );
+}
+
+export function SettingsView({ app, act }: { app: AppState; act: Act }) {
+  return (
+    <div class="stack">
+      <h2>Settings</h2>
+      {app.bootstrap.present && (
+        <p class="muted small">Some choices come from your IT department ({app.bootstrap.path}).</p>
+      )}
+      <Connection app={app} act={act} />
+      {app.mode === 'standalone' && <Providers app={app} act={act} />}
+      {app.mode === 'standalone' && <Budgets app={app} act={act} />}
+      <section class="card" aria-labelledby="h-start">
+        <h3 id="h-start">Start</h3>
+        <label class="radio">
+          <input
+            type="checkbox"
+            checked={app.start_at_login}
+            data-testid="start-at-login"
+            onChange={(e) => void act('POST', 'settings', { start_at_login: e.currentTarget.checked })}
+          />
+          Start Gatehouse when I log in
+        </label>
+      </section>
+      <ClaudeCode app={app} act={act} />
+    </div>
+  );
+}

@@ -1,0 +1,84 @@
+// Upstreams: health as the gateway saw it in real requests, and (connected mode) the
+// central server the desktop talks to.
+
+import type { AppState, Dashboard, UpstreamHealth } from '../api';
+import { localTime, relative } from '../format';
+
+const STATE_CLASS: Record<UpstreamHealth['state'], string> = {
+  healthy: 'ok',
+  degraded: 'warn',
+  down: 'bad',
+  unknown: 'idle',
+};
+
+export function UpstreamsView({ dash, app }: { dash: Dashboard; app: AppState | null }) {
+  return (
+    <div class="stack">
+      <section aria-labelledby="h-upstreams">
+        <h2 id="h-upstreams">Upstreams</h2>
+        <p class="muted small">Health comes from real requests: unknown until the first one.</p>
+        <div class="scroll">
+          <table data-testid="upstreams">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Provider</th>
+                <th scope="col">Host</th>
+                <th scope="col">State</th>
+                <th scope="col" class="num">Last status</th>
+                <th scope="col">Last success</th>
+                <th scope="col">Last error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {dash.upstreams.map((u) => (
+                <tr data-testid="upstream-row" data-name={u.name} key={u.name}>
+                  <td>{u.name}</td>
+                  <td>{u.provider}</td>
+                  <td class="mono">{u.host}</td>
+                  <td>
+                    <span class={`badge ${STATE_CLASS[u.state]}`} data-testid="upstream-state">
+                      {u.state}
+                    </span>
+                  </td>
+                  <td class="num">{u.last_status ?? '—'}</td>
+                  <td title={localTime(u.last_ok_at)}>{relative(u.last_ok_at)}</td>
+                  <td>
+                    {u.last_error ? (
+                      <span title={localTime(u.last_error_at)}>
+                        {u.last_error} ({relative(u.last_error_at)})
+                      </span>
+                    ) : (
+                      '—'
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+      {app?.mode === 'connected' && (
+        <section aria-labelledby="h-central">
+          <h2 id="h-central">Central server</h2>
+          <dl class="facts">
+            <dt>URL</dt>
+            <dd class="mono">{app.central.url ?? 'not set'}</dd>
+            <dt>Reachable</dt>
+            <dd>
+              {app.central.reachable === null ? 'not checked yet' : app.central.reachable ? 'yes' : 'no'}
+            </dd>
+            <dt>Last sync</dt>
+            <dd>{relative(app.central.last_sync_at)}</dd>
+            {app.central.last_error && (
+              <>
+                <dt>Last error</dt>
+                <dd class="error-text">{app.central.last_error}</dd>
+              </>
+            )}
+          </dl>
+        </section>
+      )}
+    </div>
+  );
+}
