@@ -10,7 +10,7 @@
 //! Code's user settings (`gatehouse_desktop::claude_settings`). The loopback URL uses the
 //! port saved in the desktop settings when there are some, else the embedded default's.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -146,8 +146,11 @@ pub fn print_local_token() -> Result<(), String> {
         .map_err(|e| format!("cannot read the local token: {e}"))?
     {
         Some(token) => {
-            println!("{}", token.expose());
-            Ok(())
+            // Not println!: a closed pipe is an error here, not a panic.
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", token.expose())
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("cannot print the local token: {e}"))
         }
         None => Err(
             "no local token in the keychain; run `gatehouse configure-claude-code` \

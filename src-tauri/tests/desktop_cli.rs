@@ -358,6 +358,21 @@ fn configure_status_undo_round_trip_with_the_token_in_a_secret_service() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("is configured for Gatehouse at http://127.0.0.1:8788"));
+    // The port saved in the desktop settings wins over the default: until configure runs
+    // again, that is drift.
+    save_desktop_port(&user.path("data"), 9123);
+    let out = user
+        .gatehouse(&["configure-claude-code", "--status"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&out).contains(
+            "env.ANTHROPIC_BASE_URL: expected \"http://127.0.0.1:9123\", found \"http://127.0.0.1:8788\""
+        ),
+        "{}",
+        text(&out)
+    );
+    save_desktop_port(&user.path("data"), 8788);
     let mut edited = settings.clone();
     edited["env"]["ANTHROPIC_BASE_URL"] = "https://elsewhere.example".into();
     edited["model"] = "opus".into();
@@ -395,6 +410,24 @@ fn configure_status_undo_round_trip_with_the_token_in_a_secret_service() {
         "{}",
         text(&out)
     );
+}
+
+/// Saves the desktop settings with `port`, as the tray does.
+fn save_desktop_port(data: &Path, port: u16) {
+    use gatehouse_desktop::settings::{SETTINGS_KEY, Settings, StateStore};
+    let store =
+        gatehouse_engine::store::SqliteStore::open(&data.join("gatehouse.db"), chrono::Utc::now())
+            .unwrap();
+    let state = StateStore::new(std::sync::Arc::new(store));
+    let settings = Settings {
+        port,
+        ..Settings::default()
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(state.put(SETTINGS_KEY, &settings))
+        .unwrap();
 }
 
 /// The status an in-process engine on the data directory answers for `token`.

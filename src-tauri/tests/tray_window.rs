@@ -2,7 +2,9 @@
 //! (virtual display, session bus, unlocked gnome-keyring Secret Service, dunst), opens its
 //! dashboard window, and the window is screenshotted. The page must have drawn (a blank
 //! webview has a handful of colours; the dashboard has hundreds), and the local token must
-//! be in the Secret Service. See `tests/desktop/tray_session.sh`.
+//! be in the Secret Service. With an IT bootstrap file naming an unreachable central
+//! server, the notification daemon receives "Central Gatehouse unreachable". See
+//! `tests/desktop/tray_session.sh`.
 
 #![cfg(feature = "desktop")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,13 +19,31 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[test]
-fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
+struct Session {
+    stdout: String,
+    work: tempfile::TempDir,
+}
+
+impl Session {
+    fn field(&self, k: &str) -> Option<String> {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(str::to_owned)
+    }
+
+    fn app_err(&self) -> String {
+        std::fs::read_to_string(self.work.path().join("app.err")).unwrap_or_default()
+    }
+}
+
+fn session(bootstrap: Option<&str>, expect_notification: &str) -> Session {
     for tool in [
         "Xvfb",
         "dbus-run-session",
         "gnome-keyring-daemon",
         "dunst",
+        "dunstctl",
         "import",
         "xwininfo",
         "secret-tool",
@@ -32,52 +52,77 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let work = tempfile::tempdir().unwrap();
-    let out = Command::new("timeout")
-        .arg("120")
+    let mut cmd = Command::new("timeout");
+    cmd.arg("120")
         .arg("dbus-run-session")
         .arg("--")
         .arg(root.join("tests/desktop/tray_session.sh"))
         .arg(env!("CARGO_BIN_EXE_gatehouse"))
         .arg(work.path())
+        .arg(bootstrap.unwrap_or(""))
+        .env("EXPECT_NOTIFICATION", expect_notification)
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
-        .env_remove("DBUS_SESSION_BUS_ADDRESS")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let app_err = std::fs::read_to_string(work.path().join("app.err")).unwrap_or_default();
-    assert!(
-        out.status.success() && stdout.contains("done"),
-        "session failed: {stdout}\n{}\napp stderr:\n{app_err}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let field = |k: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .map(str::to_owned)
+        .env_remove("DBUS_SESSION_BUS_ADDRESS");
+    let out = cmd.output().unwrap();
+    let s = Session {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        work,
     };
-    assert!(field("url").unwrap().starts_with("http://127.0.0.1:"));
-    let colors: u64 = field("colors").unwrap().parse().unwrap();
+    assert!(
+        out.status.success() && s.stdout.contains("done"),
+        "session failed: {}\n{}\napp stderr:\n{}",
+        s.stdout,
+        String::from_utf8_lossy(&out.stderr),
+        s.app_err()
+    );
+    assert!(s.field("url").unwrap().starts_with("http://127.0.0.1:"));
+    let colors: u64 = s.field("colors").unwrap().parse().unwrap();
     assert!(
         colors > 200,
-        "the window looks blank ({colors} colours); app stderr:\n{app_err}"
+        "the window looks blank ({colors} colours); app stderr:\n{}",
+        s.app_err()
     );
-    assert_eq!(field("keychain").as_deref(), Some("local-token"));
+    s
+}
+
+#[test]
+fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
+    let s = session(None, "");
+    assert_eq!(s.field("keychain").as_deref(), Some("local-token"));
     // Keep the screenshot for people (and the docs).
-    let shots = root.join("target/screenshots");
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     std::fs::copy(
-        work.path().join("dashboard.png"),
+        s.work.path().join("dashboard.png"),
         shots.join("tray-dashboard.png"),
     )
     .unwrap();
-    // No secret reached the data dir: the local token is only in the keychain.
-    for entry in std::fs::read_dir(work.path().join("data")).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+    // No secret reached the data dir or the log: the local token is only in the keychain.
+    let mut texts = vec![s.app_err().into_bytes()];
+    for entry in std::fs::read_dir(s.work.path().join("data")).unwrap() {
+        texts.push(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    for bytes in texts {
         assert!(
             !bytes.windows(4).any(|w| w == b"gth_"),
-            "a local token reached the data dir"
+            "a local token reached the data dir or the log"
         );
     }
+}
+
+#[test]
+fn an_unreachable_central_server_is_notified() {
+    let s = session(
+        Some(r#"{"central_url": "http://127.0.0.1:1", "force_connected_mode": true}"#),
+        "unreachable",
+    );
+    assert!(
+        s.stdout
+            .lines()
+            .any(|l| l == "notification=Central Gatehouse unreachable"),
+        "{}\n{}",
+        s.stdout,
+        s.app_err()
+    );
 }

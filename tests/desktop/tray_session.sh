@@ -4,13 +4,15 @@
 # and a notification daemon (dunst). Started by `src-tauri/tests/tray_window.rs` inside
 # `dbus-run-session`; prints `url=...`, `window=...` and `shot=...` lines, then stops the app.
 #
-# Usage: tray_session.sh <gatehouse binary> <work dir>
+# Usage: tray_session.sh <gatehouse binary> <work dir> [IT bootstrap JSON]
 set -euo pipefail
 bin=$1
 work=$2
+bootstrap=${3:-}
 mkdir -p "$work/home" "$work/data"
 export HOME="$work/home" XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config"
-export GATEHOUSE_BOOTSTRAP_FILE="$work/no-bootstrap.json"
+export GATEHOUSE_BOOTSTRAP_FILE="$work/bootstrap.json"
+[ -n "$bootstrap" ] && printf '%s' "$bootstrap" >"$GATEHOUSE_BOOTSTRAP_FILE"
 export NO_AT_BRIDGE=1 WEBKIT_DISABLE_COMPOSITING_MODE=1
 
 cleanup() {
@@ -67,4 +69,15 @@ echo "colors=$colors"
 if secret-tool search --all service gatehouse 2>/dev/null | grep -q 'local-token'; then
   echo "keychain=local-token"
 fi
+# Notifications the daemon received (summaries), waiting briefly for the expected ones.
+for _ in $(seq 40); do
+  # Shown notifications reach the history once closed.
+  dunstctl close-all 2>/dev/null || true
+  history=$(dunstctl history 2>/dev/null || true)
+  [ -z "${EXPECT_NOTIFICATION:-}" ] && break
+  grep -q "$EXPECT_NOTIFICATION" <<<"$history" && break
+  sleep 0.25
+done
+python3 -c 'import json, sys
+for n in json.load(sys.stdin)["data"][0]: print("notification=" + n["summary"]["data"])' <<<"${history:-}" 2>/dev/null || true
 echo "done"

@@ -77,7 +77,10 @@ impl TestDatabase {
 
     /// The `store:` line of a gateway YAML using this database.
     pub fn store_yaml(&self) -> String {
-        format!("store: {{postgres_url: \"{}\", max_connections: 8}}", self.url)
+        format!(
+            "store: {{postgres_url: \"{}\", max_connections: 8}}",
+            self.url
+        )
     }
 
     pub async fn client(&self) -> tokio_postgres::Client {
@@ -96,8 +99,9 @@ impl Drop for TestDatabase {
                 .build()
                 .ok()?;
             rt.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&server, tokio_postgres::NoTls).await.ok()?;
+                let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
                 tokio::spawn(connection);
                 client
                     .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
@@ -107,7 +111,10 @@ impl Drop for TestDatabase {
         })
         .join();
         if !matches!(dropped, Ok(Some(()))) {
-            eprintln!("could not drop test database {} (left for the next cluster reset)", self.name);
+            eprintln!(
+                "could not drop test database {} (left for the next cluster reset)",
+                self.name
+            );
         }
     }
 }

@@ -60,10 +60,9 @@ pub async fn start(n: usize, store: impl Fn(&std::path::Path) -> String, extra: 
             credentials: Arc::new(NoCredentialStore),
             events: events.clone(),
         };
-        let handle =
-            gatehouse_engine::server::start_on(listener, load(&yaml, dir.path()), deps)
-                .await
-                .unwrap();
+        let handle = gatehouse_engine::server::start_on(listener, load(&yaml, dir.path()), deps)
+            .await
+            .unwrap();
         replicas.push(Replica {
             handle,
             events,

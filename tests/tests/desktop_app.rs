@@ -170,6 +170,18 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     desk.post("settings", json!({"budgets": {}})).await;
     assert_eq!(infer(sonnet(16)).await.unwrap().status(), 200);
 
+    // Start at login writes (and removes) the XDG autostart entry; a bad port is refused.
+    let (status, state) = desk.post("settings", json!({"start_at_login": true})).await;
+    assert_eq!((status, &state["start_at_login"]), (200, &json!(true)), "{state}");
+    let entry = dir.path().join("home/.config/autostart/gatehouse.desktop");
+    let text = std::fs::read_to_string(&entry).unwrap();
+    assert!(text.contains("Exec=\"/usr/local/bin/gatehouse\" tray"), "{text}");
+    desk.post("settings", json!({"start_at_login": false})).await;
+    assert!(!entry.exists());
+    assert_eq!(desk.post("settings", json!({"port": 80})).await.0, 400);
+    let (_, state) = desk.post("settings", json!({"port": 9911})).await;
+    assert_eq!(state["port"], 9911);
+
     // Claude Code: configured by merging, then undone.
     let settings = dir.path().join("home/.claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();

@@ -136,13 +136,17 @@ async fn reservations_from_two_replicas_never_overshoot() {
     // 10 cents = 100,000 micro-USD; 7,000 each: 14 fit. Two people, 80 attempts each,
     // half through each replica, all at once; a third of them settle right away.
     let attempt = |i: usize| {
-        let store: Arc<dyn Store> = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let store: Arc<dyn Store> = if i.is_multiple_of(2) {
+            a.clone()
+        } else {
+            b.clone()
+        };
         let sub = if i % 4 < 2 { "dora" } else { "eli" };
         async move {
             let id = format!("rsv_{i:03}");
             let out = store.reserve(reserve(&id, sub, 7_000)).await.unwrap();
             let held = matches!(out, ReserveOutcome::Reserved(_));
-            if held && i % 3 == 0 {
+            if held && i.is_multiple_of(3) {
                 assert!(store.settle(&id, 7_000, false, Utc::now()).await.unwrap());
             }
             (sub, held)
@@ -156,7 +160,11 @@ async fn reservations_from_two_replicas_never_overshoot() {
             .standings(sub, &[], GroupMode::Min, Utc::now())
             .await
             .unwrap();
-        assert_eq!(st[1].spent_micro + st[1].reserved_micro, 14 * 7_000, "{sub}");
+        assert_eq!(
+            st[1].spent_micro + st[1].reserved_micro,
+            14 * 7_000,
+            "{sub}"
+        );
     }
 }
 
@@ -164,7 +172,8 @@ async fn reservations_from_two_replicas_never_overshoot() {
 async fn start_errors_name_the_server_and_never_the_password() {
     let db = TestDatabase::create().await;
     let mut url = url::Url::parse(&db.url).unwrap();
-    url.set_password(Some("wrong-password-do-not-print")).unwrap();
+    url.set_password(Some("wrong-password-do-not-print"))
+        .unwrap();
     let mut cfg = db.config();
     cfg.url = gatehouse_engine::secret::Secret::new(url.to_string());
     let Err(e) = PostgresStore::open(&cfg, Utc::now()).await else {
@@ -173,7 +182,10 @@ async fn start_errors_name_the_server_and_never_the_password() {
     let host = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
     let msg = e.to_string();
     assert!(
-        msg.starts_with(&format!("cannot connect to PostgreSQL at {host}/{}", db.name)),
+        msg.starts_with(&format!(
+            "cannot connect to PostgreSQL at {host}/{}",
+            db.name
+        )),
         "{msg}"
     );
     assert!(msg.contains("password authentication failed"), "{msg}");
@@ -193,13 +205,20 @@ async fn start_errors_name_the_server_and_never_the_password() {
     };
     let msg = e.to_string();
     assert!(
-        msg.starts_with(&format!("cannot connect to PostgreSQL at 127.0.0.1:{port}/x: ")),
+        msg.starts_with(&format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{port}/x: "
+        )),
         "{msg}"
     );
     assert!(!msg.contains("pw-do-not-print"), "{msg}");
 }
 
-async fn form(r: &replicas::Replicas, base: &str, path: &str, pairs: &[(&str, &str)]) -> (u16, Value) {
+async fn form(
+    r: &replicas::Replicas,
+    base: &str,
+    path: &str,
+    pairs: &[(&str, &str)],
+) -> (u16, Value) {
     let resp = r
         .client
         .post(format!("{base}{path}"))
@@ -207,7 +226,10 @@ async fn form(r: &replicas::Replicas, base: &str, path: &str, pairs: &[(&str, &s
         .send()
         .await
         .unwrap();
-    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+    (
+        resp.status().as_u16(),
+        resp.json().await.unwrap_or(Value::Null),
+    )
 }
 
 const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
@@ -229,11 +251,20 @@ async fn replicas_share_device_grants_and_rate_counters() {
     // Started on A, pending on B; B's poll time is what A sees next.
     let poll = [("grant_type", DEVICE_GRANT), ("device_code", device_code)];
     let (status, body) = form(&r, b, "/oauth/token", &poll).await;
-    assert_eq!((status, body["error"].as_str()), (400, Some("authorization_pending")));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("authorization_pending"))
+    );
     let (status, body) = form(&r, a, "/oauth/token", &poll).await;
     assert_eq!((status, body["error"].as_str()), (429, Some("slow_down")));
-    let unknown = [("grant_type", DEVICE_GRANT), ("device_code", "no-such-code")];
-    assert_eq!(form(&r, b, "/oauth/token", &unknown).await.1["error"], "invalid_grant");
+    let unknown = [
+        ("grant_type", DEVICE_GRANT),
+        ("device_code", "no-such-code"),
+    ];
+    assert_eq!(
+        form(&r, b, "/oauth/token", &unknown).await.1["error"],
+        "invalid_grant"
+    );
     // The user code typed on B's page is known there: off to the IdP.
     let resp = r
         .client
@@ -276,7 +307,10 @@ async fn a_sign_in_started_on_one_replica_finishes_on_the_other() {
     let (status, tokens) = form(&r, b, "/oauth/token", &poll).await;
     assert_eq!(status, 200, "{tokens}");
     let (status, again) = form(&r, public, "/oauth/token", &poll).await;
-    assert_eq!((status, again["error"].as_str()), (400, Some("invalid_grant")));
+    assert_eq!(
+        (status, again["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
     let access = tokens["access_token"].as_str().unwrap();
     for base in [public, b] {
         let resp = r

@@ -49,8 +49,14 @@ async fn burst(r: &Replicas) {
     let cap_cents = (N * worst).div_ceil(10_000);
     let cap_micro = cap_cents * 10_000;
     // Premise: N reservations fit, and whatever N requests are charged, one more does not.
-    assert!(actual <= worst && N * worst <= cap_micro, "{actual} {worst} {cap_micro}");
-    assert!(N * actual + worst > cap_micro, "{actual} {worst} {cap_micro}");
+    assert!(
+        actual <= worst && N * worst <= cap_micro,
+        "{actual} {worst} {cap_micro}"
+    );
+    assert!(
+        N * actual + worst > cap_micro,
+        "{actual} {worst} {cap_micro}"
+    );
     r.fake.set_config(fake);
     set_limit(
         &r.client,
@@ -77,7 +83,10 @@ async fn burst(r: &Replicas) {
         .iter()
         .map(|x| x.events.named("spend.unavailable").len())
         .sum();
-    assert_eq!(unavailable, 0, "the store answered every reservation in time");
+    assert_eq!(
+        unavailable, 0,
+        "the store answered every reservation in time"
+    );
     let admitted = results.iter().filter(|x| x.status() == 200).count();
     let refused: Vec<&reqwest::Response> = results.iter().filter(|x| x.status() == 429).collect();
     assert_eq!(admitted as u64, N, "exactly what the reservations allow");
@@ -118,11 +127,19 @@ async fn burst(r: &Replicas) {
     assert_eq!(rows.len(), admitted, "one usage row per admitted request");
     assert!(rows.iter().all(|u| u.cost_micro_usd == actual));
     let charged: u64 = rows.iter().map(|u| u.cost_micro_usd).sum();
-    assert!(charged <= cap_micro, "charged {charged} against a cap of {cap_micro}");
+    assert!(
+        charged <= cap_micro,
+        "charged {charged} against a cap of {cap_micro}"
+    );
     let mut standing = Vec::new();
     for _ in 0..400 {
         standing = store
-            .standings("alice", &["engineering".into()], GroupMode::Min, chrono::Utc::now())
+            .standings(
+                "alice",
+                &["engineering".into()],
+                GroupMode::Min,
+                chrono::Utc::now(),
+            )
             .await
             .unwrap();
         if standing[0].reserved_micro == 0 {
@@ -133,7 +150,15 @@ async fn burst(r: &Replicas) {
     assert_eq!(standing[0].reserved_micro, 0, "no hold left");
     assert_eq!(standing[0].spent_micro, charged);
     for replica in &r.replicas {
-        assert!(replica.handle.store().open_reservations().await.unwrap().is_empty());
+        assert!(
+            replica
+                .handle
+                .store()
+                .open_reservations()
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }
 
@@ -141,7 +166,11 @@ async fn burst(r: &Replicas) {
 async fn two_postgres_replicas_admit_exactly_what_the_cap_allows() {
     let db = TestDatabase::create().await;
     let r = replicas::start(2, |_| db.store_yaml(), &extra()).await;
-    assert!(r.replicas.iter().all(|x| x.handle.store().backend() == "postgres"));
+    assert!(
+        r.replicas
+            .iter()
+            .all(|x| x.handle.store().backend() == "postgres")
+    );
     burst(&r).await;
     r.shutdown().await;
 }

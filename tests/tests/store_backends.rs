@@ -94,7 +94,11 @@ async fn kv_compare_and_swap_expiry_and_scan() {
         s.kv_put("grant:a", b"v1".to_vec(), Some(now + secs(60)))
             .await
             .unwrap();
-        assert_eq!(s.kv_get("grant:a", now).await.unwrap(), Some(b"v1".to_vec()), "{n}");
+        assert_eq!(
+            s.kv_get("grant:a", now).await.unwrap(),
+            Some(b"v1".to_vec()),
+            "{n}"
+        );
         assert!(
             !s.kv_replace("grant:a", b"other".to_vec(), b"v2".to_vec(), None, now)
                 .await
@@ -102,9 +106,15 @@ async fn kv_compare_and_swap_expiry_and_scan() {
             "{n}: a stale expected value does not swap"
         );
         assert!(
-            s.kv_replace("grant:a", b"v1".to_vec(), b"v2".to_vec(), Some(now + secs(5)), now)
-                .await
-                .unwrap(),
+            s.kv_replace(
+                "grant:a",
+                b"v1".to_vec(),
+                b"v2".to_vec(),
+                Some(now + secs(5)),
+                now
+            )
+            .await
+            .unwrap(),
             "{n}"
         );
         // Expired: invisible at once, and no longer swappable.
@@ -116,8 +126,16 @@ async fn kv_compare_and_swap_expiry_and_scan() {
                 .unwrap(),
             "{n}"
         );
-        assert!(!s.kv_delete("grant:a", Some(b"nope".to_vec())).await.unwrap(), "{n}");
-        assert!(s.kv_delete("grant:a", Some(b"v2".to_vec())).await.unwrap(), "{n}");
+        assert!(
+            !s.kv_delete("grant:a", Some(b"nope".to_vec()))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            s.kv_delete("grant:a", Some(b"v2".to_vec())).await.unwrap(),
+            "{n}"
+        );
         assert!(!s.kv_delete("grant:a", None).await.unwrap(), "{n}");
 
         // Prefix scans treat `_` and `%` literally and return keys in byte order.
@@ -149,7 +167,9 @@ async fn kv_swaps_and_counters_under_concurrency() {
     for b in backends().await {
         let (s, n) = (&b.store, b.name);
         let now = Utc::now().trunc_subsecs(3);
-        s.kv_put("grant:race", b"pending".to_vec(), None).await.unwrap();
+        s.kv_put("grant:race", b"pending".to_vec(), None)
+            .await
+            .unwrap();
         // Twenty pollers redeem the same grant at once: exactly one wins.
         let wins = futures_util::future::join_all((0..20).map(|i| {
             s.kv_replace(
@@ -161,18 +181,25 @@ async fn kv_swaps_and_counters_under_concurrency() {
             )
         }))
         .await;
-        assert_eq!(wins.into_iter().filter(|w| *w.as_ref().unwrap()).count(), 1, "{n}");
+        assert_eq!(
+            wins.into_iter().filter(|w| *w.as_ref().unwrap()).count(),
+            1,
+            "{n}"
+        );
 
         let window = Duration::from_secs(600);
-        let mut counts: Vec<u64> = futures_util::future::join_all(
-            (0..40).map(|_| s.kv_incr("rate:ip", window, now)),
-        )
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+        let mut counts: Vec<u64> =
+            futures_util::future::join_all((0..40).map(|_| s.kv_incr("rate:ip", window, now)))
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
         counts.sort_unstable();
-        assert_eq!(counts, (1..=40).collect::<Vec<u64>>(), "{n}: every increment counted once");
+        assert_eq!(
+            counts,
+            (1..=40).collect::<Vec<u64>>(),
+            "{n}: every increment counted once"
+        );
         // A new window starts from one.
         assert_eq!(
             s.kv_incr("rate:ip", window, now + secs(601)).await.unwrap(),
@@ -187,7 +214,13 @@ async fn kv_swaps_and_counters_under_concurrency() {
     }
 }
 
-fn reserve(id: &str, sub: &str, groups: &[&str], amount: u64, now: DateTime<Utc>) -> ReserveRequest {
+fn reserve(
+    id: &str,
+    sub: &str,
+    groups: &[&str],
+    amount: u64,
+    now: DateTime<Utc>,
+) -> ReserveRequest {
     ReserveRequest {
         reservation_id: id.into(),
         request_id: format!("req-{id}"),
@@ -233,24 +266,58 @@ async fn reservations_hold_settle_and_release() {
         let (s, n) = (&b.store, b.name);
         let now = Utc::now().trunc_subsecs(3);
         // One cent a day for alice; the org's ten cents a month bind each person alone.
-        s.upsert_limit(ScopeType::User, "alice", Period::Daily, Some(1), "key:t", now)
+        s.upsert_limit(
+            ScopeType::User,
+            "alice",
+            Period::Daily,
+            Some(1),
+            "key:t",
+            now,
+        )
+        .await
+        .unwrap();
+        s.upsert_limit(
+            ScopeType::Organization,
+            "",
+            Period::Monthly,
+            Some(10),
+            "key:t",
+            now,
+        )
+        .await
+        .unwrap();
+        let r = s
+            .reserve(reserve("rsv_1", "alice", &[], 6_000, now))
             .await
             .unwrap();
-        s.upsert_limit(ScopeType::Organization, "", Period::Monthly, Some(10), "key:t", now)
-            .await
-            .unwrap();
-        let r = s.reserve(reserve("rsv_1", "alice", &[], 6_000, now)).await.unwrap();
-        let ReserveOutcome::Reserved(st) = r else { panic!("{n}: {r:?}") };
-        assert_eq!((st[0].cap_cents, st[0].reserved_micro), (Some(1), 6_000), "{n}");
+        let ReserveOutcome::Reserved(st) = r else {
+            panic!("{n}: {r:?}")
+        };
+        assert_eq!(
+            (st[0].cap_cents, st[0].reserved_micro),
+            (Some(1), 6_000),
+            "{n}"
+        );
         assert_eq!(st[2].cap_scope, Some(ScopeType::Organization), "{n}");
         // The second does not fit next to the first: refused, and nothing is written.
-        let r = s.reserve(reserve("rsv_2", "alice", &[], 6_000, now)).await.unwrap();
-        let ReserveOutcome::Refused { exceeded, standings } = r else { panic!("{n}: {r:?}") };
+        let r = s
+            .reserve(reserve("rsv_2", "alice", &[], 6_000, now))
+            .await
+            .unwrap();
+        let ReserveOutcome::Refused {
+            exceeded,
+            standings,
+        } = r
+        else {
+            panic!("{n}: {r:?}")
+        };
         assert_eq!(exceeded, vec![Period::Daily], "{n}");
         assert_eq!(standings[0].reserved_micro, 6_000, "{n}");
         // Bob has his own share of the org cap.
         assert!(matches!(
-            s.reserve(reserve("rsv_b", "bob", &[], 90_000, now)).await.unwrap(),
+            s.reserve(reserve("rsv_b", "bob", &[], 90_000, now))
+                .await
+                .unwrap(),
             ReserveOutcome::Reserved(_)
         ));
         // Nobody will settle these until the store is opened again after a stop.
@@ -269,28 +336,53 @@ async fn reservations_hold_settle_and_release() {
         s.insert_usage(vec![usage("req-rsv_1", 2_500, Some("rsv_1"), now)].into())
             .await
             .unwrap();
-        assert!(!s.settle("rsv_1", 9_999, false, now).await.unwrap(), "{n}: settles once");
-        let st = s.standings("alice", &[], GroupMode::Min, now).await.unwrap();
+        assert!(
+            !s.settle("rsv_1", 9_999, false, now).await.unwrap(),
+            "{n}: settles once"
+        );
+        let st = s
+            .standings("alice", &[], GroupMode::Min, now)
+            .await
+            .unwrap();
         assert_eq!((st[0].spent_micro, st[0].reserved_micro), (2_500, 0), "{n}");
         assert_eq!((st[2].spent_micro, st[2].reserved_micro), (2_500, 0), "{n}");
         assert_eq!(s.usage_cost("req-rsv_1").await.unwrap(), Some(2_500), "{n}");
         assert_eq!(s.usage_cost("req-none").await.unwrap(), None, "{n}");
         // Now 7,500 fit, 7,501 do not.
-        let refused = s.reserve(reserve("rsv_3", "alice", &[], 7_501, now)).await.unwrap();
+        let refused = s
+            .reserve(reserve("rsv_3", "alice", &[], 7_501, now))
+            .await
+            .unwrap();
         assert!(matches!(refused, ReserveOutcome::Refused { .. }), "{n}");
-        let held = s.reserve(reserve("rsv_4", "alice", &[], 7_500, now)).await.unwrap();
+        let held = s
+            .reserve(reserve("rsv_4", "alice", &[], 7_500, now))
+            .await
+            .unwrap();
         assert!(matches!(held, ReserveOutcome::Reserved(_)), "{n}");
         // Released (the client left before any upstream answered): nothing is charged.
         assert!(s.settle("rsv_4", 0, true, now).await.unwrap(), "{n}");
         assert!(s.settle("rsv_b", 1_000, false, now).await.unwrap(), "{n}");
-        let st = s.standings("alice", &[], GroupMode::Min, now).await.unwrap();
+        let st = s
+            .standings("alice", &[], GroupMode::Min, now)
+            .await
+            .unwrap();
         assert_eq!((st[0].spent_micro, st[0].reserved_micro), (2_500, 0), "{n}");
         assert!(s.open_reservations().await.unwrap().is_empty(), "{n}");
         // A zero cap blocks any amount; group caps bind by mode.
-        s.upsert_limit(ScopeType::RbacGroup, "interns", Period::Weekly, Some(0), "key:t", now)
+        s.upsert_limit(
+            ScopeType::RbacGroup,
+            "interns",
+            Period::Weekly,
+            Some(0),
+            "key:t",
+            now,
+        )
+        .await
+        .unwrap();
+        let r = s
+            .reserve(reserve("rsv_5", "ivy", &["interns"], 1, now))
             .await
             .unwrap();
-        let r = s.reserve(reserve("rsv_5", "ivy", &["interns"], 1, now)).await.unwrap();
         assert!(
             matches!(&r, ReserveOutcome::Refused { exceeded, .. } if exceeded == &vec![Period::Weekly]),
             "{n}: {r:?}"
@@ -304,11 +396,24 @@ async fn concurrent_reservations_admit_exactly_what_fits() {
         let (s, n) = (&b.store, b.name);
         let now = Utc::now().trunc_subsecs(3);
         // 7 cents = 70,000 micro-USD; 3,000 each: 23 fit, 24 do not.
-        s.upsert_limit(ScopeType::RbacGroup, "eng", Period::Daily, Some(7), "key:t", now)
-            .await
-            .unwrap();
+        s.upsert_limit(
+            ScopeType::RbacGroup,
+            "eng",
+            Period::Daily,
+            Some(7),
+            "key:t",
+            now,
+        )
+        .await
+        .unwrap();
         let outcomes = futures_util::future::join_all((0..100).map(|i| {
-            s.reserve(reserve(&format!("rsv_{i:03}"), "carol", &["eng"], 3_000, now))
+            s.reserve(reserve(
+                &format!("rsv_{i:03}"),
+                "carol",
+                &["eng"],
+                3_000,
+                now,
+            ))
         }))
         .await;
         let held = outcomes
@@ -316,7 +421,10 @@ async fn concurrent_reservations_admit_exactly_what_fits() {
             .filter(|o| matches!(o.as_ref().unwrap(), ReserveOutcome::Reserved(_)))
             .count();
         assert_eq!(held, 23, "{n}");
-        let st = s.standings("carol", &["eng".into()], GroupMode::Min, now).await.unwrap();
+        let st = s
+            .standings("carol", &["eng".into()], GroupMode::Min, now)
+            .await
+            .unwrap();
         assert_eq!(st[0].reserved_micro, 23 * 3_000, "{n}");
         let mut b = b;
         assert_eq!(b.restart().await.len(), 23, "{n}");
@@ -329,46 +437,95 @@ async fn caps_and_their_audit_trail() {
         let (s, n) = (&b.store, b.name);
         let now = Utc::now().trunc_subsecs(3);
         let created = s
-            .upsert_limit(ScopeType::Organization, "", Period::Monthly, Some(500), "key:a", now)
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Monthly,
+                Some(500),
+                "key:a",
+                now,
+            )
             .await
             .unwrap();
         let replaced = s
-            .upsert_limit(ScopeType::Organization, "", Period::Monthly, None, "user:pat", now)
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Monthly,
+                None,
+                "user:pat",
+                now,
+            )
             .await
             .unwrap();
         assert_eq!(replaced.id, created.id, "{n}: one cap per scope and period");
         assert_eq!(replaced.amount_cents, None, "{n}");
         // Racing creates of one new scope: one create, the rest updates, one row.
         let racing = futures_util::future::join_all((0..10).map(|i| {
-            s.upsert_limit(ScopeType::User, "dave", Period::Weekly, Some(i), "key:a", now)
+            s.upsert_limit(
+                ScopeType::User,
+                "dave",
+                Period::Weekly,
+                Some(i),
+                "key:a",
+                now,
+            )
         }))
         .await;
         let ids: std::collections::HashSet<String> =
             racing.into_iter().map(|l| l.unwrap().id).collect();
         assert_eq!(ids.len(), 1, "{n}");
-        s.upsert_limit(ScopeType::RbacGroup, "eng", Period::Daily, Some(0), "key:a", now)
-            .await
-            .unwrap();
+        s.upsert_limit(
+            ScopeType::RbacGroup,
+            "eng",
+            Period::Daily,
+            Some(0),
+            "key:a",
+            now,
+        )
+        .await
+        .unwrap();
 
         let (all, more) = s.list_limits(None, None, None, 10).await.unwrap();
         assert_eq!((all.len(), more), (3, false), "{n}");
         assert!(all.windows(2).all(|w| w[0].id < w[1].id), "{n}: id order");
         let (page, more) = s.list_limits(None, None, None, 1).await.unwrap();
         assert!(more, "{n}");
-        let (next, _) = s.list_limits(None, Some(page[0].id.clone()), None, 5).await.unwrap();
+        let (next, _) = s
+            .list_limits(None, Some(page[0].id.clone()), None, 5)
+            .await
+            .unwrap();
         assert_eq!(next.len(), 2, "{n}");
-        let (prev, _) = s.list_limits(None, None, Some(all[2].id.clone()), 5).await.unwrap();
+        let (prev, _) = s
+            .list_limits(None, None, Some(all[2].id.clone()), 5)
+            .await
+            .unwrap();
         assert_eq!(prev, all[..2].to_vec(), "{n}");
         let (groups, _) = s
             .list_limits(Some(ScopeType::RbacGroup), None, None, 5)
             .await
             .unwrap();
         assert_eq!(groups.len(), 1, "{n}");
-        assert_eq!(s.get_limit(&created.id).await.unwrap().unwrap().amount_cents, None);
+        assert_eq!(
+            s.get_limit(&created.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .amount_cents,
+            None
+        );
 
-        let gone = s.delete_limit(&groups[0].id, "user:pat", now).await.unwrap();
+        let gone = s
+            .delete_limit(&groups[0].id, "user:pat", now)
+            .await
+            .unwrap();
         assert_eq!(gone.unwrap().scope_id, "eng", "{n}");
-        assert!(s.delete_limit(&groups[0].id, "user:pat", now).await.unwrap().is_none());
+        assert!(
+            s.delete_limit(&groups[0].id, "user:pat", now)
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert!(s.get_limit(&groups[0].id).await.unwrap().is_none(), "{n}");
 
         let (audit, more) = s.list_audit(None, 100).await.unwrap();
@@ -378,7 +535,10 @@ async fn caps_and_their_audit_trail() {
         assert_eq!(audit.len(), 14, "{n}");
         assert_eq!(count("spend_limit.create"), 3, "{n}");
         assert_eq!(count("spend_limit.update"), 10, "{n}");
-        let deleted = audit.iter().find(|a| a.action == "spend_limit.delete").unwrap();
+        let deleted = audit
+            .iter()
+            .find(|a| a.action == "spend_limit.delete")
+            .unwrap();
         assert_eq!(deleted.actor, "user:pat", "{n}");
         assert_eq!(deleted.before.as_ref().unwrap()["amount"], "0", "{n}");
         assert_eq!(deleted.after, None, "{n}");
@@ -388,11 +548,21 @@ async fn caps_and_their_audit_trail() {
             .unwrap();
         assert_eq!(update.before.as_ref().unwrap()["amount"], "500", "{n}");
         assert_eq!(update.after.as_ref().unwrap()["amount"], Value::Null, "{n}");
-        assert!(audit.windows(2).all(|w| w[0].id > w[1].id), "{n}: newest first");
+        assert!(
+            audit.windows(2).all(|w| w[0].id > w[1].id),
+            "{n}: newest first"
+        );
         let (first_page, more) = s.list_audit(None, 4).await.unwrap();
         assert!(more, "{n}");
-        let (rest, _) = s.list_audit(Some(first_page[3].id.clone()), 100).await.unwrap();
-        let paged: Vec<&str> = first_page.iter().chain(&rest).map(|a| a.id.as_str()).collect();
+        let (rest, _) = s
+            .list_audit(Some(first_page[3].id.clone()), 100)
+            .await
+            .unwrap();
+        let paged: Vec<&str> = first_page
+            .iter()
+            .chain(&rest)
+            .map(|a| a.id.as_str())
+            .collect();
         let all: Vec<&str> = audit.iter().map(|a| a.id.as_str()).collect();
         assert_eq!(paged, all, "{n}");
     }
@@ -410,28 +580,54 @@ async fn principals_usage_retention_and_the_local_key() {
             name: None,
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         };
-        s.upsert_principal(who("zed", &["eng"]), now - days(91)).await.unwrap();
-        s.upsert_principal(who("amy", &["eng", "ops"]), now).await.unwrap();
-        s.upsert_principal(who("zed", &["sales"]), now - days(91)).await.unwrap();
+        s.upsert_principal(who("zed", &["eng"]), now - days(91))
+            .await
+            .unwrap();
+        s.upsert_principal(who("amy", &["eng", "ops"]), now)
+            .await
+            .unwrap();
+        s.upsert_principal(who("zed", &["sales"]), now - days(91))
+            .await
+            .unwrap();
         let all = s.principals(None).await.unwrap();
-        assert_eq!(all.iter().map(|p| p.sub.as_str()).collect::<Vec<_>>(), ["amy", "zed"]);
+        assert_eq!(
+            all.iter().map(|p| p.sub.as_str()).collect::<Vec<_>>(),
+            ["amy", "zed"]
+        );
         assert_eq!(all[1].groups, vec!["sales".to_owned()], "{n}");
-        let some = s.principals(Some(vec!["zed".into(), "nobody".into()])).await.unwrap();
+        let some = s
+            .principals(Some(vec!["zed".into(), "nobody".into()]))
+            .await
+            .unwrap();
         assert_eq!(some.len(), 1, "{n}");
 
         let old = now - days(400);
-        s.upsert_limit(ScopeType::Organization, "", Period::Daily, Some(5), "key:a", old)
-            .await
-            .unwrap();
+        s.upsert_limit(
+            ScopeType::Organization,
+            "",
+            Period::Daily,
+            Some(5),
+            "key:a",
+            old,
+        )
+        .await
+        .unwrap();
         let mut opus = usage("new-2", 40, None, now);
         opus.model = "claude-opus-4-6".into();
         s.insert_usage(
-            vec![usage("old", 1, None, old), usage("new-1", 7, None, now), opus].into(),
+            vec![
+                usage("old", 1, None, old),
+                usage("new-1", 7, None, now),
+                opus,
+            ]
+            .into(),
         )
         .await
         .unwrap();
         // The same row again is ignored.
-        s.insert_usage(vec![usage("new-1", 7, None, now)].into()).await.unwrap();
+        s.insert_usage(vec![usage("new-1", 7, None, now)].into())
+            .await
+            .unwrap();
         let recent = s.recent_usage(10).await.unwrap();
         assert_eq!(recent.len(), 3, "{n}");
         assert_eq!(recent[2], usage("old", 1, None, old), "{n}: round trip");
@@ -441,11 +637,18 @@ async fn principals_usage_retention_and_the_local_key() {
         assert_eq!(by_model[0].0, "claude-opus-4-6", "{n}");
         assert_eq!(by_model[1].1.cost_micro_usd, 7, "{n}");
 
-        let removed = s.retention(now - days(365), now - days(396), now - days(90)).await.unwrap();
+        let removed = s
+            .retention(now - days(365), now - days(396), now - days(90))
+            .await
+            .unwrap();
         assert_eq!(removed, 3, "{n}: the audit row, the old usage row, zed");
         assert_eq!(s.recent_usage(10).await.unwrap().len(), 2, "{n}");
         assert_eq!(s.principals(None).await.unwrap().len(), 1, "{n}");
-        assert_eq!(s.list_limits(None, None, None, 10).await.unwrap().0.len(), 1, "{n}");
+        assert_eq!(
+            s.list_limits(None, None, None, 10).await.unwrap().0.len(),
+            1,
+            "{n}"
+        );
 
         assert!(s.local_key_hash().await.unwrap().is_none(), "{n}");
         s.set_local_key_hash([1; 32], now).await.unwrap();

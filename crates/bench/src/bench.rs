@@ -35,6 +35,8 @@ pub struct Options {
     pub gatehouse: PathBuf,
     pub fake: PathBuf,
     pub quick: bool,
+    /// Server for the PostgreSQL half of the reservation-path phase.
+    pub postgres_url: Option<String>,
 }
 
 /// Sizes of a full or a quick run.
@@ -240,6 +242,18 @@ impl Run<'_> {
         }
         self.children.check_alive()?;
 
+        phase("spend reservation path (fresh gatehouse processes per store)");
+        set_fake(stack.fake.addr, FakeConfig::default()).await?;
+        let reservations = crate::reservation::run(
+            self.children,
+            &opts.gatehouse,
+            &format!("http://{}", stack.fake.addr),
+            dir,
+            opts.postgres_url.as_deref(),
+            pr.quick,
+        )
+        .await?;
+
         self.meta.foreign_cpu = self.foreign.0 as f64 / self.foreign.1.max(1) as f64;
         self.meta.elapsed = started.elapsed();
         let [direct, proxy, gatehouse] = res;
@@ -251,6 +265,7 @@ impl Run<'_> {
             gatehouse,
             proxy_mem,
             gatehouse_mem,
+            reservations,
         })
     }
 

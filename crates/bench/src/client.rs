@@ -45,11 +45,21 @@ pub struct Exchange {
     pub first_delta: Option<Duration>,
 }
 
+/// How a connection's requests authenticate.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// `x-api-key` (the benchmark's client key, or an admin key).
+    ApiKey(String),
+    /// `Authorization: Bearer` (a signed-in person's session token).
+    Bearer(String),
+}
+
 /// One keep-alive HTTP/1.1 client connection.
 pub struct Conn {
     addr: SocketAddr,
     sender: SendRequest<Full<Bytes>>,
     driver: JoinHandle<()>,
+    auth: Auth,
 }
 
 impl Drop for Conn {
@@ -59,8 +69,13 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    /// Opens a connection to `addr` (TCP_NODELAY set).
+    /// Opens a connection to `addr` (TCP_NODELAY set) sending the client key.
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
+        Self::connect_as(addr, Auth::ApiKey(CLIENT_KEY.to_owned())).await
+    }
+
+    /// Opens a connection whose requests carry `auth`.
+    pub async fn connect_as(addr: SocketAddr, auth: Auth) -> anyhow::Result<Conn> {
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
             .with_context(|| format!("connecting to {addr} timed out"))?
@@ -74,6 +89,7 @@ impl Conn {
             addr,
             sender,
             driver,
+            auth,
         })
     }
 
@@ -83,11 +99,15 @@ impl Conn {
         path: &str,
         body: Bytes,
     ) -> anyhow::Result<Request<Full<Bytes>>> {
+        let (name, value) = match &self.auth {
+            Auth::ApiKey(key) => ("x-api-key", key.clone()),
+            Auth::Bearer(token) => ("authorization", format!("Bearer {token}")),
+        };
         Ok(Request::builder()
             .method(method)
             .uri(path)
             .header("host", self.addr.to_string())
-            .header("x-api-key", CLIENT_KEY)
+            .header(name, value)
             .header("content-type", "application/json")
             .header("anthropic-version", "2023-06-01")
             .body(Full::new(body))?)

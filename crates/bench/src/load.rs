@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 use http::StatusCode;
 
-use crate::client::{Conn, Exchange};
+use crate::client::{Auth, Conn, Exchange};
 use crate::procs::rss_kib;
 
 /// Timeout of one non-streaming request.
@@ -76,13 +76,27 @@ pub async fn sequential(
     n: usize,
     max_time: Duration,
 ) -> anyhow::Result<Sequential> {
+    let auth = Auth::ApiKey(crate::client::CLIENT_KEY.to_owned());
+    sequential_as(addr, auth, body, streaming, warmup, n, max_time).await
+}
+
+/// [`sequential`] with the given credentials.
+pub async fn sequential_as(
+    addr: SocketAddr,
+    auth: Auth,
+    body: &Bytes,
+    streaming: bool,
+    warmup: usize,
+    n: usize,
+    max_time: Duration,
+) -> anyhow::Result<Sequential> {
     let deadline = Instant::now() + max_time;
     let timeout = if streaming {
         STREAM_TIMEOUT
     } else {
         REQUEST_TIMEOUT
     };
-    let mut conn = Conn::connect(addr).await?;
+    let mut conn = Conn::connect_as(addr, auth.clone()).await?;
     let mut totals = Vec::with_capacity(n);
     let mut firsts = Vec::with_capacity(if streaming { n } else { 0 });
     let mut out = Sequential::default();
@@ -105,7 +119,7 @@ pub async fn sequential(
             Ok(_) => out.errors += u64::from(measured),
             Err(_) => {
                 out.errors += u64::from(measured);
-                conn = Conn::connect(addr).await?;
+                conn = Conn::connect_as(addr, auth.clone()).await?;
             }
         }
         if out.errors > (n as u64 / 10).max(10) {

@@ -5,20 +5,24 @@
 //!
 //! ```text
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
+//!                 [--postgres-url URL]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! ```
 //!
 //! The `proxy` subcommand is the bare proxy baseline; the benchmark starts
-//! it as a subprocess of itself.
+//! it as a subprocess of itself. The last phase measures the spend-reservation
+//! path on SQLite and, given a server, on PostgreSQL (see `reservation`).
 
 mod bench;
 mod client;
 mod cpu;
+mod discovery;
 mod load;
 mod markdown;
 mod procs;
 mod proxy;
 mod report;
+mod reservation;
 mod stack;
 
 use std::path::PathBuf;
@@ -47,6 +51,10 @@ struct Cli {
     /// Smaller sample sizes and shorter phases.
     #[arg(long)]
     quick: bool,
+    /// PostgreSQL server for the reservation-path phase (a database is created and
+    /// dropped on it); without it that phase measures SQLite only.
+    #[arg(long, env = "GATEHOUSE_TEST_POSTGRES_URL", hide_env_values = true)]
+    postgres_url: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -94,6 +102,7 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
         gatehouse: cli.gatehouse.clone(),
         fake: cli.fake.clone(),
         quick: cli.quick,
+        postgres_url: cli.postgres_url.clone(),
     };
     let meta = Meta {
         date_utc: chrono::Utc::now()
@@ -117,6 +126,7 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
     let results = rt.block_on(bench::run(&opts, meta))?;
     let table = results.table();
     println!("\n{table}");
+    println!("{}", results.reservations.table());
     std::fs::write(&cli.out, results.markdown())
         .with_context(|| format!("cannot write {}", cli.out.display()))?;
     println!(

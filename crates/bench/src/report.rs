@@ -85,6 +85,8 @@ pub struct Results {
     pub gatehouse: PathResults,
     pub proxy_mem: Memory,
     pub gatehouse_mem: Memory,
+    /// What spend caps add to a signed-in person's request, per store.
+    pub reservations: crate::reservation::Reservations,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

@@ -5,6 +5,7 @@
 //! variables come in through parameters or the engine's `Environment`.
 
 pub mod app;
+pub mod autostart;
 pub mod bootstrap;
 pub mod central;
 pub mod claude_settings;

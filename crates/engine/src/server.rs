@@ -134,7 +134,10 @@ pub async fn start_on(
                 let key = crate::auth::client_keys::generate_local_key();
                 let hash = ClientKeys::hash(key.expose());
                 store.set_local_key_hash(hash, deps.clock.now()).await?;
-                deps.emit(Event::new("local_key.issued").with("key_id", crate::auth::client_keys::LOCAL_KEY_ID));
+                deps.emit(
+                    Event::new("local_key.issued")
+                        .with("key_id", crate::auth::client_keys::LOCAL_KEY_ID),
+                );
                 issued_local_key = Some(key);
                 hash
             }

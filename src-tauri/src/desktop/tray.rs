@@ -117,6 +117,7 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use tauri::menu::MenuItemKind;
 

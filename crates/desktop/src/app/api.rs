@@ -49,6 +49,19 @@ fn reply(status: StatusCode, body: Value) -> Response<Body> {
     r
 }
 
+/// A refusal: status, error type, message (turned into the error envelope at the end).
+struct Fail(StatusCode, &'static str, String);
+
+impl Fail {
+    fn bad(message: impl Into<String>) -> Self {
+        Fail(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            message.into(),
+        )
+    }
+}
+
 fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
     reply(
         status,
@@ -56,7 +69,7 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
     )
 }
 
-fn app_error(e: &AppError) -> Response<Body> {
+fn app_error(e: &AppError) -> Fail {
     let (status, kind) = match e {
         AppError::BadInput(_) => (StatusCode::BAD_REQUEST, "invalid_request_error"),
         AppError::Locked(_) => (StatusCode::CONFLICT, "locked"),
@@ -66,41 +79,32 @@ fn app_error(e: &AppError) -> Response<Body> {
             (StatusCode::INTERNAL_SERVER_ERROR, "api_error")
         }
     };
-    error(status, kind, &e.to_string())
+    Fail(status, kind, e.to_string())
 }
 
-async fn json_body(req: Request<Body>) -> Result<Value, Response<Body>> {
+async fn json_body(req: Request<Body>) -> Result<Value, Fail> {
     let bytes = http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
         .map_err(|_| {
-            error(
+            Fail(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
-                "body too large or unreadable",
+                "body too large or unreadable".into(),
             )
         })?
         .to_bytes();
     if bytes.is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &format!("the body is not valid JSON: {e}"),
-        )
-    })
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Fail::bad(format!("the body is not valid JSON: {e}")))
 }
 
-fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, Response<Body>> {
-    v.get(key).and_then(Value::as_str).ok_or_else(|| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &format!("`{key}` (a string) is required"),
-        )
-    })
+fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, Fail> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Fail::bad(format!("`{key}` (a string) is required")))
 }
 
 #[async_trait]
@@ -128,12 +132,12 @@ impl AppRoutes for AppApi {
         }
         match route(&app, req).await {
             Ok(()) => reply(StatusCode::OK, app.state().await),
-            Err(resp) => resp,
+            Err(Fail(status, kind, message)) => error(status, kind, &message),
         }
     }
 }
 
-async fn route(app: &App, req: Request<Body>) -> Result<(), Response<Body>> {
+async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
     let path = req
         .uri()
         .path()
@@ -167,29 +171,22 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Response<Body>> {
             match text(&body, "action")? {
                 "configure" => done(app.configure_claude_code(false).await),
                 "undo" => done(app.configure_claude_code(true).await),
-                _ => Err(error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    "action must be \"configure\" or \"undo\"",
-                )),
+                _ => Err(Fail::bad("action must be \"configure\" or \"undo\"")),
             }
         }
         (Method::POST, "pause") => {
             let body = json_body(req).await?;
-            let paused = body.get("paused").and_then(Value::as_bool).ok_or_else(|| {
-                error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    "`paused` (true or false) is required",
-                )
-            })?;
+            let paused = body
+                .get("paused")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| Fail::bad("`paused` (true or false) is required"))?;
             app.set_paused(paused).await;
             Ok(())
         }
-        (m, p) => Err(error(
+        (m, p) => Err(Fail(
             StatusCode::NOT_FOUND,
             "not_found_error",
-            &format!("no route for {m} {APP_PREFIX}{p}"),
+            format!("no route for {m} {APP_PREFIX}{p}"),
         )),
     }
 }

@@ -33,11 +33,15 @@ pub struct PendingLogin {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoginState {
-    SignedOut { error: Option<String> },
+    SignedOut {
+        error: Option<String>,
+    },
     Pending(PendingLogin),
     SignedIn,
     /// The session ended (invalid_grant): sign in again.
-    Expired { error: String },
+    Expired {
+        error: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -94,11 +98,10 @@ pub async fn login(app: &App) -> Result<(), AppError> {
         verification_uri: start.verification_uri.clone(),
         verification_uri_complete: start.verification_uri_complete.clone(),
         expires_at: start.expires_at,
-        login_notice: start.login_notice.clone().or_else(|| {
-            app.bootstrap()
-                .get()
-                .and_then(|b| b.login_notice.clone())
-        }),
+        login_notice: start
+            .login_notice
+            .clone()
+            .or_else(|| app.bootstrap().get().and_then(|b| b.login_notice.clone())),
     };
     set_login(app, LoginState::Pending(pending.clone()));
     let app = app.clone();
@@ -111,9 +114,14 @@ pub async fn login(app: &App) -> Result<(), AppError> {
                 return;
             }
             if Utc::now() >= start.expires_at {
-                set_login(&app, LoginState::SignedOut {
-                    error: Some("the code expired before sign-in finished; log in again".into()),
-                });
+                set_login(
+                    &app,
+                    LoginState::SignedOut {
+                        error: Some(
+                            "the code expired before sign-in finished; log in again".into(),
+                        ),
+                    },
+                );
                 return;
             }
             match central.poll(&start.device_code).await {
@@ -125,22 +133,31 @@ pub async fn login(app: &App) -> Result<(), AppError> {
                             set_login(&app, LoginState::SignedIn);
                             sync(&app).await;
                         }
-                        Err(e) => set_login(&app, LoginState::SignedOut {
-                            error: Some(e.to_string()),
-                        }),
+                        Err(e) => set_login(
+                            &app,
+                            LoginState::SignedOut {
+                                error: Some(e.to_string()),
+                            },
+                        ),
                     }
                     return;
                 }
                 Ok(Poll::Denied(why)) => {
-                    set_login(&app, LoginState::SignedOut {
-                        error: Some(format!("sign-in was refused: {why}")),
-                    });
+                    set_login(
+                        &app,
+                        LoginState::SignedOut {
+                            error: Some(format!("sign-in was refused: {why}")),
+                        },
+                    );
                     return;
                 }
                 Ok(Poll::Expired) => {
-                    set_login(&app, LoginState::SignedOut {
-                        error: Some("the code expired; log in again".into()),
-                    });
+                    set_login(
+                        &app,
+                        LoginState::SignedOut {
+                            error: Some("the code expired; log in again".into()),
+                        },
+                    );
                     return;
                 }
                 // The server is briefly unreachable: keep polling until the code expires.
@@ -179,6 +196,15 @@ pub async fn cached_models(app: &App) -> Option<Vec<String>> {
     )
 }
 
+/// Records a failed contact with the central server in the app state.
+pub fn record_failure(app: &App, message: &str) {
+    if let Ok(mut c) = app.inner().central.lock() {
+        c.last_error = Some(message.to_owned());
+        c.reachable = Some(false);
+    }
+    app.publish("app.state");
+}
+
 fn central_failed(app: &App, e: &CentralError) {
     let unreachable = matches!(e, CentralError::Unreachable { .. });
     if let Ok(mut c) = app.inner().central.lock() {
@@ -198,9 +224,12 @@ fn central_failed(app: &App, e: &CentralError) {
 
 fn session_ended(app: &App) {
     let _ = app.inner().session.clear();
-    set_login(app, LoginState::Expired {
-        error: "your session ended; log in again".into(),
-    });
+    set_login(
+        app,
+        LoginState::Expired {
+            error: "your session ended; log in again".into(),
+        },
+    );
     app.inner().notes.notify(
         Kind::LoginNeeded,
         "Gatehouse: sign in again",

@@ -11,9 +11,7 @@ use gatehouse_engine::config::{
     Config, CredentialScheme, DynamicCredential, SpendConfig, UpstreamConfig, UpstreamCredential,
     embedded_default,
 };
-use gatehouse_engine::deps::{
-    CredentialError, CredentialStore, Deps, SystemClock, TokenSource,
-};
+use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, SystemClock, TokenSource};
 use gatehouse_engine::events::{Event, EventSink};
 use gatehouse_engine::secret::Secret;
 use sha2::{Digest, Sha256};
@@ -33,7 +31,9 @@ pub fn new_app_token() -> Secret {
 }
 
 /// The keychain, or a store that refuses every write with the reason none is reachable.
-pub fn credentials(keychain: &Result<Arc<dyn CredentialStore>, String>) -> Arc<dyn CredentialStore> {
+pub fn credentials(
+    keychain: &Result<Arc<dyn CredentialStore>, String>,
+) -> Arc<dyn CredentialStore> {
     match keychain {
         Ok(k) => k.clone(),
         Err(reason) => Arc::new(NoKeychain(reason.clone())),
@@ -133,7 +133,10 @@ pub fn load_keys(app: &App) {
     let inner = app.inner();
     let creds = credentials(&inner.deps.keychain);
     for p in app.settings().providers {
-        let key = creds.get(SERVICE, &provider_account(&p.name)).ok().flatten();
+        let key = creds
+            .get(SERVICE, &provider_account(&p.name))
+            .ok()
+            .flatten();
         inner.keys.slot(&p.name).set(key);
     }
 }
@@ -174,13 +177,15 @@ fn config(app: &App, port: u16) -> Result<Config, AppError> {
             let url = settings.central_url.clone().ok_or_else(|| {
                 AppError::BadInput("connected mode needs a central Gatehouse URL".into())
             })?;
-            let origin = crate::central::origin(&url).map_err(|e| AppError::BadInput(e.to_string()))?;
+            let origin =
+                crate::central::origin(&url).map_err(|e| AppError::BadInput(e.to_string()))?;
             let base_url = url::Url::parse(&format!("{origin}/"))
                 .map_err(|e| AppError::BadInput(e.to_string()))?;
             let source: Arc<dyn TokenSource> = inner.session.clone();
-            let template = cfg.upstreams.first().cloned().ok_or_else(|| {
-                AppError::Internal("the embedded default has no upstream".into())
-            })?;
+            let template =
+                cfg.upstreams.first().cloned().ok_or_else(|| {
+                    AppError::Internal("the embedded default has no upstream".into())
+                })?;
             cfg.upstreams = vec![UpstreamConfig {
                 name: "central".into(),
                 base_url,
@@ -251,9 +256,7 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
     handle
         .local()
         .set_models(super::connected::cached_models(app).await);
-    handle
-        .local()
-        .mount(Arc::new(super::api::AppApi::new(app)));
+    handle.local().mount(Arc::new(super::api::AppApi::new(app)));
     *slot = Some(handle);
     drop(slot);
     app.publish("app.state");

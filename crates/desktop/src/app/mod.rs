@@ -168,7 +168,10 @@ impl App {
             .map_err(|e| AppError::Internal(e.to_string()))?,
         );
         let state = StateStore::new(store.clone());
-        let mut settings: Settings = state.get(crate::settings::SETTINGS_KEY).await?.unwrap_or_default();
+        let mut settings: Settings = state
+            .get(crate::settings::SETTINGS_KEY)
+            .await?
+            .unwrap_or_default();
         if let Some(b) = bootstrap.get() {
             // The bootstrap names the server; forcing connected mode overrides the saved choice.
             settings.central_url = Some(b.central_url.as_str().trim_end_matches('/').to_owned());
@@ -226,6 +229,14 @@ impl App {
             && let Err(e) = app.login().await
         {
             tracing::warn!(error = %e, "could not start signing in to the central Gatehouse");
+            if let AppError::Central(msg) = &e {
+                app.inner.notes.notify(
+                    crate::notifier::Kind::CentralUnreachable,
+                    "Central Gatehouse unreachable",
+                    msg,
+                );
+                connected::record_failure(&app, msg);
+            }
         }
         Ok(app)
     }
@@ -256,7 +267,11 @@ impl App {
 
     /// The dashboard with this launch's app token in the fragment (never sent to a server).
     pub fn dashboard_url(&self) -> String {
-        format!("{}/#token={}", self.base_url(), self.inner.app_token.expose())
+        format!(
+            "{}/#token={}",
+            self.base_url(),
+            self.inner.app_token.expose()
+        )
     }
 
     pub(crate) fn app_token(&self) -> &Secret {

@@ -20,7 +20,11 @@ const PROVIDER_KINDS: &[&str] = &["anthropic"];
 
 fn claude(app: &App) -> (ClaudeSettings, Result<Target, AppError>) {
     let inner = app.inner();
-    let dir = inner.deps.env.var("CLAUDE_CONFIG_DIR").map(std::path::PathBuf::from);
+    let dir = inner
+        .deps
+        .env
+        .var("CLAUDE_CONFIG_DIR")
+        .map(std::path::PathBuf::from);
     let file = ClaudeSettings::new(settings_path(&inner.deps.home, dir.as_deref()));
     let target = Target::new(&app.base_url(), &inner.deps.gatehouse_exe)
         .map_err(|e| AppError::Internal(e.to_string()));
@@ -159,6 +163,7 @@ pub async fn build(app: &App) -> Value {
         "providers": providers,
         "budgets": settings.budgets,
         "start_at_login": settings.start_at_login,
+        "port": settings.port,
         "claude_code": {
             "status": cc_status,
             "settings_path": file.path().display().to_string(),
@@ -172,7 +177,12 @@ pub async fn status_line(app: &App) -> String {
     let today = app
         .inner()
         .store
-        .usage_totals(Utc::now().date_naive().and_time(chrono::NaiveTime::MIN).and_utc())
+        .usage_totals(
+            Utc::now()
+                .date_naive()
+                .and_time(chrono::NaiveTime::MIN)
+                .and_utc(),
+        )
         .await
         .map(|t| format!("${:.2}", t.cost_micro_usd as f64 / 1e6))
         .unwrap_or_else(|_| "unavailable".into());
@@ -236,7 +246,10 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
                 if boot.is_some_and(|b| b.force_connected_mode) && mode != Mode::Connected {
                     return Err(AppError::Locked("connected mode is required".into()));
                 }
-                if mode == Mode::Connected && next.central_url.is_none() && !obj.contains_key("central_url") {
+                if mode == Mode::Connected
+                    && next.central_url.is_none()
+                    && !obj.contains_key("central_url")
+                {
                     return Err(AppError::BadInput(
                         "set the central Gatehouse URL before switching to connected mode".into(),
                     ));
@@ -246,7 +259,9 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
             }
             "central_url" => {
                 if boot.is_some() {
-                    return Err(AppError::Locked("the central Gatehouse URL is set by IT".into()));
+                    return Err(AppError::Locked(
+                        "the central Gatehouse URL is set by IT".into(),
+                    ));
                 }
                 let url = v
                     .as_str()
@@ -264,9 +279,33 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
                 })?;
             }
             "start_at_login" => {
-                next.start_at_login = v
-                    .as_bool()
-                    .ok_or_else(|| AppError::BadInput("start_at_login must be true or false".into()))?;
+                let on = v.as_bool().ok_or_else(|| {
+                    AppError::BadInput("start_at_login must be true or false".into())
+                })?;
+                let inner = app.inner();
+                let xdg = inner
+                    .deps
+                    .env
+                    .var("XDG_CONFIG_HOME")
+                    .map(std::path::PathBuf::from);
+                crate::autostart::set(
+                    &inner.deps.home,
+                    xdg.as_deref(),
+                    &inner.deps.gatehouse_exe,
+                    on,
+                )
+                .map_err(AppError::Internal)?;
+                next.start_at_login = on;
+            }
+            "port" => {
+                // Takes effect at the next start (Claude Code is configured with the port).
+                next.port = v
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|p| *p >= 1024)
+                    .ok_or_else(|| {
+                        AppError::BadInput("port must be a number from 1024 to 65535".into())
+                    })?;
             }
             other => {
                 return Err(AppError::BadInput(format!("unknown setting `{other}`")));
@@ -290,7 +329,11 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
 }
 
 pub async fn add_provider(app: &App, kind: &str, api_key: Secret) -> Result<(), AppError> {
-    if app.bootstrap().get().is_some_and(|b| !b.allow_local_providers) {
+    if app
+        .bootstrap()
+        .get()
+        .is_some_and(|b| !b.allow_local_providers)
+    {
         return Err(AppError::Locked("local providers are not allowed".into()));
     }
     if !PROVIDER_KINDS.contains(&kind) {
@@ -348,7 +391,9 @@ pub async fn configure_claude_code(app: &App, undo: bool) -> Result<(), AppError
     let (file, target) = claude(app);
     if undo {
         if locked {
-            return Err(AppError::Locked("Claude Code configuration is managed".into()));
+            return Err(AppError::Locked(
+                "Claude Code configuration is managed".into(),
+            ));
         }
         file.undo().map_err(|e| AppError::BadInput(e.to_string()))?;
     } else {

@@ -211,7 +211,9 @@ pub struct Timeouts {
 
 #[derive(Debug, Clone)]
 pub enum StoreConfig {
-    Sqlite { path: PathBuf },
+    Sqlite {
+        path: PathBuf,
+    },
     /// Shared by several replicas (`store.postgres_url`).
     Postgres(PostgresConfig),
 }

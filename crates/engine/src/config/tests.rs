@@ -427,11 +427,17 @@ fn postgres_store_is_validated() {
         Some("pg-secret-password-value")
     );
     assert!(!format!("{c:?}").contains("pg-secret-password-value"));
-    let c = load(&format!("{base}store: {{postgres_url: 'postgres://gh@h/db'}}\n")).unwrap();
+    let c = load(&format!(
+        "{base}store: {{postgres_url: 'postgres://gh@h/db'}}\n"
+    ))
+    .unwrap();
     let StoreConfig::Postgres(pg) = &c.store else {
         panic!("expected the PostgreSQL store");
     };
-    assert_eq!((pg.max_connections, pg.connect_timeout), (5, Duration::from_secs(5)));
+    assert_eq!(
+        (pg.max_connections, pg.connect_timeout),
+        (5, Duration::from_secs(5))
+    );
 
     for (block, want) in [
         (

@@ -11,8 +11,8 @@ use url::Url;
 use super::raw::{RawConfig, RawPriceOverride, RawProvider, RawUpstream};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
-    LoggingConfig, ModelRow, ModelsConfig, PostgresConfig, PriceOverride, PricingConfig,
-    Provider, Rotation, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+    LoggingConfig, ModelRow, ModelsConfig, PostgresConfig, PriceOverride, PricingConfig, Provider,
+    Rotation, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
 };
 use crate::secret::Secret;
 
@@ -219,13 +219,13 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
         if s.username.as_deref().is_some_and(|u| u.trim().is_empty()) {
             return Err(ConfigError::at("store.username", "must not be empty"));
         }
-        let max_connections = positive(
-            s.max_connections.map(u64::from),
-            5,
-            "store.max_connections",
-        )?;
+        let max_connections =
+            positive(s.max_connections.map(u64::from), 5, "store.max_connections")?;
         if max_connections > 1000 {
-            return Err(ConfigError::at("store.max_connections", "must be at most 1000"));
+            return Err(ConfigError::at(
+                "store.max_connections",
+                "must be at most 1000",
+            ));
         }
         let config = PostgresConfig {
             url: Secret::new(url.clone()),
@@ -249,7 +249,10 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
         ("store.connect_timeout_ms", s.connect_timeout_ms.is_some()),
     ] {
         if present {
-            return Err(ConfigError::at(path, "only applies with store.postgres_url"));
+            return Err(ConfigError::at(
+                path,
+                "only applies with store.postgres_url",
+            ));
         }
     }
     let path = match raw.store.sqlite_path.as_deref() {

@@ -309,7 +309,14 @@ pub async fn handle(
             route_reason,
         } => {
             let (upstream, upstream_model) = leg_facts(leg);
-            central_spend_block(gw, request_id, principal, upstream_models[leg].0, status, &body);
+            central_spend_block(
+                gw,
+                request_id,
+                principal,
+                (upstream_models[leg].0, &facts.model),
+                status,
+                &body,
+            );
             let mut out_headers = headers::to_caller(&upstream_headers);
             // The retained body may have been cut to the retention limit.
             out_headers.remove(header::CONTENT_LENGTH);
@@ -474,7 +481,7 @@ fn central_spend_block(
     gw: &Gateway,
     request_id: &str,
     principal: &Principal,
-    upstream: usize,
+    (upstream, model): (usize, &str),
     status: http::StatusCode,
     body: &bytes::Bytes,
 ) {
@@ -504,6 +511,15 @@ fn central_spend_block(
             .with("request_id", request_id)
             .with("principal", principal.label())
             .with("source", "central")
-            .with("message", message),
+            .with("message", message.clone()),
     );
+    let block = crate::dashboard::blocks::Block {
+        at: gw.deps.clock.now(),
+        request_id: request_id.to_owned(),
+        layer: Layer::Spend,
+        model: Some(model.to_owned()),
+        status: status.as_u16(),
+        message,
+    };
+    gw.dashboard.blocks.record(block, &gw.dashboard.live);
 }

@@ -118,7 +118,10 @@ pub async fn apply_postgres(
     )
     .await?;
     let current: i64 = tx
-        .query_one("SELECT COALESCE(MAX(version), 0)::BIGINT FROM _migrations", &[])
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0)::BIGINT FROM _migrations",
+            &[],
+        )
         .await?
         .try_get(0)?;
     let supported = latest(POSTGRES);

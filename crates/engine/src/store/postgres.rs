@@ -25,6 +25,7 @@
 //!   create-or-replace and its audit row are serialised even before the cap row exists;
 //!   `kv_incr` locks its row with an upsert like `reserve`; `kv_replace` and `kv_delete`
 //!   are single conditional statements (compare-and-swap).
+//!
 //! A deadlock or serialisation failure (which this ordering should prevent) is retried.
 //!
 //! **Reservations of a replica that died.** Each store holds a session advisory lock on
@@ -380,7 +381,9 @@ async fn take_owner_lock(
                 }
                 match relock(&pg, key).await {
                     Ok(again) => break again,
-                    Err(e) => tracing::warn!(error = %describe(&e), "cannot take the reservation lock again yet"),
+                    Err(e) => {
+                        tracing::warn!(error = %describe(&e), "cannot take the reservation lock again yet")
+                    }
                 }
             };
         }
@@ -391,7 +394,13 @@ async fn take_owner_lock(
 async fn relock(
     pg: &tokio_postgres::Config,
     key: i32,
-) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<Result<(), PgError>>), PgError> {
+) -> Result<
+    (
+        tokio_postgres::Client,
+        tokio::task::JoinHandle<Result<(), PgError>>,
+    ),
+    PgError,
+> {
     let (client, connection) = pg.connect(NoTls).await?;
     let connection = tokio::spawn(connection);
     // Another process that picked the same key also keeps these reservations alive, so
@@ -413,7 +422,12 @@ impl Store for PostgresStore {
 
     async fn ready(&self) -> Result<(), StoreError> {
         let c = self.client().await?;
-        row_opt(&c, "SELECT value FROM kv WHERE key = '__readyz_probe__'", &[]).await?;
+        row_opt(
+            &c,
+            "SELECT value FROM kv WHERE key = '__readyz_probe__'",
+            &[],
+        )
+        .await?;
         Ok(())
     }
 
@@ -758,7 +772,11 @@ mod tests {
                 "not a valid PostgreSQL URL",
             ),
             ("postgres://h/db", "store.username", "required"),
-            ("postgres:///db?user=u", "store.postgres_url", "names no host"),
+            (
+                "postgres:///db?user=u",
+                "store.postgres_url",
+                "names no host",
+            ),
         ] {
             let e = connect_config(&cfg(url)).unwrap_err();
             assert_eq!(e.field(), field, "{url}");

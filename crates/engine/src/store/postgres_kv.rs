@@ -68,7 +68,14 @@ pub async fn delete(
     expected: Option<&[u8]>,
 ) -> Result<bool, PgError> {
     let n = match expected {
-        Some(v) => exec(c, "DELETE FROM kv WHERE key = $1 AND value = $2", &[&key, &v]).await?,
+        Some(v) => {
+            exec(
+                c,
+                "DELETE FROM kv WHERE key = $1 AND value = $2",
+                &[&key, &v],
+            )
+            .await?
+        }
         None => exec(c, "DELETE FROM kv WHERE key = $1", &[&key]).await?,
     };
     Ok(n == 1)
@@ -95,12 +102,7 @@ pub async fn incr(
     .await?;
     let current = row
         .first()
-        .map(|r| {
-            Ok::<_, PgError>((
-                r.try_get::<_, Vec<u8>>(0)?,
-                r.try_get::<_, Option<i64>>(1)?,
-            ))
-        })
+        .map(|r| Ok::<_, PgError>((r.try_get::<_, Vec<u8>>(0)?, r.try_get::<_, Option<i64>>(1)?)))
         .transpose()?;
     let (count, expires) = match current {
         Some((v, Some(exp))) if exp > now_ms => {

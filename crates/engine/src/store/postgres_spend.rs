@@ -87,9 +87,8 @@ pub async fn insert_usage(c: &mut Client, records: &[UsageRecord]) -> Result<(),
         .iter()
         .filter(|r| r.reservation_id.is_some())
         .collect();
-    settles.sort_by(|a, b| {
-        (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id))
-    });
+    settles
+        .sort_by(|a, b| (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id)));
     for r in settles {
         if let Some(id) = &r.reservation_id {
             settle_in(&tx, id, r.cost_micro_usd, false, r.created_at).await?;
@@ -104,7 +103,9 @@ pub async fn recent_usage(
 ) -> Result<Vec<UsageRecord>, PgError> {
     rows(
         c,
-        &format!("SELECT {USAGE_COLS} FROM usage_events ORDER BY created_at DESC, id DESC LIMIT $1"),
+        &format!(
+            "SELECT {USAGE_COLS} FROM usage_events ORDER BY created_at DESC, id DESC LIMIT $1"
+        ),
         &[&i64::try_from(limit).unwrap_or(i64::MAX)],
     )
     .await?

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
 use super::{Upstreams, anthropic};
-use crate::error::ApiError;
 use crate::config::UpstreamCredential;
+use crate::error::ApiError;
 
 /// A request ready to be sent, per candidate upstream.
 pub struct Leg {
