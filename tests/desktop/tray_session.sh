@@ -65,6 +65,13 @@ for _ in $(seq 60); do
 done
 echo "shot=$work/dashboard.png"
 echo "colors=$colors"
+# A second launch, on the first one's port, hands over to it (it shows its window) and
+# exits without binding the port or opening the database.
+if timeout 20 "$bin" --data-dir "$work/data" tray --port "${url##*:}" >"$work/second.out" 2>"$work/second.err"; then
+  echo "second_launch=exited"
+fi
+echo "windows=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
+kill -0 "$app_pid" 2>/dev/null && echo "first_alive=yes"
 # The local token is in the Secret Service (looked up by its attributes).
 if secret-tool search --all service gatehouse 2>/dev/null | grep -q 'local-token'; then
   echo "keychain=local-token"

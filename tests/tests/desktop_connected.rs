@@ -11,7 +11,8 @@ use std::time::Duration;
 use gatehouse_desktop::app::{App, LoginState};
 use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
 use gatehouse_tests::desktop::desktop_deps;
-use gatehouse_tests::{PASSWORD, SESSION_SECRET_A, browser_login, sign_in_gateway};
+use gatehouse_tests::{PASSWORD, SESSION_SECRET_A, browser_login, e2e_dir, sign_in_gateway};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use serde_json::{Value, json};
 
 const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
@@ -87,8 +88,37 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
             .json(&json!({"url": url}))
             .send()
     };
-    assert_eq!(open(complete.clone()).await.unwrap().status(), 200);
     assert_eq!(open("https://evil.example/".into()).await.unwrap().status(), 400);
+
+    // The Login view in a real browser: it opens by itself on the pending sign-in, shows the
+    // user code of this device flow, and its button opens the verification page.
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    let mut ui = tokio::process::Command::new("node")
+        .arg(e2e_dir().join("app_login.mjs"))
+        .current_dir(e2e_dir())
+        .env("APP_URL", app.dashboard_url())
+        .env("SCREENSHOT_DIR", &shots)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut ui_out = tokio::io::BufReader::new(ui.stdout.take().unwrap()).lines();
+    let mut ui_in = ui.stdin.take().unwrap();
+    let phase = |line: Option<String>| -> Value {
+        serde_json::from_str(&line.unwrap_or_default()).unwrap_or(Value::Null)
+    };
+    let pending = phase(
+        tokio::time::timeout(Duration::from_secs(60), ui_out.next_line())
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    assert_eq!(pending["phase"], "pending", "{pending}");
+    assert_eq!(pending["user_code"], user_code);
+    assert_eq!(pending["login_tab_selected"], "true");
+    assert_eq!(pending["notice"], "Use your corp account.");
+    assert!(!pending["url_after"].as_str().unwrap().contains("token="));
     assert_eq!(parts.opened.taken(), vec![complete.clone()]);
 
     // The person signs in in a real browser; the app's poll picks the session up.
@@ -102,6 +132,18 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(app.login_state(), LoginState::SignedIn);
+    ui_in.write_all(b"go\n").await.unwrap();
+    let signed_in = phase(
+        tokio::time::timeout(Duration::from_secs(60), ui_out.next_line())
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    assert_eq!(signed_in["phase"], "signed_in", "{signed_in}");
+    assert!(signed_in["user"].as_str().unwrap().contains("alice@corp.example"));
+    assert!(signed_in["groups"].as_str().unwrap().contains("engineering"));
+    assert_eq!(signed_in["console_errors"], json!([]));
+    let _ = ui.wait().await;
     assert!(
         parts.keychain.get("gatehouse", "session").unwrap().is_some(),
         "the session is in the keychain"
@@ -167,6 +209,23 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
         .into_iter()
         .any(|e| e["kind"] == "spend_blocked" && e["outcome"] == "shown");
     assert!(blocked);
+    // ... and listed under Policy blocks (the dashboard's own API, loopback: details shown).
+    let dash: Value = http
+        .get(format!("{}/gatehouse/api/dashboard", app.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let layers: Vec<&str> = dash["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["layer"].as_str())
+        .collect();
+    assert_eq!(layers.first(), Some(&"spend"), "{dash}");
+    assert!(layers.contains(&"policy"), "the local policy refusal is listed too: {dash}");
 
     // Log out revokes and forgets the session.
     app.logout().await.unwrap();

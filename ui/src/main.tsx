@@ -48,6 +48,7 @@ function App() {
   const [appError, setAppError] = useState<string | null>(null);
   const [notice, setNotice] = useState<{ kind: 'error' | 'ok'; text: string } | null>(null);
   const [live, setLive] = useState(false);
+  const loginShown = useRef(false);
 
   const refresh = useCallback(async () => {
     const [d, a] = await Promise.allSettled([fetchDashboard(), fetchAppState(token.current)]);
@@ -58,6 +59,12 @@ function App() {
       setDashError(d.reason instanceof Error ? d.reason.message : 'the gateway did not answer');
     }
     if (a.status === 'fulfilled') {
+      // A sign-in waiting for the person (a fresh install with an IT bootstrap goes
+      // straight there): show the Login tab once.
+      if (a.value && a.value.login.state === 'pending' && !loginShown.current) {
+        loginShown.current = true;
+        setTab('login');
+      }
       setApp(a.value);
       setAppError(null);
     } else {

@@ -58,26 +58,29 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         gatehouse_exe: exe,
         port,
     };
-    let app = rt
-        .block_on(App::start(deps))
-        .map_err(|e| format!("cannot start: {e}"))?;
-    println!("gatehouse: tray running; gateway on {}", app.base_url());
-    let dashboard = app.dashboard_url();
-    let shell_app = app.clone();
+    let rt_handle = rt.handle().clone();
+    // The single-instance check runs while Tauri builds, before `setup`: a second launch
+    // hands over to the first without touching the port or the database.
     let tauri_app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|handle, _argv, _cwd| {
             show_dashboard(handle);
         }))
         .setup(move |tauri_app| {
+            let app = rt_handle
+                .block_on(App::start(deps))
+                .map_err(|e| format!("cannot start: {e}"))?;
+            println!("gatehouse: tray running; gateway on {}", app.base_url());
             let handle = tauri_app.handle().clone();
-            tray::install(&handle, shell_app.clone())?;
-            let url = dashboard
+            tray::install(&handle, app.clone())?;
+            let url = app
+                .dashboard_url()
                 .parse()
                 .map_err(|e| format!("bad dashboard URL: {e}"))?;
             WebviewWindowBuilder::new(&handle, "main", WebviewUrl::External(url))
                 .title("Gatehouse")
                 .inner_size(1120.0, 780.0)
                 .build()?;
+            tauri_app.manage(app);
             Ok(())
         })
         .on_window_event(|window, event| {
@@ -89,14 +92,16 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         })
         .build(tauri::generate_context!())
         .map_err(|e| format!("cannot start the tray: {e}"))?;
-    tauri_app.run(move |_handle, event| {
+    tauri_app.run(move |handle, event| {
         if let RunEvent::ExitRequested { api, code, .. } = &event
             && code.is_none()
         {
             // Last window closed: stay in the tray.
             api.prevent_exit();
         }
-        if let RunEvent::Exit = event {
+        if let RunEvent::Exit = event
+            && let Some(app) = handle.try_state::<App>()
+        {
             rt.block_on(app.shutdown());
         }
     });
