@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Installs what Gatehouse's build and tests need on a fresh machine of this kind
 # (Debian 12 with the Rust toolchain and cargo-nextest). Idempotent; needs root for apt.
+# `setup.sh --build` installs only what building and running needs (scripts/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=false
+[ "${1:-}" = "--build" ] && build_only=true
 
-# chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
-# python3 drives Claude Code's /login through a pseudo-terminal.
-apt_packages=(ca-certificates pkg-config build-essential python3 nodejs npm chromium fonts-liberation)
+apt_packages=(ca-certificates pkg-config build-essential nodejs npm)
 # The desktop tray (Tauri v2 on WebKitGTK 4.1, tray icon, D-Bus for keychain and notifications).
 apt_packages+=(libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev
   libsoup-3.0-dev libjavascriptcoregtk-4.1-dev libdbus-1-dev xdg-utils file)
-# Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
-apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core)
-# Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
-apt_packages+=(gnome-keyring dbus-x11 libsecret-tools)
+if ! $build_only; then
+  # chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
+  # python3 drives Claude Code's /login through a pseudo-terminal.
+  apt_packages+=(python3 chromium fonts-liberation)
+  # Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
+  apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core)
+  # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
+  apt_packages+=(gnome-keyring libsecret-tools)
+fi
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -25,7 +31,7 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
 fi
 # A real PostgreSQL server for the store tests (scripts/postgres.sh starts a throwaway
 # cluster): Debian's `postgresql` unless server binaries are already installed.
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+if ! $build_only && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
 fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
@@ -47,6 +53,8 @@ if [ ! -f ui/dist/index.html ] || [ -n "$(find ui/src ui/public ui/index.html ui
   echo "setup: building the dashboard (npm run build in ui)"
   (cd ui && npm run build --silent)
 fi
+
+$build_only && exit 0
 
 # Real clients for the end-to-end tests, pinned by package-lock.json.
 if [ ! -x tests/e2e/node_modules/.bin/claude ] || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then
