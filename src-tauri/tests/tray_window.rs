@@ -91,7 +91,12 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
     let s = session(None, "");
     assert_eq!(s.field("keychain").as_deref(), Some("local-token"));
     // A second launch hands over to the first and exits; still one window.
-    assert_eq!(s.field("second_launch").as_deref(), Some("exited"), "{}", s.stdout);
+    assert_eq!(
+        s.field("second_launch").as_deref(),
+        Some("exited"),
+        "{}",
+        s.stdout
+    );
     assert_eq!(s.field("windows").as_deref(), Some("1"));
     assert_eq!(s.field("first_alive").as_deref(), Some("yes"));
     // Keep the screenshot for people (and the docs).

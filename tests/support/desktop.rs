@@ -82,6 +82,7 @@ pub fn desktop_deps(dir: &Path, env: MapEnvironment) -> (AppDeps, DesktopParts) 
         opened: Arc::new(Recorder::default()),
     };
     let deps = AppDeps {
+        clock: Arc::new(gatehouse_engine::deps::SystemClock),
         data_dir: dir.join("data"),
         env: Arc::new(env),
         keychain: Ok(parts.keychain.clone()),

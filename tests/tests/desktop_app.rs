@@ -24,7 +24,10 @@ impl Desk {
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut r = self
             .http
-            .request(method, format!("{}/gatehouse/app/{path}", self.app.base_url()))
+            .request(
+                method,
+                format!("{}/gatehouse/app/{path}", self.app.base_url()),
+            )
             .header("x-gatehouse-app-token", &self.token);
         if let Some(b) = body {
             r = r.json(&b);
@@ -115,7 +118,10 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     ] {
         assert_eq!(desk.post("providers", body).await.0, want);
     }
-    assert_eq!(desk.post("settings", json!({"mode": "sideways"})).await.0, 400);
+    assert_eq!(
+        desk.post("settings", json!({"mode": "sideways"})).await.0,
+        400
+    );
     assert_eq!(desk.post("settings", json!({"colour": "red"})).await.0, 400);
     assert_eq!(
         desk.post("settings", json!({"mode": "connected"})).await.0,
@@ -125,7 +131,10 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
 
     // A provider key goes to the keychain and the engine uses it.
     let (status, state) = desk
-        .post("providers", json!({"kind": "anthropic", "api_key": OPERATOR_KEY}))
+        .post(
+            "providers",
+            json!({"kind": "anthropic", "api_key": OPERATOR_KEY}),
+        )
         .await;
     assert_eq!(status, 200, "{state}");
     assert_eq!(state["providers"][0]["key_stored"], true);
@@ -151,7 +160,11 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     assert_eq!(r.status(), 429);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "billing_error");
-    assert_eq!(fake.requests().len(), before, "a refused request never leaves");
+    assert_eq!(
+        fake.requests().len(),
+        before,
+        "a refused request never leaves"
+    );
     wait_for("the spend-block notification", || {
         parts
             .notes
@@ -172,11 +185,19 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
 
     // Start at login writes (and removes) the XDG autostart entry; a bad port is refused.
     let (status, state) = desk.post("settings", json!({"start_at_login": true})).await;
-    assert_eq!((status, &state["start_at_login"]), (200, &json!(true)), "{state}");
+    assert_eq!(
+        (status, &state["start_at_login"]),
+        (200, &json!(true)),
+        "{state}"
+    );
     let entry = dir.path().join("home/.config/autostart/gatehouse.desktop");
     let text = std::fs::read_to_string(&entry).unwrap();
-    assert!(text.contains("Exec=\"/usr/local/bin/gatehouse\" tray"), "{text}");
-    desk.post("settings", json!({"start_at_login": false})).await;
+    assert!(
+        text.contains("Exec=\"/usr/local/bin/gatehouse\" tray"),
+        "{text}"
+    );
+    desk.post("settings", json!({"start_at_login": false}))
+        .await;
     assert!(!entry.exists());
     assert_eq!(desk.post("settings", json!({"port": 80})).await.0, 400);
     let (_, state) = desk.post("settings", json!({"port": 9911})).await;
@@ -190,7 +211,9 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
         r#"{"statusLine": {"type": "command", "command": "~/bin/status"}, "env": {"FOO": "1"}}"#,
     )
     .unwrap();
-    let (status, state) = desk.post("claude-code", json!({"action": "configure"})).await;
+    let (status, state) = desk
+        .post("claude-code", json!({"action": "configure"}))
+        .await;
     assert_eq!(status, 200, "{state}");
     assert_eq!(state["claude_code"]["status"], "configured");
     let written: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();

@@ -12,8 +12,8 @@ use gatehouse_desktop::app::{App, LoginState};
 use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
 use gatehouse_tests::desktop::desktop_deps;
 use gatehouse_tests::{PASSWORD, SESSION_SECRET_A, browser_login, e2e_dir, sign_in_gateway};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
 const CENTRAL: &str = r#"
@@ -44,10 +44,17 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
     let env = MapEnvironment::default()
         .with_var("GATEHOUSE_BOOTSTRAP_FILE", bootstrap.to_str().unwrap())
         .with_file(bootstrap.to_str().unwrap(), &doc);
-    let (deps, parts) = desktop_deps(dir.path(), env);
+    let (mut deps, parts) = desktop_deps(dir.path(), env);
+    // One clock for the central server and the tray, so the test can move time for both.
+    deps.clock = central.clock.clone();
     let app = App::start(deps).await.unwrap();
     let http = reqwest::Client::new();
-    let token = app.dashboard_url().split("#token=").nth(1).unwrap().to_owned();
+    let token = app
+        .dashboard_url()
+        .split("#token=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
     let state = || async {
         http.get(format!("{}/gatehouse/app/state", app.base_url()))
             .header("x-gatehouse-app-token", &token)
@@ -88,7 +95,10 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
             .json(&json!({"url": url}))
             .send()
     };
-    assert_eq!(open("https://evil.example/".into()).await.unwrap().status(), 400);
+    assert_eq!(
+        open("https://evil.example/".into()).await.unwrap().status(),
+        400
+    );
 
     // The Login view in a real browser: it opens by itself on the pending sign-in, shows the
     // user code of this device flow, and its button opens the verification page.
@@ -140,12 +150,26 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
             .unwrap(),
     );
     assert_eq!(signed_in["phase"], "signed_in", "{signed_in}");
-    assert!(signed_in["user"].as_str().unwrap().contains("alice@corp.example"));
-    assert!(signed_in["groups"].as_str().unwrap().contains("engineering"));
+    assert!(
+        signed_in["user"]
+            .as_str()
+            .unwrap()
+            .contains("alice@corp.example")
+    );
+    assert!(
+        signed_in["groups"]
+            .as_str()
+            .unwrap()
+            .contains("engineering")
+    );
     assert_eq!(signed_in["console_errors"], json!([]));
     let _ = ui.wait().await;
     assert!(
-        parts.keychain.get("gatehouse", "session").unwrap().is_some(),
+        parts
+            .keychain
+            .get("gatehouse", "session")
+            .unwrap()
+            .is_some(),
         "the session is in the keychain"
     );
 
@@ -154,8 +178,16 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
     app.sync_now().await;
     let s = state().await;
     assert_eq!(s["login"]["email"], "alice@corp.example");
-    assert!(s["login"]["groups"].as_array().unwrap().contains(&json!("engineering")));
-    assert_eq!(s["policy"]["available_models"], json!(["claude-sonnet-4-6"]));
+    assert!(
+        s["login"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("engineering"))
+    );
+    assert_eq!(
+        s["policy"]["available_models"],
+        json!(["claude-sonnet-4-6"])
+    );
     let daily = s["central_spend"]["limits"]
         .as_array()
         .unwrap()
@@ -166,7 +198,11 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
     assert_eq!(daily["limit_micro_usd"], 5_000_000);
 
     // Inference goes to the central server with the session.
-    let local = parts.keychain.get("gatehouse", "local-token").unwrap().unwrap();
+    let local = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .unwrap();
     let infer = |body: Value| {
         http.post(format!("{}/v1/messages", app.base_url()))
             .bearer_auth(local.expose())
@@ -190,16 +226,30 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
     assert_eq!(r.status(), 429);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "billing_error");
-    assert!(body["error"]["message"].as_str().unwrap().contains("platform team"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("platform team")
+    );
     assert_eq!(central.gw.fake.requests().len(), upstream_seen);
     for _ in 0..100 {
-        if parts.notes.taken().iter().any(|n| n.starts_with("Spend limit reached")) {
+        if parts
+            .notes
+            .taken()
+            .iter()
+            .any(|n| n.starts_with("Spend limit reached"))
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        parts.notes.taken().iter().any(|n| n.contains("platform team")),
+        parts
+            .notes
+            .taken()
+            .iter()
+            .any(|n| n.contains("platform team")),
         "{:?}",
         parts.notes.taken()
     );
@@ -225,11 +275,64 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
         .filter_map(|b| b["layer"].as_str())
         .collect();
     assert_eq!(layers.first(), Some(&"spend"), "{dash}");
-    assert!(layers.contains(&"policy"), "the local policy refusal is listed too: {dash}");
+    assert!(
+        layers.contains(&"policy"),
+        "the local policy refusal is listed too: {dash}"
+    );
+
+    // Refresh before expiry: 56 minutes on (the session lasts an hour), the next sync
+    // refreshes it, the keychain holds the new tokens, and inference goes on.
+    central_cap(&central, "500").await;
+    let first = parts.keychain.get("gatehouse", "session").unwrap().unwrap();
+    central.clock.advance(56 * 60);
+    app.sync_now().await;
+    assert_eq!(app.login_state(), LoginState::SignedIn);
+    let second = parts.keychain.get("gatehouse", "session").unwrap().unwrap();
+    assert_ne!(first, second, "the session was refreshed");
+    let r = infer(msg("claude-sonnet-4-6", 64)).await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    // Deprovisioned at the IdP: the next refresh gets invalid_grant; the tray forgets the
+    // session, asks to sign in again and notifies.
+    central
+        .idp
+        .control("disable", json!({"account": "alice"}))
+        .await;
+    central.clock.advance(56 * 60);
+    app.sync_now().await;
+    assert!(
+        matches!(app.login_state(), LoginState::Expired { .. }),
+        "{:?}",
+        app.login_state()
+    );
+    assert!(
+        parts
+            .keychain
+            .get("gatehouse", "session")
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        parts
+            .notes
+            .taken()
+            .iter()
+            .any(|n| n.contains("sign in again")),
+        "{:?}",
+        parts.notes.taken()
+    );
+    let s = state().await;
+    assert_eq!(s["login"]["state"], "expired");
 
     // Log out revokes and forgets the session.
     app.logout().await.unwrap();
-    assert!(parts.keychain.get("gatehouse", "session").unwrap().is_none());
+    assert!(
+        parts
+            .keychain
+            .get("gatehouse", "session")
+            .unwrap()
+            .is_none()
+    );
     let r = infer(msg("claude-sonnet-4-6", 64)).await.unwrap();
     assert_eq!(r.status(), 503);
     app.shutdown().await;

@@ -323,5 +323,27 @@ async fn a_sign_in_started_on_one_replica_finishes_on_the_other() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{base}");
     }
+    // Revoked through A, the session stops working on B too (B reloads revocations from
+    // the shared store every few seconds; this waits at most a few of those).
+    let (status, _) = form(&r, public, "/oauth/revoke", &[("token", access)]).await;
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + 4 * gatehouse_engine::server::REVOCATION_SYNC;
+    let mut refused = false;
+    while std::time::Instant::now() < deadline {
+        let resp = r
+            .client
+            .post(format!("{b}/v1/messages"))
+            .bearer_auth(access)
+            .json(&sonnet(false))
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 401 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(refused, "a session revoked on A still works on B");
     r.shutdown().await;
 }

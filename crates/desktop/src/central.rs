@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use gatehouse_engine::deps::Clock;
 use gatehouse_engine::secret::Secret;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -83,7 +84,11 @@ impl Holder {
             .expose()
             .split('.')
             .nth(1)
-            .and_then(|p| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).ok())
+            .and_then(|p| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(p)
+                    .ok()
+            })
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .unwrap_or(Value::Null);
         let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -154,13 +159,19 @@ pub fn origin(url: &str) -> Result<String, CentralError> {
 pub struct CentralClient {
     origin: String,
     http: reqwest::Client,
+    clock: std::sync::Arc<dyn Clock>,
 }
 
 impl CentralClient {
-    pub fn new(url: &str, http: reqwest::Client) -> Result<Self, CentralError> {
+    pub fn new(
+        url: &str,
+        http: reqwest::Client,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Result<Self, CentralError> {
         Ok(Self {
             origin: origin(url)?,
             http,
+            clock,
         })
     }
 
@@ -209,7 +220,10 @@ impl CentralClient {
 
     pub async fn start_device(&self) -> Result<DeviceStart, CentralError> {
         let url = self
-            .endpoint(|m| m.device_authorization_endpoint, "/oauth/device_authorization")
+            .endpoint(
+                |m| m.device_authorization_endpoint,
+                "/oauth/device_authorization",
+            )
             .await;
         let resp = self
             .http
@@ -230,13 +244,16 @@ impl CentralClient {
             user_code: da.user_code,
             verification_uri: da.verification_uri,
             verification_uri_complete: da.verification_uri_complete,
-            expires_at: Utc::now() + chrono::Duration::seconds(da.expires_in.clamp(0, 3600)),
+            expires_at: self.clock.now() + chrono::Duration::seconds(da.expires_in.clamp(0, 3600)),
             interval: Duration::from_secs(da.interval.unwrap_or(5).clamp(1, 60)),
             login_notice: da.login_notice,
         })
     }
 
-    async fn token_request(&self, form: &[(&str, &str)]) -> Result<reqwest::Response, CentralError> {
+    async fn token_request(
+        &self,
+        form: &[(&str, &str)],
+    ) -> Result<reqwest::Response, CentralError> {
         let url = self.endpoint(|m| m.token_endpoint, "/oauth/token").await;
         self.http
             .post(url)
@@ -254,7 +271,7 @@ impl CentralClient {
             ])
             .await?;
         if resp.status().is_success() {
-            return Ok(Poll::Done(tokens(resp, None).await?));
+            return Ok(Poll::Done(tokens(resp, None, self.clock.now()).await?));
         }
         let status = resp.status().as_u16();
         let err: TokenErr = resp.json().await.map_err(|e| CentralError::Malformed {
@@ -281,7 +298,7 @@ impl CentralClient {
             ])
             .await?;
         if resp.status().is_success() {
-            return tokens(resp, Some(refresh_token)).await;
+            return tokens(resp, Some(refresh_token), self.clock.now()).await;
         }
         let status = resp.status().as_u16();
         let err: Option<TokenErr> = resp.json().await.ok();
@@ -299,7 +316,9 @@ impl CentralClient {
 
     /// Best effort: the session is forgotten locally whatever the server says.
     pub async fn revoke(&self, token: &Secret, hint: &str) {
-        let url = self.endpoint(|m| m.revocation_endpoint, "/oauth/revoke").await;
+        let url = self
+            .endpoint(|m| m.revocation_endpoint, "/oauth/revoke")
+            .await;
         let _ = self
             .http
             .post(url)
@@ -366,7 +385,11 @@ impl CentralClient {
     }
 }
 
-async fn tokens(resp: reqwest::Response, previous: Option<&Secret>) -> Result<Tokens, CentralError> {
+async fn tokens(
+    resp: reqwest::Response,
+    previous: Option<&Secret>,
+    now: DateTime<Utc>,
+) -> Result<Tokens, CentralError> {
     let ok: TokenOk = resp.json().await.map_err(|e| CentralError::Malformed {
         what: "token endpoint",
         reason: e.to_string(),
@@ -374,7 +397,7 @@ async fn tokens(resp: reqwest::Response, previous: Option<&Secret>) -> Result<To
     Ok(Tokens {
         access_token: Secret::new(ok.access_token),
         refresh_token: ok.refresh_token.map(Secret::new).or(previous.cloned()),
-        expires_at: Utc::now() + chrono::Duration::seconds(ok.expires_in.max(0)),
+        expires_at: now + chrono::Duration::seconds(ok.expires_in.max(0)),
         email: ok.email,
     })
 }
@@ -424,6 +447,9 @@ mod tests {
         let h = Holder::from_token(&Secret::new(format!("x.{payload}.sig")));
         assert_eq!(h.email.as_deref(), Some("a@b.c"));
         assert_eq!(h.groups, vec!["eng", "ops"]);
-        assert_eq!(Holder::from_token(&Secret::new("garbage")), Holder::default());
+        assert_eq!(
+            Holder::from_token(&Secret::new("garbage")),
+            Holder::default()
+        );
     }
 }

@@ -134,7 +134,11 @@ mod tests {
             if let Ok(mut n) = self.0.lock() {
                 *n += 1;
             }
-            if self.1 { Ok(()) } else { Err("no notification daemon".into()) }
+            if self.1 {
+                Ok(())
+            } else {
+                Err("no notification daemon".into())
+            }
         }
     }
 
@@ -159,7 +163,10 @@ mod tests {
         assert_eq!(n.0.lock().map(|g| *g).unwrap_or(0), 5);
         let notes = events.named("desktop.notify");
         assert_eq!(
-            notes.iter().filter(|e| e["outcome"] == "suppressed").count(),
+            notes
+                .iter()
+                .filter(|e| e["outcome"] == "suppressed")
+                .count(),
             49
         );
     }

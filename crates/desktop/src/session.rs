@@ -9,7 +9,7 @@
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
-use gatehouse_engine::deps::{CredentialError, CredentialStore, TokenSource};
+use gatehouse_engine::deps::{Clock, CredentialError, CredentialStore, TokenSource};
 use gatehouse_engine::secret::Secret;
 use serde::{Deserialize, Serialize};
 
@@ -40,14 +40,20 @@ struct Stored {
 
 pub struct SessionKeeper {
     creds: Arc<dyn CredentialStore>,
+    clock: Arc<dyn Clock>,
     current: RwLock<Option<Session>>,
 }
 
 impl SessionKeeper {
     /// Loads the stored session for `central` (a session for another server is ignored).
-    pub fn load(creds: Arc<dyn CredentialStore>, central: Option<&str>) -> Self {
+    pub fn load(
+        creds: Arc<dyn CredentialStore>,
+        clock: Arc<dyn Clock>,
+        central: Option<&str>,
+    ) -> Self {
         let keeper = Self {
             creds,
+            clock,
             current: RwLock::new(None),
         };
         if let Some(central) = central
@@ -63,7 +69,7 @@ impl SessionKeeper {
             };
             keeper.set_memory(Some(Session {
                 central: stored.central,
-                holder: Holder::from_token(&tokens.access_token),
+                holder: holder(&tokens),
                 tokens,
             }));
         }
@@ -92,14 +98,10 @@ impl SessionKeeper {
         let text = serde_json::to_string(&stored)
             .map_err(|e| CredentialError::Backend(format!("cannot encode the session: {e}")))?;
         self.creds.set(SERVICE, ACCOUNT, &Secret::new(text))?;
-        let mut holder = Holder::from_token(&tokens.access_token);
-        if holder.email.is_none() {
-            holder.email = tokens.email.clone();
-        }
         let session = Session {
             central: central.to_owned(),
+            holder: holder(&tokens),
             tokens,
-            holder,
         };
         self.set_memory(Some(session.clone()));
         Ok(session)
@@ -113,15 +115,25 @@ impl SessionKeeper {
         Ok(old)
     }
 
-    pub fn needs_refresh(&self, now: DateTime<Utc>) -> bool {
+    pub fn needs_refresh(&self) -> bool {
+        let now = self.clock.now();
         self.current()
             .is_some_and(|s| s.tokens.expires_at - now <= REFRESH_AHEAD)
     }
 }
 
+/// Who the token names; the token endpoint's `email` when the claims carry none.
+fn holder(tokens: &Tokens) -> Holder {
+    let mut h = Holder::from_token(&tokens.access_token);
+    if h.email.is_none() {
+        h.email = tokens.email.clone();
+    }
+    h
+}
+
 impl TokenSource for SessionKeeper {
     fn current(&self) -> Option<Secret> {
-        let now = Utc::now();
+        let now = self.clock.now();
         self.current
             .read()
             .ok()?
@@ -178,32 +190,37 @@ mod tests {
     #[test]
     fn survives_a_restart_for_the_same_server_only() {
         let creds: Arc<dyn CredentialStore> = Arc::new(Memory::default());
-        let k = SessionKeeper::load(creds.clone(), Some("https://gw"));
+        let clock: Arc<dyn Clock> = Arc::new(gatehouse_engine::deps::SystemClock);
+        let k = SessionKeeper::load(creds.clone(), clock.clone(), Some("https://gw"));
         assert!(TokenSource::current(&k).is_none());
         k.store("https://gw", tokens(60)).ok();
         assert_eq!(
             TokenSource::current(&k).map(|t| t.expose().to_owned()),
             Some("a.b.c".to_owned())
         );
-        let again = SessionKeeper::load(creds.clone(), Some("https://gw"));
+        let again = SessionKeeper::load(creds.clone(), clock.clone(), Some("https://gw"));
         assert_eq!(
             again.current().and_then(|s| s.holder.email),
             Some("dev@example.com".to_owned())
         );
-        let other = SessionKeeper::load(creds.clone(), Some("https://other"));
+        let other = SessionKeeper::load(creds.clone(), clock.clone(), Some("https://other"));
         assert!(other.current().is_none());
         again.clear().ok();
-        assert!(SessionKeeper::load(creds, Some("https://gw")).current().is_none());
+        assert!(
+            SessionKeeper::load(creds, clock, Some("https://gw"))
+                .current()
+                .is_none()
+        );
     }
 
     #[test]
     fn refresh_is_due_five_minutes_ahead_and_expired_tokens_are_not_sent() {
         let creds: Arc<dyn CredentialStore> = Arc::new(Memory::default());
-        let k = SessionKeeper::load(creds, None);
+        let k = SessionKeeper::load(creds, Arc::new(gatehouse_engine::deps::SystemClock), None);
         k.store("https://gw", tokens(60)).ok();
-        assert!(!k.needs_refresh(Utc::now()));
+        assert!(!k.needs_refresh());
         k.store("https://gw", tokens(4)).ok();
-        assert!(k.needs_refresh(Utc::now()));
+        assert!(k.needs_refresh());
         k.store("https://gw", tokens(-1)).ok();
         assert!(TokenSource::current(&k).is_none());
     }

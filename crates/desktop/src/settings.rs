@@ -80,6 +80,7 @@ impl StateStore {
         &self,
         key: &str,
     ) -> Result<Option<T>, StoreError> {
+        // Entries under `desktop:` never expire, so the wall clock is fine here.
         match self.store.kv_get(key, Utc::now()).await? {
             None => Ok(None),
             // A document this version cannot read counts as absent (defaults apply).
@@ -88,8 +89,7 @@ impl StateStore {
     }
 
     pub async fn put<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
-        let bytes =
-            serde_json::to_vec(value).map_err(|e| StoreError::Database(e.to_string()))?;
+        let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Database(e.to_string()))?;
         self.store.kv_put(key, bytes, None).await
     }
 }

@@ -242,9 +242,10 @@ pub async fn start_on(
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
     spawn_retention(gateway.clone(), stop_jobs.clone());
-    // Reservations a crash left open are settled from recorded usage, or released.
+    // Reservations a crash left open are released (one that was settled has its usage row).
     crate::spend::admission::reconcile(&gateway).await;
     spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
+    spawn_revocation_sync(gateway.clone(), stop_jobs.clone());
     let stop = CancellationToken::new();
     let app = Router::new()
         .fallback(pipeline::handle)
@@ -306,6 +307,30 @@ fn spawn_kv_cleanup(gw: Arc<Gateway>, stop: CancellationToken) {
         }
     });
 }
+
+/// On a shared store, sessions revoked through another replica are picked up within
+/// [`REVOCATION_SYNC`]; a single SQLite process knows its own revocations at once.
+fn spawn_revocation_sync(gw: Arc<Gateway>, stop: CancellationToken) {
+    if gw.store.backend() != "postgres" || gw.identity.is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REVOCATION_SYNC);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Some(identity) = &gw.identity {
+                        identity.sync_revoked(gw.store.as_ref(), gw.deps.clock.now()).await;
+                    }
+                }
+                () = stop.cancelled() => break,
+            }
+        }
+    });
+}
+
+/// How often a replica on a shared store reloads revoked sessions.
+pub const REVOCATION_SYNC: Duration = Duration::from_secs(5);
 
 /// On a shared store a replica can die while the others keep serving: every minute, open
 /// reservations whose gateway is gone (see `Store::open_reservations`) are reconciled

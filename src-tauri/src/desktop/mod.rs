@@ -48,6 +48,7 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         eprintln!("gatehouse: {e}; secrets cannot be stored until a keychain is available");
     }
     let deps = AppDeps {
+        clock: Arc::new(gatehouse_engine::deps::SystemClock),
         data_dir,
         env: Arc::new(ProcessEnvironment),
         keychain,

@@ -40,7 +40,9 @@ pub fn build_menu<R: Runtime>(handle: &AppHandle<R>) -> tauri::Result<TrayMenu<R
     let sep2 = PredefinedMenuItem::separator(handle)?;
     let menu = Menu::with_items(
         handle,
-        &[&status, &sep, &open, &login, &pause, &configure, &sep2, &quit],
+        &[
+            &status, &sep, &open, &login, &pause, &configure, &sep2, &quit,
+        ],
     )?;
     Ok(TrayMenu {
         menu,
@@ -146,6 +148,8 @@ mod tests {
             .collect();
         assert_eq!(texts[1], "Open dashboard");
         assert_eq!(texts[5], "Quit");
-        assert!(!matches!(items[0], MenuItemKind::MenuItem(ref m) if m.is_enabled().unwrap_or(true)));
+        assert!(
+            !matches!(items[0], MenuItemKind::MenuItem(ref m) if m.is_enabled().unwrap_or(true))
+        );
     }
 }

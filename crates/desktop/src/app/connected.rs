@@ -79,7 +79,8 @@ fn client(app: &App) -> Result<CentralClient, AppError> {
         .central_url
         .ok_or_else(|| AppError::BadInput("set the central Gatehouse URL first".into()))?;
     let http = CentralClient::default_http().map_err(|e| AppError::Internal(e.to_string()))?;
-    CentralClient::new(&url, http).map_err(|e| AppError::BadInput(e.to_string()))
+    CentralClient::new(&url, http, app.inner().deps.clock.clone())
+        .map_err(|e| AppError::BadInput(e.to_string()))
 }
 
 pub async fn login(app: &App) -> Result<(), AppError> {
@@ -113,7 +114,7 @@ pub async fn login(app: &App) -> Result<(), AppError> {
             if app.login_state() != LoginState::Pending(pending.clone()) {
                 return;
             }
-            if Utc::now() >= start.expires_at {
+            if app.inner().deps.clock.now() >= start.expires_at {
                 set_login(
                     &app,
                     LoginState::SignedOut {
@@ -241,7 +242,8 @@ fn session_ended(app: &App) {
 pub async fn sync(app: &App) {
     let Ok(central) = client(app) else { return };
     let inner = app.inner();
-    if inner.session.needs_refresh(Utc::now())
+    let now = inner.deps.clock.now();
+    if inner.session.needs_refresh()
         && let Some(s) = inner.session.current()
     {
         match &s.tokens.refresh_token {
@@ -254,7 +256,7 @@ pub async fn sync(app: &App) {
                 Err(CentralError::InvalidGrant) => return session_ended(app),
                 Err(e) => return central_failed(app, &e),
             },
-            None if s.tokens.expires_at <= Utc::now() => return session_ended(app),
+            None if s.tokens.expires_at <= now => return session_ended(app),
             None => {}
         }
     }
@@ -263,7 +265,6 @@ pub async fn sync(app: &App) {
     };
     let token = session.tokens.access_token;
     let previous: Option<Cached> = inner.state.get(POLICY_KEY).await.ok().flatten();
-    let now = Utc::now();
     let pulled = async {
         let policy = central
             .managed_settings(&token, previous.as_ref().and_then(|p| p.etag.as_deref()))
@@ -368,7 +369,7 @@ pub async fn local_spend(app: &App) -> Option<Value> {
             gatehouse_engine::identity::session::LOCAL_SUBJECT,
             &[],
             Default::default(),
-            Utc::now(),
+            app.inner().deps.clock.now(),
         )
         .await
         .ok()?;

@@ -11,7 +11,7 @@ use gatehouse_engine::config::{
     Config, CredentialScheme, DynamicCredential, SpendConfig, UpstreamConfig, UpstreamCredential,
     embedded_default,
 };
-use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, SystemClock, TokenSource};
+use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, TokenSource};
 use gatehouse_engine::events::{Event, EventSink};
 use gatehouse_engine::secret::Secret;
 use sha2::{Digest, Sha256};
@@ -81,7 +81,7 @@ pub async fn ensure_local_token(app: &App) -> Result<(), AppError> {
     if stored.map(|(h, _)| h) != Some(hash) {
         inner
             .store
-            .set_local_key_hash(hash, chrono::Utc::now())
+            .set_local_key_hash(hash, inner.deps.clock.now())
             .await?;
     }
     Ok(())
@@ -235,7 +235,7 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         .await
         .map_err(|e| AppError::Engine(format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
     let deps = Deps {
-        clock: Arc::new(SystemClock),
+        clock: inner.deps.clock.clone(),
         env: inner.deps.env.clone(),
         credentials: credentials(&inner.deps.keychain),
         events: Arc::new(Tap {

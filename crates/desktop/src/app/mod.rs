@@ -21,7 +21,7 @@ mod state;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use gatehouse_engine::deps::{CredentialError, CredentialStore, Environment};
+use gatehouse_engine::deps::{Clock, CredentialError, CredentialStore, Environment};
 use gatehouse_engine::events::{Event, EventSink};
 use gatehouse_engine::secret::Secret;
 use gatehouse_engine::server::Handle;
@@ -66,6 +66,7 @@ impl Opener for SystemOpener {
 
 /// Everything the app takes from outside (tests pass their own).
 pub struct AppDeps {
+    pub clock: Arc<dyn Clock>,
     pub data_dir: PathBuf,
     pub env: Arc<dyn Environment>,
     /// The OS keychain, or why none is reachable (then no secret is stored anywhere).
@@ -163,7 +164,7 @@ impl App {
         let store: Arc<dyn Store> = Arc::new(
             gatehouse_engine::store::SqliteStore::open(
                 &engine::db_path(&deps.data_dir),
-                chrono::Utc::now(),
+                deps.clock.now(),
             )
             .map_err(|e| AppError::Internal(e.to_string()))?,
         );
@@ -184,7 +185,11 @@ impl App {
             .central_url
             .as_deref()
             .and_then(|u| crate::central::origin(u).ok());
-        let session = Arc::new(SessionKeeper::load(creds, central_origin.as_deref()));
+        let session = Arc::new(SessionKeeper::load(
+            creds,
+            deps.clock.clone(),
+            central_origin.as_deref(),
+        ));
         let (taps, rx) = mpsc::channel(1024);
         let notes = Gate::new(deps.notifier.clone(), deps.events.clone());
         let port = deps.port.unwrap_or(settings.port);

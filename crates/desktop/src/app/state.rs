@@ -178,7 +178,10 @@ pub async fn status_line(app: &App) -> String {
         .inner()
         .store
         .usage_totals(
-            Utc::now()
+            app.inner()
+                .deps
+                .clock
+                .now()
                 .date_naive()
                 .and_time(chrono::NaiveTime::MIN)
                 .and_utc(),
@@ -223,7 +226,7 @@ async fn apply_budgets(app: &App, b: &Budgets) -> Result<(), AppError> {
                 period,
                 cents,
                 "desktop",
-                Utc::now(),
+                app.inner().deps.clock.now(),
             )
             .await?;
     }

@@ -92,6 +92,24 @@ pub fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
+/// Revoked session ids with their expiry (Unix seconds), from the store.
+async fn load_revoked(
+    store: &dyn Store,
+    now: DateTime<Utc>,
+) -> Result<HashMap<String, i64>, crate::store::StoreError> {
+    let rows = store.kv_scan("revoked:jti:", now).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(key, value)| {
+            let exp = std::str::from_utf8(&value)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            (key.trim_start_matches("revoked:jti:").to_owned(), exp)
+        })
+        .collect())
+}
+
 impl Identity {
     pub async fn start(
         cfg: IdentityConfig,
@@ -104,25 +122,31 @@ impl Identity {
             cfg.public_url.origin().ascii_serialization()
         );
         let oidc = oidc::Oidc::discover(&cfg.oidc, redirect, http).await?;
-        let mut revoked = HashMap::new();
-        match store.kv_scan("revoked:jti:", now).await {
-            Ok(rows) => {
-                for (key, value) in rows {
-                    let exp = std::str::from_utf8(&value)
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    revoked.insert(key.trim_start_matches("revoked:jti:").to_owned(), exp);
-                }
+        let revoked = match load_revoked(store, now).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not load revoked sessions");
+                HashMap::new()
             }
-            Err(e) => tracing::warn!(error = %e, "could not load revoked sessions"),
-        }
+        };
         Ok(Self {
             keys: KeyRing::new(&cfg.session_secrets),
             cfg,
             oidc,
             revoked: RwLock::new(revoked),
         })
+    }
+
+    /// Picks up sessions other replicas revoked (a shared store); every few seconds.
+    pub async fn sync_revoked(&self, store: &dyn Store, now: DateTime<Utc>) {
+        match load_revoked(store, now).await {
+            Ok(fresh) => {
+                if let Ok(mut r) = self.revoked.write() {
+                    r.extend(fresh);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not refresh revoked sessions"),
+        }
     }
 
     /// The public origin, e.g. `https://gw.corp.example` (no trailing slash).

@@ -95,47 +95,37 @@ pub async fn handle(
             .await
             .map_err(|e| blocked(gw, request_id, Layer::Webhook, Some(&head.model), e))?;
     }
-    // The caller's managed policy is checked before the operator's model map.
-    if let Principal::Session { user, .. } = principal
-        && let Some(allowed) = gw
+    // The caller's managed policy is checked before the operator's model map; on the
+    // desktop, the cached central policy refuses locally what the central server would.
+    let managed = match principal {
+        Principal::Session { user, .. } => gw
             .policies
             .matched(user)
             .and_then(crate::policy::ResolvedPolicy::available_models)
-        && !crate::policy::model_allowed(&allowed, &head.model)
-    {
-        gw.deps.emit(
-            Event::new("access.denied")
-                .with("request_id", request_id)
-                .with("principal", principal.label())
-                .with("reason", "model_not_allowed")
-                .with("layer", "policy")
-                .with("model", head.model.clone()),
-        );
-        let e = ApiError::InvalidRequest(format!(
-            "model `{}` is not allowed by your managed policy (availableModels: {})",
-            head.model,
-            allowed.join(", ")
-        ));
-        return Err(blocked(gw, request_id, Layer::Policy, Some(&head.model), e));
-    }
-    // The desktop refuses locally what the cached central policy refuses.
-    if let Some(allowed) = gw.local.models()
-        && !crate::policy::model_allowed(&allowed, &head.model)
-    {
-        gw.deps.emit(
-            Event::new("access.denied")
-                .with("request_id", request_id)
-                .with("principal", principal.label())
-                .with("reason", "model_not_allowed")
-                .with("layer", "policy")
-                .with("model", head.model.clone()),
-        );
-        let e = ApiError::InvalidRequest(format!(
-            "model `{}` is not allowed by your organization's policy (availableModels: {})",
-            head.model,
-            allowed.join(", ")
-        ));
-        return Err(blocked(gw, request_id, Layer::Policy, Some(&head.model), e));
+            .map(|allowed| (allowed, "your managed policy")),
+        _ => None,
+    };
+    let cached = gw
+        .local
+        .models()
+        .map(|allowed| (allowed.to_vec(), "your organization's policy"));
+    for (allowed, whose) in managed.into_iter().chain(cached) {
+        if !crate::policy::model_allowed(&allowed, &head.model) {
+            gw.deps.emit(
+                Event::new("access.denied")
+                    .with("request_id", request_id)
+                    .with("principal", principal.label())
+                    .with("reason", "model_not_allowed")
+                    .with("layer", "policy")
+                    .with("model", head.model.clone()),
+            );
+            let e = ApiError::InvalidRequest(format!(
+                "model `{}` is not allowed by {whose} (availableModels: {})",
+                head.model,
+                allowed.join(", ")
+            ));
+            return Err(blocked(gw, request_id, Layer::Policy, Some(&head.model), e));
+        }
     }
     let resolution = gw.catalog.resolve(&head.model).map_err(|e| {
         gw.deps.emit(

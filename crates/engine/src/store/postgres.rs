@@ -7,8 +7,9 @@
 //! session-pooling proxy: the ownership locks below are session advisory locks.
 //!
 //! **How a cap stays exact across replicas.** Every write that checks before it writes runs
-//! in one READ COMMITTED transaction whose first statement takes row locks, so the check
-//! sees the latest committed state and nothing changes it before the commit:
+//! in one READ COMMITTED transaction that first takes row locks, so the check sees the
+//! latest committed state and nothing changes it before the commit (row locks, not
+//! SERIALIZABLE: no retry storms under a burst, and waits only between the same rows):
 //! - `reserve` is one statement, the `gatehouse_reserve` function (migration 0002): it
 //!   locks the person's three spend rows (daily, weekly, monthly, created if missing) with
 //!   `SELECT .. FOR UPDATE` in that fixed order, which returns their latest committed
@@ -17,13 +18,15 @@
 //!   A second reservation for the same person, on any replica, waits for the lock and then
 //!   sees the first one's hold. Caps are per person (group and organization caps are
 //!   per-person defaults, not pools), so the person's rows are the whole critical section:
-//!   different people never wait for each other.
+//!   different people never wait for each other. The binding caps are read and resolved
+//!   (by the same code as on SQLite) in the statement before; a cap changed in between
+//!   acts as if changed just after this reservation.
 //! - `settle` flips the reservation from `open` with a conditional UPDATE (so it settles
 //!   once), then moves its amount in the spend rows in the same fixed order; a batch of
 //!   usage rows settles person by person in sorted order, so two batches cannot deadlock.
 //! - Cap mutations take a transaction-scoped advisory lock on (scope, period), so a
 //!   create-or-replace and its audit row are serialised even before the cap row exists;
-//!   `kv_incr` locks its row with an upsert like `reserve`; `kv_replace` and `kv_delete`
+//!   `kv_incr` locks its row with an upsert before it counts; `kv_replace` and `kv_delete`
 //!   are single conditional statements (compare-and-swap).
 //!
 //! A deadlock or serialisation failure (which this ordering should prevent) is retried.
