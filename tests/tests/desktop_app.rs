@@ -244,3 +244,56 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
         assert!(!events.contains(s.as_str()), "a secret reached an event");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_keychain_nothing_is_stored_and_a_bad_bootstrap_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let bootstrap = dir.path().join("bootstrap.json");
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_BOOTSTRAP_FILE", bootstrap.to_str().unwrap())
+        .with_file(
+            bootstrap.to_str().unwrap(),
+            r#"{"central_url": "ftp://nope", "force_connected": true}"#,
+        );
+    let (mut deps, parts) = desktop_deps(dir.path(), env);
+    deps.keychain = Err("no Secret Service on the session bus".into());
+    let app = App::start(deps).await.unwrap();
+    let desk = Desk {
+        token: app
+            .dashboard_url()
+            .split("#token=")
+            .nth(1)
+            .unwrap()
+            .to_owned(),
+        app: app.clone(),
+        http: reqwest::Client::new(),
+    };
+    let (_, state) = desk.call(reqwest::Method::GET, "state", None).await;
+    assert_eq!(state["keychain"]["available"], false);
+    assert!(
+        state["keychain"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Secret Service")
+    );
+    // The malformed bootstrap is shown (file and field), logged as an event, and nothing
+    // it would have locked is locked.
+    let err = state["bootstrap"]["error"].as_str().unwrap();
+    assert!(err.contains("bootstrap.json"), "{err}");
+    assert_eq!(state["locks"]["mode"], false);
+    assert_eq!(parts.events.named("desktop.bootstrap_invalid").len(), 1);
+    // A key cannot be stored anywhere: 503 with the reason, and not in the data dir.
+    let (status, body) = desk
+        .post(
+            "providers",
+            json!({"kind": "anthropic", "api_key": "sk-ant-never-stored-0123"}),
+        )
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "keychain_unavailable");
+    app.shutdown().await;
+    for e in std::fs::read_dir(dir.path().join("data")).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        assert!(!bytes.windows(10).any(|w| w == b"sk-ant-nev"));
+    }
+}

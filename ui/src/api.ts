@@ -106,6 +106,8 @@ export type AppState = {
   providers: { name: string; kind: 'anthropic'; key_stored: boolean }[];
   budgets: { daily_cents: number | null; weekly_cents: number | null; monthly_cents: number | null };
   start_at_login: boolean;
+  /** The saved port (applies at the next start). */
+  port?: number;
   claude_code: {
     status: 'not_configured' | 'configured' | 'drifted';
     settings_path: string;

@@ -211,6 +211,36 @@ function ClaudeCode({ app, act }: { app: AppState; act: Act }) {
   );
 }
 
+function PortField({ app, act }: { app: AppState; act: Act }) {
+  const [port, setPort] = useState(String(app.port ?? ''));
+  useEffect(() => setPort(String(app.port ?? '')), [app.port]);
+  return (
+    <form
+      class="row"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void act('POST', 'settings', { port: Number(port) });
+      }}
+    >
+      <label>
+        Local port{' '}
+        <input
+          type="number"
+          min={1024}
+          max={65535}
+          value={port}
+          data-testid="port"
+          onInput={(e) => setPort(e.currentTarget.value)}
+        />
+      </label>
+      <button type="submit" class="secondary" data-testid="port-save">Save</button>
+      <span class="muted small">
+        Now {app.listen}; a new port applies at the next start (configure Claude Code again then).
+      </span>
+    </form>
+  );
+}
+
 export function SettingsView({ app, act }: { app: AppState; act: Act }) {
   return (
     <div class="stack">
@@ -232,6 +262,7 @@ export function SettingsView({ app, act }: { app: AppState; act: Act }) {
           />
           Start Gatehouse when I log in
         </label>
+        <PortField app={app} act={act} />
       </section>
       <ClaudeCode app={app} act={act} />
     </div>
