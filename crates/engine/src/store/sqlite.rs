@@ -2,6 +2,9 @@
 //! an async worker. Callers send closures over a channel and await the answer.
 //!
 //! WAL journal, `synchronous=NORMAL`, a 5 s busy timeout, and `BEGIN IMMEDIATE` for writes.
+//! Automatic checkpoints are off on that connection: a second connection on its own thread
+//! checkpoints (`PASSIVE`) every 500 ms, so the fsync a checkpoint does never sits in a
+//! request's write.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -18,6 +21,8 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
     path: PathBuf,
+    /// Dropping it stops the checkpoint thread.
+    _checkpoint_stop: mpsc::Sender<()>,
 }
 
 impl SqliteStore {
@@ -38,6 +43,10 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrations::apply_sqlite(&mut conn, now.timestamp_millis())?;
+        // Checkpoints (which fsync the database file) run on their own connection and
+        // thread, so a request's write never waits for one.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let checkpoint_stop = spawn_checkpointer(path).map_err(open_err)?;
         let (jobs, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("gatehouse-sqlite".into())
@@ -50,6 +59,7 @@ impl SqliteStore {
         Ok(Self {
             jobs,
             path: path.to_owned(),
+            _checkpoint_stop: checkpoint_stop,
         })
     }
 
@@ -70,6 +80,30 @@ impl SqliteStore {
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
+}
+
+/// How often the background connection moves the WAL into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Starts the checkpointer; it stops when the returned sender (held by the store) drops.
+fn spawn_checkpointer(path: &Path) -> Result<mpsc::Sender<()>, String> {
+    let conn = Connection::open(path).map_err(|e| e.to_string())?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("gatehouse-sqlite-checkpoint".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY)
+            {
+                // PASSIVE never blocks the writer; a busy or vanished file is retried later.
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::debug!(error = %e, "WAL checkpoint skipped");
+                }
+            }
+        });
+    spawned.map_err(|e| format!("cannot start the checkpoint thread: {e}"))?;
+    Ok(stop)
 }
 
 /// Creates the file readable by its owner only, before SQLite opens it.
