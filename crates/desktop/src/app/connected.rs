@@ -129,7 +129,9 @@ pub async fn login(app: &App) -> Result<(), AppError> {
                 Ok(Poll::Pending) => {}
                 Ok(Poll::SlowDown) => interval += Duration::from_secs(5),
                 Ok(Poll::Done(tokens)) => {
-                    match app.inner().session.store(central.origin(), tokens) {
+                    let (keeper, origin) =
+                        (app.inner().session.clone(), central.origin().to_owned());
+                    match super::keychain(move || keeper.store(&origin, tokens)).await {
                         Ok(_) => {
                             set_login(&app, LoginState::SignedIn);
                             sync(&app).await;
@@ -170,7 +172,8 @@ pub async fn login(app: &App) -> Result<(), AppError> {
 }
 
 pub async fn logout(app: &App) -> Result<(), AppError> {
-    let session = app.inner().session.clear()?;
+    let keeper = app.inner().session.clone();
+    let session = super::keychain(move || keeper.clear()).await?;
     if let (Some(s), Ok(central)) = (session, client(app)) {
         central.revoke(&s.tokens.access_token, "access_token").await;
         if let Some(rt) = &s.tokens.refresh_token {
@@ -223,8 +226,11 @@ fn central_failed(app: &App, e: &CentralError) {
     }
 }
 
-fn session_ended(app: &App) {
-    let _ = app.inner().session.clear();
+async fn session_ended(app: &App) {
+    let keeper = app.inner().session.clone();
+    if let Err(e) = super::keychain(move || keeper.clear()).await {
+        tracing::warn!(error = %e, "could not remove the ended session from the keychain");
+    }
     set_login(
         app,
         LoginState::Expired {
@@ -249,14 +255,15 @@ pub async fn sync(app: &App) {
         match &s.tokens.refresh_token {
             Some(rt) => match central.refresh(rt).await {
                 Ok(tokens) => {
-                    if let Err(e) = inner.session.store(central.origin(), tokens) {
+                    let (keeper, origin) = (inner.session.clone(), central.origin().to_owned());
+                    if let Err(e) = super::keychain(move || keeper.store(&origin, tokens)).await {
                         tracing::warn!(error = %e, "could not keep the refreshed session");
                     }
                 }
-                Err(CentralError::InvalidGrant) => return session_ended(app),
+                Err(CentralError::InvalidGrant) => return session_ended(app).await,
                 Err(e) => return central_failed(app, &e),
             },
-            None if s.tokens.expires_at <= now => return session_ended(app),
+            None if s.tokens.expires_at <= now => return session_ended(app).await,
             None => {}
         }
     }
@@ -276,7 +283,7 @@ pub async fn sync(app: &App) {
     .await;
     let (policy, bootstrap, spend) = match pulled {
         Ok(p) => p,
-        Err(CentralError::InvalidGrant) => return session_ended(app),
+        Err(CentralError::InvalidGrant) => return session_ended(app).await,
         Err(e) => return central_failed(app, &e),
     };
     let store = |key: &'static str, etag: Option<String>, body: Value| async move {

@@ -114,6 +114,11 @@ impl KeySlot {
         }
     }
 
+    /// Whether the user stored a key (not counting one from the environment).
+    pub fn has_stored(&self) -> bool {
+        self.stored.read().is_ok_and(|s| s.is_some())
+    }
+
     fn set_fallback(&self, key: Secret) {
         if let Ok(mut s) = self.fallback.write() {
             *s = Some(key);

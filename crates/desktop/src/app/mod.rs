@@ -111,6 +111,16 @@ impl From<gatehouse_engine::store::StoreError> for AppError {
     }
 }
 
+/// Runs a keychain call off the async workers: it is a blocking D-Bus (or OS) call that
+/// may wait for the user to unlock the keychain.
+pub(crate) async fn keychain<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CredentialError> + Send + 'static,
+) -> Result<T, CredentialError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CredentialError::Backend(format!("keychain call failed: {e}")))?
+}
+
 /// The IT bootstrap file as read at start.
 pub struct BootstrapState {
     pub path: PathBuf,

@@ -107,7 +107,7 @@ pub async fn build(app: &App) -> Value {
             "available_models": p.body.pointer("/settings/availableModels"),
         })
     });
-    let creds = super::engine::credentials(&inner.deps.keychain);
+    // From the keys loaded at start or stored since: no keychain round trip per view.
     let providers: Vec<Value> = settings
         .providers
         .iter()
@@ -115,7 +115,7 @@ pub async fn build(app: &App) -> Value {
             json!({
                 "name": p.name,
                 "kind": p.kind,
-                "key_stored": matches!(creds.get(SERVICE, &provider_account(&p.name)), Ok(Some(_))),
+                "key_stored": inner.keys.slot(&p.name).has_stored(),
             })
         })
         .collect();
@@ -357,7 +357,8 @@ pub async fn add_provider(app: &App, kind: &str, api_key: Secret) -> Result<(), 
         )));
     }
     let creds = super::engine::credentials(&app.inner().deps.keychain);
-    creds.set(SERVICE, &provider_account(kind), &Secret::new(key))?;
+    let (account, secret) = (provider_account(kind), Secret::new(key));
+    super::keychain(move || creds.set(SERVICE, &account, &secret)).await?;
     let mut next = app.settings();
     if !next.providers.iter().any(|p| p.name == kind) {
         next.providers.push(ProviderEntry {
@@ -379,7 +380,8 @@ pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
         return Err(AppError::BadInput(format!("no provider named `{name}`")));
     }
     let creds = super::engine::credentials(&app.inner().deps.keychain);
-    creds.delete(SERVICE, &provider_account(name))?;
+    let account = provider_account(name);
+    super::keychain(move || creds.delete(SERVICE, &account)).await?;
     save(app, next).await?;
     app.inner().keys.slot(name).set(None);
     app.publish("app.state");
