@@ -14,6 +14,10 @@ export HOME="$work/home" XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME
 export GATEHOUSE_BOOTSTRAP_FILE="$work/bootstrap.json"
 [ -n "$bootstrap" ] && printf '%s' "$bootstrap" >"$GATEHOUSE_BOOTSTRAP_FILE"
 export NO_AT_BRIDGE=1 WEBKIT_DISABLE_COMPOSITING_MODE=1
+# A runtime dir of its own: gnome-keyring's control socket lives there, and two sessions
+# sharing one would talk to each other's daemon.
+export XDG_RUNTIME_DIR="$work/run"
+mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 
 cleanup() {
   for p in ${app_pid:-} ${dunst_pid:-} ${xvfb_pid:-}; do kill "$p" 2>/dev/null || true; done

@@ -43,6 +43,20 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         .map(|d| d.home_dir().to_owned())
         .ok_or("cannot find the home directory")?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate gatehouse: {e}"))?;
+    // Logs and events also go to rotating files in the data dir: a tray has no terminal.
+    let logging = gatehouse_engine::config::LoggingConfig {
+        dir: Some((
+            data_dir.join("logs"),
+            gatehouse_engine::config::Rotation::Daily,
+        )),
+    };
+    let _log_guard = crate::logging::init(&logging)?;
+    let mut events: Arc<dyn gatehouse_engine::events::EventSink> = Arc::new(StderrEventSink);
+    if let Some(file) = crate::logging::event_file_sink(&logging)? {
+        events = Arc::new(gatehouse_engine::events::FanoutEventSink(vec![
+            events, file,
+        ]));
+    }
     let keychain = keychain();
     if let Err(e) = &keychain {
         eprintln!("gatehouse: {e}; secrets cannot be stored until a keychain is available");
@@ -52,7 +66,7 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         data_dir,
         env: Arc::new(ProcessEnvironment),
         keychain,
-        events: Arc::new(StderrEventSink),
+        events,
         notifier: Arc::new(SystemNotifier),
         opener: Arc::new(SystemOpener),
         home,
