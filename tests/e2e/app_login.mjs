@@ -54,7 +54,12 @@ async function main() {
   const selected = await page.getAttribute(byTestId('tab-login'), 'aria-selected');
   const notice = await page.textContent(byTestId('login-notice')).catch(() => null);
   await shot(page, 'login-pending.png');
-  await page.click(byTestId('open-verification'));
+  // The click posts to the app API; wait for its answer so the app has acted on it.
+  const [opened] = await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith('/gatehouse/app/open'), { timeout: STEP_MS }),
+    page.click(byTestId('open-verification')),
+  ]);
+  if (opened.status() !== 200) throw new Error(`open answered ${opened.status()}`);
   emit({ phase: 'pending', user_code, login_tab_selected: selected, notice, url_after: page.url() });
 
   const rl = readline.createInterface({ input: process.stdin });

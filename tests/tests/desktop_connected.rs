@@ -234,11 +234,12 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
     );
     assert_eq!(central.gw.fake.requests().len(), upstream_seen);
     for _ in 0..100 {
+        // The notification, and the event recorded right after it was shown.
         if parts
-            .notes
-            .taken()
+            .events
+            .named("desktop.notify")
             .iter()
-            .any(|n| n.starts_with("Spend limit reached"))
+            .any(|e| e["kind"] == "spend_blocked")
         {
             break;
         }
