@@ -174,8 +174,28 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     })
     .await;
 
-    // Pause refuses inference locally; resume restores it.
+    // Pause refuses inference locally; resume restores it. The window's live event stream
+    // hears of the change (`app.state`).
+    let mut live = desk
+        .http
+        .get(format!("{}/gatehouse/api/events", app.base_url()))
+        .send()
+        .await
+        .unwrap();
     let (_, state) = desk.post("pause", json!({"paused": true})).await;
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut seen = String::new();
+        while let Ok(Some(chunk)) = live.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("\"app.state\"") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "app.state reaches the live stream");
+    drop(live);
     assert_eq!(state["paused"], true);
     assert_eq!(infer(sonnet(16)).await.unwrap().status(), 503);
     assert!(app.status_line().await.contains("paused"));

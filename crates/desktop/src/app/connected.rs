@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use gatehouse_engine::events::Event;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::broadcast;
 
 use super::{App, AppError};
 use crate::central::{CentralClient, CentralError, Poll, Pulled};
@@ -421,7 +421,8 @@ fn describe_block(e: &Event) -> Option<(Kind, String, String)> {
 }
 
 /// Reacts to engine events: notifications for blocks, spend warnings after usage.
-pub async fn run_taps(app: App, mut rx: mpsc::Receiver<Event>) {
+/// One per engine instance (see `engine::restart`); ends when that engine's channel closes.
+pub async fn run_taps(app: App, mut rx: broadcast::Receiver<Event>) {
     let mut last_spend_check = tokio::time::Instant::now() - SPEND_DEBOUNCE;
     let mut pending_check = false;
     loop {
@@ -440,7 +441,15 @@ pub async fn run_taps(app: App, mut rx: mpsc::Receiver<Event>) {
         } else {
             rx.recv().await
         };
-        let Some(event) = event else { return };
+        let event = match event {
+            Ok(e) => e,
+            // Fell behind: some usage may have been missed, so check spend anyway.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                pending_check = true;
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
         if let Some((kind, title, body)) = describe_block(&event) {
             app.inner().notes.notify(kind, &title, &body);
             app.publish("app.state");

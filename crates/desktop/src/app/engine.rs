@@ -12,7 +12,6 @@ use gatehouse_engine::config::{
     embedded_default,
 };
 use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, TokenSource};
-use gatehouse_engine::events::{Event, EventSink};
 use gatehouse_engine::secret::Secret;
 use sha2::{Digest, Sha256};
 
@@ -209,25 +208,6 @@ fn config(app: &App, port: u16) -> Result<Config, AppError> {
     Ok(cfg)
 }
 
-/// Forwards every engine event to the app's sink and hands the ones the app reacts to
-/// (usage, blocks) to its tap task without blocking the engine.
-struct Tap {
-    next: Arc<dyn EventSink>,
-    taps: tokio::sync::mpsc::Sender<Event>,
-}
-
-impl EventSink for Tap {
-    fn emit(&self, event: &Event) {
-        self.next.emit(event);
-        if matches!(
-            event.evt,
-            "inference" | "spend.blocked" | "access.denied" | "policy.blocked"
-        ) {
-            let _ = self.taps.try_send(event.clone());
-        }
-    }
-}
-
 pub async fn restart(app: &App) -> Result<(), AppError> {
     let inner = app.inner();
     let mut slot = inner.engine.lock().await;
@@ -243,10 +223,7 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         clock: inner.deps.clock.clone(),
         env: inner.deps.env.clone(),
         credentials: credentials(&inner.deps.keychain),
-        events: Arc::new(Tap {
-            next: inner.deps.events.clone(),
-            taps: inner.taps.clone(),
-        }),
+        events: inner.deps.events.clone(),
     };
     let handle = gatehouse_engine::server::start_on(listener, cfg, deps)
         .await
@@ -262,6 +239,11 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         .local()
         .set_models(super::connected::cached_models(app).await);
     handle.local().mount(Arc::new(super::api::AppApi::new(app)));
+    // Usage and refusals drive notifications and meters (the engine's own event tap).
+    tokio::spawn(super::connected::run_taps(
+        app.clone(),
+        handle.subscribe_events(),
+    ));
     *slot = Some(handle);
     drop(slot);
     app.publish("app.state");

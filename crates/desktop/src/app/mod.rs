@@ -27,7 +27,6 @@ use gatehouse_engine::secret::Secret;
 use gatehouse_engine::server::Handle;
 use gatehouse_engine::store::Store;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::bootstrap::{self, Bootstrap};
 use crate::notifier::{Gate, Notifier};
@@ -71,7 +70,7 @@ pub struct AppDeps {
     pub env: Arc<dyn Environment>,
     /// The OS keychain, or why none is reachable (then no secret is stored anywhere).
     pub keychain: Result<Arc<dyn CredentialStore>, String>,
-    /// Where engine and app events go (log lines); the app taps them on the way.
+    /// Where engine and app events go (log lines).
     pub events: Arc<dyn EventSink>,
     pub notifier: Arc<dyn Notifier>,
     pub opener: Arc<dyn Opener>,
@@ -148,7 +147,6 @@ pub(crate) struct Inner {
     login: Mutex<LoginState>,
     central: Mutex<connected::CentralState>,
     notes: Gate,
-    taps: mpsc::Sender<Event>,
 }
 
 /// The running desktop app. Cheap to clone.
@@ -200,7 +198,6 @@ impl App {
             deps.clock.clone(),
             central_origin.as_deref(),
         ));
-        let (taps, rx) = mpsc::channel(1024);
         let notes = Gate::new(deps.notifier.clone(), deps.events.clone());
         let port = deps.port.unwrap_or(settings.port);
         let signed_in = session.current().is_some();
@@ -222,7 +219,6 @@ impl App {
             }),
             central: Mutex::new(connected::CentralState::default()),
             notes,
-            taps,
             deps,
         });
         let app = App { inner };
@@ -235,7 +231,6 @@ impl App {
         {
             tracing::warn!(error = %e, "could not configure Claude Code as the bootstrap asks");
         }
-        tokio::spawn(connected::run_taps(app.clone(), rx));
         tokio::spawn(connected::run_sync(app.clone()));
         // IT named the server: a fresh install goes straight to the login prompt.
         if app.bootstrap().get().is_some()
@@ -390,8 +385,13 @@ impl App {
     }
 
     /// Tells live views something changed (an `app.state` event).
+    /// Reaches the window's live event stream through the engine; dropped while the engine
+    /// restarts (the restart publishes once it is up).
     pub(crate) fn publish(&self, what: &'static str) {
-        self.inner.deps.events.emit(&Event::new(what));
-        let _ = self.inner.taps.try_send(Event::new(what));
+        if let Ok(engine) = self.inner.engine.try_lock()
+            && let Some(h) = engine.as_ref()
+        {
+            h.publish(Event::new(what));
+        }
     }
 }
