@@ -4,12 +4,18 @@
 //! Tokens are kept in a credentials file readable only by the user (0600) in the data
 //! directory; the desktop app keeps them in the OS keychain instead. `gatehouse token`
 //! prints a valid access token, refreshing it first when it expires within five minutes,
-//! so it can serve as Claude Code's `apiKeyHelper`.
+//! so it can serve as Claude Code's `apiKeyHelper`. The protocol client is the desktop's
+//! [`CentralClient`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use gatehouse_desktop::app::{Opener, SystemOpener};
+use gatehouse_desktop::central::{self, CentralClient, CentralError, Poll, Tokens};
+use gatehouse_engine::deps::SystemClock;
+use gatehouse_engine::secret::Secret;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,120 +108,32 @@ impl Credentials {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct Metadata {
-    device_authorization_endpoint: Option<String>,
-    token_endpoint: Option<String>,
-    revocation_endpoint: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct DeviceAuthorization {
-    device_code: String,
-    user_code: String,
-    verification_uri: String,
-    verification_uri_complete: Option<String>,
-    expires_in: u64,
-    interval: Option<u64>,
-    login_notice: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TokenOk {
-    access_token: String,
-    expires_in: i64,
-    refresh_token: Option<String>,
-    email: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TokenErr {
-    error: String,
-    error_description: Option<String>,
-}
-
 /// `https://gw.example/` -> `https://gw.example`.
 pub fn origin(gateway: &str) -> Result<String, String> {
-    let url = url_parse(gateway)?;
-    Ok(url.trim_end_matches('/').to_owned())
+    central::origin(gateway).map_err(|e| e.to_string())
 }
 
-fn url_parse(s: &str) -> Result<String, String> {
-    if !(s.starts_with("https://") || s.starts_with("http://")) {
-        return Err(format!("--gateway must be an http(s) URL, got `{s}`"));
-    }
-    Ok(s.to_owned())
+fn client(base: &str) -> Result<CentralClient, String> {
+    let http = CentralClient::default_http().map_err(|e| e.to_string())?;
+    CentralClient::new(base, http, Arc::new(SystemClock)).map_err(|e| e.to_string())
 }
 
-struct Endpoints {
-    device: String,
-    token: String,
-    revoke: Option<String>,
-}
-
-/// Endpoints from discovery, used only when on the gateway's own origin (as Claude Code does).
-async fn endpoints(http: &reqwest::Client, base: &str) -> Endpoints {
-    let meta: Option<Metadata> = match http
-        .get(format!("{base}/.well-known/oauth-authorization-server"))
-        .send()
-        .await
-    {
-        Ok(r) if r.status().is_success() => r.json().await.ok(),
-        _ => None,
-    };
-    let same = |u: Option<String>| u.filter(|u| u.starts_with(&format!("{base}/")));
-    let meta = meta.unwrap_or(Metadata {
-        device_authorization_endpoint: None,
-        token_endpoint: None,
-        revocation_endpoint: None,
-    });
-    Endpoints {
-        device: same(meta.device_authorization_endpoint)
-            .unwrap_or_else(|| format!("{base}/oauth/device_authorization")),
-        token: same(meta.token_endpoint).unwrap_or_else(|| format!("{base}/oauth/token")),
-        revoke: same(meta.revocation_endpoint),
-    }
-}
-
-fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
-        .user_agent(concat!("gatehouse-cli/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| e.to_string())
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+fn stored(base: &str, tokens: Tokens, email: Option<String>) -> (String, StoredSession) {
+    (
+        base.to_owned(),
+        StoredSession {
+            access_token: tokens.access_token.expose().to_owned(),
+            refresh_token: tokens.refresh_token.map(|t| t.expose().to_owned()),
+            expires_at: tokens.expires_at.timestamp(),
+            email: tokens.email.or(email),
+        },
+    )
 }
 
 pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Result<(), String> {
     let base = origin(gateway)?;
-    let http = client()?;
-    let ep = endpoints(&http, &base).await;
-    let resp = http
-        .post(&ep.device)
-        .form(&[("surface", "gatehouse_cli")])
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach {base}: {e}"))?;
-    if !resp.status().is_success() {
-        let status = resp.status();
-        let err: Option<TokenErr> = resp.json().await.ok();
-        return Err(format!(
-            "device authorization failed ({status}): {}",
-            err.map(|e| e.error_description.unwrap_or(e.error))
-                .unwrap_or_default()
-        ));
-    }
-    let da: DeviceAuthorization = resp
-        .json()
-        .await
-        .map_err(|e| format!("unexpected device authorization answer: {e}"))?;
+    let central = client(&base)?;
+    let da = central.start_device().await.map_err(|e| e.to_string())?;
     let link = da
         .verification_uri_complete
         .clone()
@@ -228,83 +146,35 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
         println!("\n{n}");
     }
     if open_browser {
-        let opener = if cfg!(target_os = "macos") {
-            "open"
-        } else {
-            "xdg-open"
-        };
-        let _ = std::process::Command::new(opener)
-            .arg(&link)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
+        let _ = SystemOpener.open(&link);
     }
-    let mut interval = da.interval.unwrap_or(5).max(1);
-    let deadline = std::time::Instant::now() + Duration::from_secs(da.expires_in);
+    let mut interval = da.interval;
     loop {
-        if std::time::Instant::now() >= deadline {
+        if chrono::Utc::now() >= da.expires_at {
             return Err(
                 "the code expired before sign-in finished; run `gatehouse login` again".into(),
             );
         }
-        tokio::time::sleep(Duration::from_secs(interval)).await;
-        let resp = http
-            .post(&ep.token)
-            .form(&[
-                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                ("device_code", da.device_code.as_str()),
-            ])
-            .send()
-            .await;
-        let resp = match resp {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("gatehouse: polling failed ({e}); retrying");
-                continue;
+        tokio::time::sleep(interval).await;
+        match central.poll(&da.device_code).await {
+            Ok(Poll::Pending) => {}
+            Ok(Poll::SlowDown) => interval += Duration::from_secs(5),
+            Ok(Poll::Done(tokens)) => {
+                let (key, session) = stored(&base, tokens, None);
+                let email = session.email.clone();
+                creds.put(&key, session)?;
+                println!(
+                    "Signed in{}. The session is stored in {} (a file only you can read; the desktop app uses the OS keychain).",
+                    email.map(|e| format!(" as {e}")).unwrap_or_default(),
+                    creds.path().display()
+                );
+                return Ok(());
             }
-        };
-        if resp.status().is_success() {
-            let ok: TokenOk = resp
-                .json()
-                .await
-                .map_err(|e| format!("unexpected token answer: {e}"))?;
-            let email = ok.email.clone();
-            creds.put(
-                &base,
-                StoredSession {
-                    access_token: ok.access_token,
-                    refresh_token: ok.refresh_token,
-                    expires_at: now() + ok.expires_in,
-                    email: ok.email,
-                },
-            )?;
-            println!(
-                "Signed in{}. The session is stored in {} (a file only you can read; the desktop app uses the OS keychain).",
-                email.map(|e| format!(" as {e}")).unwrap_or_default(),
-                creds.path().display()
-            );
-            return Ok(());
-        }
-        let err: TokenErr = resp
-            .json()
-            .await
-            .map_err(|e| format!("unexpected token answer: {e}"))?;
-        match err.error.as_str() {
-            "authorization_pending" => {}
-            "slow_down" => interval += 5,
-            "access_denied" => {
-                return Err(format!(
-                    "sign-in was refused: {}",
-                    err.error_description.unwrap_or_default()
-                ));
+            Ok(Poll::Denied(why)) => return Err(format!("sign-in was refused: {why}")),
+            Ok(Poll::Expired) => {
+                return Err("the code expired; run `gatehouse login` again".into());
             }
-            "expired_token" => return Err("the code expired; run `gatehouse login` again".into()),
-            other => {
-                return Err(format!(
-                    "sign-in failed: {other} {}",
-                    err.error_description.unwrap_or_default()
-                ));
-            }
+            Err(e) => eprintln!("gatehouse: polling failed ({e}); retrying"),
         }
     }
 }
@@ -315,48 +185,28 @@ pub async fn token(creds: &Credentials, gateway: &str) -> Result<String, String>
     let s = creds.get(&base)?.ok_or_else(|| {
         format!("not signed in to {base}; run `gatehouse login --gateway {base}`")
     })?;
-    if s.expires_at - now() > 300 {
+    if s.expires_at - chrono::Utc::now().timestamp() > 300 {
         return Ok(s.access_token);
     }
     let rt = s
         .refresh_token
         .clone()
         .ok_or("the session expired and cannot be refreshed; run `gatehouse login`")?;
-    let http = client()?;
-    let ep = endpoints(&http, &base).await;
-    let resp = http
-        .post(&ep.token)
-        .form(&[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", rt.as_str()),
-        ])
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach {base}: {e}"))?;
-    if resp.status().is_success() {
-        let ok: TokenOk = resp
-            .json()
-            .await
-            .map_err(|e| format!("unexpected token answer: {e}"))?;
-        creds.put(
-            &base,
-            StoredSession {
-                access_token: ok.access_token.clone(),
-                refresh_token: ok.refresh_token.or(Some(rt)),
-                expires_at: now() + ok.expires_in,
-                email: s.email,
-            },
-        )?;
-        return Ok(ok.access_token);
+    match client(&base)?.refresh(&Secret::new(rt)).await {
+        Ok(tokens) => {
+            let (key, session) = stored(&base, tokens, s.email);
+            let access = session.access_token.clone();
+            creds.put(&key, session)?;
+            Ok(access)
+        }
+        Err(CentralError::InvalidGrant) => {
+            creds.remove(&base)?;
+            Err(format!(
+                "the session ended (invalid_grant); run `gatehouse login --gateway {base}`"
+            ))
+        }
+        Err(e) => Err(format!("refresh failed ({e}); try again shortly")),
     }
-    let status = resp.status();
-    if status == reqwest::StatusCode::UNAUTHORIZED {
-        creds.remove(&base)?;
-        return Err(format!(
-            "the session ended (invalid_grant); run `gatehouse login --gateway {base}`"
-        ));
-    }
-    Err(format!("refresh failed with {status}; try again shortly"))
 }
 
 pub async fn logout(creds: &Credentials, gateway: &str) -> Result<(), String> {
@@ -365,20 +215,12 @@ pub async fn logout(creds: &Credentials, gateway: &str) -> Result<(), String> {
         println!("Not signed in to {base}.");
         return Ok(());
     };
-    let http = client()?;
-    if let Some(revoke) = endpoints(&http, &base).await.revoke {
-        let _ = http
-            .post(&revoke)
-            .form(&[("token", s.access_token.as_str())])
-            .send()
-            .await;
-        if let Some(rt) = &s.refresh_token {
-            let _ = http
-                .post(&revoke)
-                .form(&[("token", rt.as_str()), ("token_type_hint", "refresh_token")])
-                .send()
-                .await;
-        }
+    let central = client(&base)?;
+    central
+        .revoke(&Secret::new(s.access_token), "access_token")
+        .await;
+    if let Some(rt) = s.refresh_token {
+        central.revoke(&Secret::new(rt), "refresh_token").await;
     }
     println!("Signed out of {base}.");
     Ok(())

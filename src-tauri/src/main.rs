@@ -220,6 +220,7 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
         }
     }
     runtime()?.block_on(async move {
+        let stop = shutdown_signal();
         let handle = gatehouse_engine::start(config, deps).await.map_err(|e| e.to_string())?;
         let url = handle.base_url();
         println!("gatehouse: listening on {url}");
@@ -232,32 +233,28 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
         } else if handle.gateway().config.local_key {
             println!("gatehouse: using the local client key issued earlier (`gatehouse reset-local-key` issues a new one)");
         }
-        shutdown_signal().await;
+        stop.await;
         eprintln!("gatehouse: shutting down; letting in-flight requests finish");
         handle.shutdown().await;
         Ok(())
     })
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Registers for SIGTERM and Ctrl-C at once (a signal arriving before the wait must not
+/// kill the process), and returns the wait.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
         let _ = ctrl_c.await;
     }
 }
