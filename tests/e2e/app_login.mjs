@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const env = process.env;
 const STEP_MS = 30_000;
@@ -36,14 +36,7 @@ async function shot(page, name) {
 
 async function main() {
   if (!env.APP_URL) throw new Error('APP_URL is not set');
-  browser = await chromium.launch({
-    executablePath: env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    timeout: STEP_MS,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--disable-dev-shm-usage'],
-  });
+  browser = await launchChromium(STEP_MS);
   const context = await browser.newContext({ viewport: { width: 1200, height: 820 }, colorScheme: 'light' });
   const page = await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });

@@ -22,12 +22,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const env = process.env;
 const BASE_URL = env.BASE_URL;
 const SCREENSHOT_DIR = env.SCREENSHOT_DIR || '';
-const CHROMIUM = env.CHROMIUM || '/usr/bin/chromium';
 const TIMEOUT_MS = (Number.parseFloat(env.TIMEOUT_SECS || '') || 60) * 1000;
 const STEP_MS = 20_000;
 const started = Date.now();
@@ -145,22 +144,7 @@ async function appFlow(token) {
 async function main() {
   if (!BASE_URL) throw new Error('BASE_URL is not set');
   if (SCREENSHOT_DIR) fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    timeout: stepTimeout(),
-    args: [
-      '--headless=new',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--disable-dev-shm-usage',
-    ],
-  });
+  browser = await launchChromium(stepTimeout());
   const context = await browser.newContext({ viewport: { width: 1200, height: 820 }, colorScheme: 'light' });
   // Record CSP violations from the first byte on (init scripts are not subject to the CSP).
   await context.addInitScript(() => {

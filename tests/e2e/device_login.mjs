@@ -27,7 +27,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const env = process.env;
 const START_URL = env.START_URL;
@@ -37,7 +37,6 @@ const EXPECT_CODE = env.EXPECT_CODE;
 const SUBMIT = (env.SUBMIT || 'yes').toLowerCase() !== 'no';
 const DENY = (env.CONSENT || '').toLowerCase() === 'deny';
 const SCREENSHOT_DIR = env.SCREENSHOT_DIR || '';
-const CHROMIUM = env.CHROMIUM || '/usr/bin/chromium';
 const TIMEOUT_MS = (Number.parseFloat(env.TIMEOUT_SECS || '') || 60) * 1000;
 // Keep a few seconds of the overall budget to report and close the browser.
 const WORK_MS = TIMEOUT_MS - Math.min(5000, TIMEOUT_MS * 0.5);
@@ -129,22 +128,7 @@ async function main() {
   if (SUBMIT && (!LOGIN || PASSWORD === undefined)) throw new Failure('LOGIN and PASSWORD must be set (or SUBMIT=no)');
   if (SCREENSHOT_DIR) fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
 
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    timeout: stepTimeout(),
-    args: [
-      '--headless=new',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--disable-dev-shm-usage',
-    ],
-  });
+  browser = await launchChromium(stepTimeout());
   // IGNORE_HTTPS_ERRORS=1: a gateway with a test certificate the browser does not trust.
   const context = await browser.newContext({
     viewport: { width: 900, height: 700 },
