@@ -15,7 +15,6 @@ use gatehouse_tests::{PASSWORD, SESSION_SECRET_A, browser_login, e2e_dir, sign_i
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
 const CENTRAL: &str = r#"
 admin:
   write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]
@@ -340,14 +339,10 @@ async fn bootstrap_login_policy_caps_and_a_central_spend_block() {
 }
 
 async fn central_cap(central: &gatehouse_tests::SignInGateway, cents: &str) {
-    let r = central
-        .gw
-        .client
-        .post(central.gw.url("/v1/organizations/spend_limits"))
-        .header("x-api-key", WRITE_KEY)
-        .json(&json!({"scope": {"type": "organization"}, "amount": cents, "period": "daily"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    gatehouse_tests::caps::set_limit(
+        &central.gw.client,
+        &central.gw.url(""),
+        json!({"scope": {"type": "organization"}, "amount": cents, "period": "daily"}),
+    )
+    .await;
 }

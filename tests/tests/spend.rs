@@ -8,39 +8,18 @@ use fake_upstream::FakeConfig;
 use gatehouse_tests::{SESSION_SECRET_A, SignInGateway, sign_in_gateway};
 use serde_json::{Value, json};
 
-const WRITE_KEY: &str = "admin-write-key-0123456789abcdef0123456789";
-const READ_KEY: &str = "admin-read-key-0123456789abcdef01234567890";
-const ADMIN: &str = "admin:\n  write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]\n  read_keys: [{id: audit, key: admin-read-key-0123456789abcdef01234567890}]\n  admin_groups: [platform]\n  blocked_message: Ask the platform team for more.\n";
+use gatehouse_tests::caps::{ADMIN, READ_KEY, WRITE_KEY, msg};
 
 fn token(s: &SignInGateway, sub: &str, groups: &[&str]) -> String {
-    gatehouse_tests::session_token(&s.origin, sub, &format!("{sub}@corp.example"), groups)
+    gatehouse_tests::caps::token(&s.origin, sub, groups)
 }
 
 async fn set_limit(s: &SignInGateway, body: Value) -> Value {
-    let r =
-        s.gw.client
-            .post(s.gw.url("/v1/organizations/spend_limits"))
-            .header("x-api-key", WRITE_KEY)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
-}
-
-fn msg(max_tokens: u64) -> Value {
-    json!({"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "stream": false, "messages": [{"role": "user", "content": "hi"}]})
+    gatehouse_tests::caps::set_limit(&s.gw.client, &s.gw.url(""), body).await
 }
 
 async fn infer(s: &SignInGateway, t: &str, body: &Value) -> reqwest::Response {
-    s.gw.client
-        .post(s.gw.url("/v1/messages"))
-        .bearer_auth(t)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gatehouse_tests::caps::infer(&s.gw.client, &s.gw.url(""), t, body).await
 }
 
 #[tokio::test]
