@@ -20,11 +20,11 @@ use gatehouse_desktop::claude_settings::{
 };
 use gatehouse_desktop::keychain::{KeyringStore, LOCAL_TOKEN_ACCOUNT, SERVICE};
 use gatehouse_desktop::settings::{SETTINGS_KEY, Settings, StateStore};
-use gatehouse_engine::auth::ClientKeys;
+use gatehouse_engine::auth::local_key;
 use gatehouse_engine::config::{DEFAULT_LOCAL_PORT, StoreConfig, embedded_default};
 use gatehouse_engine::deps::{CredentialStore, ProcessEnvironment};
 use gatehouse_engine::secret::Secret;
-use gatehouse_engine::store::{SqliteStore, Store};
+use gatehouse_engine::store::SqliteStore;
 
 /// Longest secret `keys set` accepts from standard input.
 const MAX_SECRET_BYTES: u64 = 16 * 1024;
@@ -209,41 +209,20 @@ fn writable_keychain(what: &str) -> Result<KeyringStore, String> {
 
 /// The local token in the keychain (generated when missing) and its hash in the store.
 fn ensure_local_token(keychain: &KeyringStore, data: &Path) -> Result<(), String> {
-    let token = match keychain
-        .get(SERVICE, LOCAL_TOKEN_ACCOUNT)
-        .map_err(|e| format!("cannot read the local token: {e}"))?
-    {
-        Some(t) => t,
-        None => {
-            let t = gatehouse_engine::auth::client_keys::generate_local_key();
-            keychain
-                .set(SERVICE, LOCAL_TOKEN_ACCOUNT, &t)
-                .map_err(|e| format!("cannot store the local token: {e}"))?;
-            t
-        }
-    };
-    let hash = ClientKeys::hash(token.expose());
+    let token = local_key::keep_in(keychain, SERVICE, LOCAL_TOKEN_ACCOUNT)
+        .map_err(|e| format!("cannot keep the local token: {e}"))?;
     let path = db_path(data)?;
     let store = open_store(&path)?;
-    crate::runtime()?.block_on(async {
-        let stored = store
-            .local_key_hash()
-            .await
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if stored.map(|(h, _)| h) != Some(hash) {
-            if stored.is_some() {
-                println!(
-                    "gatehouse: the local client key is now the token in the keychain \
-                     (a key issued before stops working; restart a running gateway)"
-                );
-            }
-            store
-                .set_local_key_hash(hash, crate::chrono_now())
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-        }
-        Ok(())
-    })
+    let adopted = crate::runtime()?
+        .block_on(local_key::adopt(&store, &token, crate::chrono_now()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if adopted == local_key::Adopted::Replaced {
+        println!(
+            "gatehouse: the local client key is now the token in the keychain \
+             (a key issued before stops working; restart a running gateway)"
+        );
+    }
+    Ok(())
 }
 
 fn check_account(account: &str) -> Result<(), String> {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use gatehouse_engine::config::{self, Config, LoadContext};
 use gatehouse_engine::deps::{Deps, ProcessEnvironment};
-use gatehouse_engine::store::{SqliteStore, Store};
+use gatehouse_engine::store::SqliteStore;
 
 #[derive(Parser)]
 #[command(
@@ -123,7 +123,9 @@ fn load(file: &Path, data_dir: PathBuf) -> Result<Config, String> {
         credentials: &gatehouse_engine::deps::NoCredentialStore,
         default_data_dir: data_dir,
     };
-    Config::from_yaml(&text, &ctx).map_err(|e| format!("{}: {e}", file.display()))
+    let config = Config::from_yaml(&text, &ctx).map_err(|e| format!("{}: {e}", file.display()))?;
+    gatehouse_engine::check_config(&config).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(config)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -215,7 +217,7 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
         ]));
     }
     for u in &config.upstreams {
-        if let Some(hint) = &u.missing_credential_hint {
+        if let Some(hint) = u.missing_credential() {
             eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
         }
     }
@@ -266,10 +268,11 @@ fn reset_local_key(data: &Path) -> Result<(), String> {
         return Err("the embedded default keeps its local key in SQLite".into());
     };
     let store = SqliteStore::open(path, chrono_now()).map_err(|e| e.to_string())?;
-    let key = gatehouse_engine::auth::client_keys::generate_local_key();
-    let hash = gatehouse_engine::auth::ClientKeys::hash(key.expose());
-    runtime()?
-        .block_on(store.set_local_key_hash(hash, chrono_now()))
+    let key = runtime()?
+        .block_on(gatehouse_engine::auth::local_key::rotate(
+            &store,
+            chrono_now(),
+        ))
         .map_err(|e| e.to_string())?;
     println!(
         "gatehouse: new local client key (shown only this once; restart `gatehouse serve` to use it):"

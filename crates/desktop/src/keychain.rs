@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn keyring_references_in_config_resolve_through_it() {
-        use gatehouse_engine::config::{Config, LoadContext, UpstreamCredential};
+        use gatehouse_engine::config::{Config, CredentialScheme, LoadContext};
         let (ks, _) = mock_store();
         ks.set(SERVICE, "anthropic", &Secret::new("sk-ant-from-keychain"))
             .unwrap();
@@ -367,10 +367,12 @@ mod tests {
             default_data_dir: "/data".into(),
         };
         let config = Config::from_yaml(yaml, &ctx).unwrap();
-        match &config.upstreams[0].credential {
-            Some(UpstreamCredential::ApiKey(k)) => assert_eq!(k.expose(), "sk-ant-from-keychain"),
-            other => panic!("unexpected credential {other:?}"),
-        }
+        let credential = config.upstreams[0].credential.as_ref().unwrap();
+        assert_eq!(credential.scheme, CredentialScheme::ApiKey);
+        assert_eq!(
+            credential.current().unwrap().expose(),
+            "sk-ant-from-keychain"
+        );
         // A missing item is a config error that names the reference, not a value.
         ks.remove(SERVICE, "anthropic").unwrap();
         let err = Config::from_yaml(yaml, &ctx).unwrap_err().to_string();

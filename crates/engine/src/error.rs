@@ -2,11 +2,13 @@
 //!
 //! Each module returns its own error type; they convert into [`ApiError`], whose
 //! [`ApiError::into_response`] maps every case to a status, an Anthropic error type and
-//! `x-should-retry`. Upstream error bodies never pass through here: they are relayed as
-//! they came (Claude Code's recovery matches their wording).
+//! `x-should-retry`: the Anthropic error envelope is built here and nowhere else (the admin
+//! API adds its `request_id` through [`ApiError::into_response_for`]). Upstream error bodies
+//! never pass through here: they are relayed as they came (Claude Code's recovery matches
+//! their wording).
 
 use axum::body::Body;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
 /// A request the gateway answers itself with an error.
@@ -49,6 +51,14 @@ pub enum ApiError {
     RetryLater {
         message: &'static str,
         retry_after_secs: u64,
+    },
+    /// A spend cap refused the request, or caps cannot be read and the gateway fails
+    /// closed: 429 `billing_error` with `retry-after` and the unified rate-limit headers
+    /// Claude Code reads (built by `spend::headers`).
+    #[error("{message}")]
+    SpendLimited {
+        message: String,
+        headers: Box<HeaderMap>,
     },
     #[error("internal error")]
     Internal,
@@ -101,20 +111,29 @@ impl ApiError {
             UpstreamTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "api_error", None),
             ServiceUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", None),
             RetryLater { .. } => (StatusCode::SERVICE_UNAVAILABLE, "api_error", Some(true)),
+            SpendLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "billing_error", Some(false)),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", None),
         }
     }
 
     /// The Anthropic error envelope with status and retry hint.
     pub fn into_response(self) -> Response<Body> {
+        self.render(None)
+    }
+
+    /// The envelope as the admin API answers: `request_id` in the body and a `request-id`
+    /// header, as Anthropic's Admin API does.
+    pub fn into_response_for(self, request_id: &str) -> Response<Body> {
+        self.render(Some(request_id))
+    }
+
+    fn render(self, request_id: Option<&str>) -> Response<Body> {
         let (status, kind, retry) = self.outcome();
-        let body = json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
-        let retry_after = match &self {
-            ApiError::RetryLater {
-                retry_after_secs, ..
-            } => Some(*retry_after_secs),
-            _ => None,
-        };
+        let mut body =
+            json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        if let Some(id) = request_id {
+            body["request_id"] = id.into();
+        }
         let mut resp = Response::new(Body::from(body.to_string()));
         *resp.status_mut() = status;
         let h = resp.headers_mut();
@@ -122,14 +141,23 @@ impl ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if let Some(secs) = retry_after {
-            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
         if let Some(retry) = retry {
             h.insert(
                 "x-should-retry",
                 HeaderValue::from_static(if retry { "true" } else { "false" }),
             );
+        }
+        if let Some(v) = request_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            h.insert("request-id", v);
+        }
+        match self {
+            ApiError::RetryLater {
+                retry_after_secs, ..
+            } => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            ApiError::SpendLimited { headers, .. } => h.extend(*headers),
+            _ => {}
         }
         resp
     }
@@ -169,10 +197,24 @@ mod tests {
                 },
                 503,
             ),
+            (
+                ApiError::SpendLimited {
+                    message: "m".into(),
+                    headers: Box::default(),
+                },
+                429,
+            ),
             (ApiError::Internal, 500),
         ];
         for (err, status) in cases {
             assert_eq!(err.into_response().status().as_u16(), status);
         }
+    }
+
+    #[test]
+    fn admin_errors_carry_the_request_id() {
+        let r = ApiError::NotFound("no spend limit with that id".into()).into_response_for("req_1");
+        assert_eq!(r.headers()["request-id"], "req_1");
+        assert_eq!(r.headers()["x-should-retry"], "false");
     }
 }

@@ -13,6 +13,7 @@ pub mod deps;
 pub mod edge;
 pub mod error;
 pub mod events;
+pub mod gateway;
 pub mod identity;
 pub mod inference;
 pub mod local_control;
@@ -32,4 +33,4 @@ pub mod workload;
 
 pub use config::Config;
 pub use deps::Deps;
-pub use server::{Handle, StartError, start};
+pub use server::{Handle, StartError, check_config, start};

@@ -490,7 +490,6 @@ mod tests {
             provider: Provider::Anthropic,
             base_url: "http://127.0.0.1:1/".parse().unwrap(),
             credential: None,
-            missing_credential_hint: None,
         }
     }
 

@@ -18,8 +18,9 @@
 //! ```
 //!
 //! Every response, error or not, leaves through [`handle`], which adds `x-request-id` and
-//! the security headers. Routes that need no credential are listed in [`PUBLIC_ROUTES`];
-//! nothing else is reachable before admission.
+//! the security headers. Every route is declared once in [`ROUTES`], with its methods and
+//! the admission it needs; a path in no route is reachable only past bearer admission
+//! (and then answers 404), so an unauthenticated caller learns nothing of it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,33 +32,145 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
 
 use crate::auth::{self, Principal};
-use crate::edge::{self, client_ip, limits, request_id, response_headers};
+use crate::edge::{self, client_ip, json_response, limits, request_id, response_headers};
 use crate::error::ApiError;
 use crate::events::Event;
+use crate::gateway::Gateway;
 use crate::inference::{self, Endpoint};
-use crate::server::Gateway;
 
-/// Paths served without a credential (after the edge guards).
-/// A trailing `*` matches any rest of the path. The dashboard's data is public because
-/// request-level detail is only shown to loopback and admin-key callers (`dashboard::detail`).
-pub const PUBLIC_ROUTES: &[(&str, &str)] = &[
-    ("GET", "/"),
-    ("GET", "/assets/*"),
-    ("GET", "/status.css"),
-    ("GET", "/favicon.svg"),
-    ("GET", "/favicon.ico"),
-    ("GET", crate::dashboard::API_DASHBOARD),
-    ("GET", crate::dashboard::API_EVENTS),
-];
+/// How a route is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// No credential (the dashboard); only matched with one of its methods.
+    Public,
+    /// Sign-in (public; 404 without `oidc`).
+    SignIn,
+    /// The desktop app's API: its own per-launch token (404 on a server).
+    App,
+    /// The admin API: an admin key, else an admin-group session.
+    Admin,
+    /// A principal from bearer admission.
+    Bearer,
+}
 
-fn is_public(method: &Method, path: &str) -> bool {
-    PUBLIC_ROUTES.iter().any(|(m, p)| {
-        method.as_str() == *m
-            && match p.strip_suffix('*') {
-                Some(prefix) => path.starts_with(prefix),
-                None => path == *p,
-            }
-    })
+/// What serves a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Dashboard,
+    SignIn,
+    App,
+    Admin,
+    Models,
+    ManagedSettings,
+    UserBootstrap,
+    OauthUsage,
+    MeSpend,
+    Otlp(crate::telemetry::Signal),
+    Inference(Endpoint),
+}
+
+/// One route: a path (a trailing `*` matches any rest), its methods (`|`-separated, `*`
+/// for any: the target answers 405 itself), how it is admitted and what serves it.
+#[derive(Debug)]
+pub struct Route {
+    pub path: &'static str,
+    pub methods: &'static str,
+    pub admit: Admit,
+    pub target: Target,
+}
+
+const fn route(path: &'static str, methods: &'static str, admit: Admit, target: Target) -> Route {
+    Route {
+        path,
+        methods,
+        admit,
+        target,
+    }
+}
+
+/// Every route of the gateway.
+pub const ROUTES: &[Route] = {
+    use crate::telemetry::Signal;
+    use Admit as A;
+    use Target as T;
+    &[
+        route("/", "GET", A::Public, T::Dashboard),
+        route("/assets/*", "GET", A::Public, T::Dashboard),
+        route("/status.css", "GET", A::Public, T::Dashboard),
+        route("/favicon.svg", "GET", A::Public, T::Dashboard),
+        route("/favicon.ico", "GET", A::Public, T::Dashboard),
+        route(
+            crate::dashboard::API_DASHBOARD,
+            "GET",
+            A::Public,
+            T::Dashboard,
+        ),
+        route(crate::dashboard::API_EVENTS, "GET", A::Public, T::Dashboard),
+        route(
+            "/.well-known/oauth-authorization-server",
+            "GET",
+            A::SignIn,
+            T::SignIn,
+        ),
+        route("/oauth/device_authorization", "POST", A::SignIn, T::SignIn),
+        route("/device", "GET|POST", A::SignIn, T::SignIn),
+        route("/oauth/callback", "GET", A::SignIn, T::SignIn),
+        route("/oauth/token", "POST", A::SignIn, T::SignIn),
+        route("/oauth/revoke", "POST", A::SignIn, T::SignIn),
+        route("/gatehouse/app/*", "*", A::App, T::App),
+        route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
+        route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
+        route("/v1/models", "GET", A::Bearer, T::Models),
+        route("/managed/settings", "GET", A::Bearer, T::ManagedSettings),
+        route("/user/bootstrap", "GET", A::Bearer, T::UserBootstrap),
+        route("/api/oauth/usage", "GET", A::Bearer, T::OauthUsage),
+        route("/v1/me/spend", "GET", A::Bearer, T::MeSpend),
+        route("/v1/metrics", "POST", A::Bearer, T::Otlp(Signal::Metrics)),
+        route("/v1/logs", "POST", A::Bearer, T::Otlp(Signal::Logs)),
+        route("/v1/traces", "POST", A::Bearer, T::Otlp(Signal::Traces)),
+        route(
+            "/v1/messages",
+            "POST",
+            A::Bearer,
+            T::Inference(Endpoint::Messages),
+        ),
+        route(
+            "/v1/messages/count_tokens",
+            "POST",
+            A::Bearer,
+            T::Inference(Endpoint::CountTokens),
+        ),
+    ]
+};
+
+impl Route {
+    fn matches_path(&self, path: &str) -> bool {
+        match self.path.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => path == self.path,
+        }
+    }
+
+    fn allows(&self, method: &Method) -> bool {
+        self.methods == "*" || self.methods.split('|').any(|m| m == method.as_str())
+    }
+
+    /// 405 with the route's methods in `Allow`.
+    fn method_not_allowed(&self, method: &Method) -> Response<Body> {
+        let mut resp = ApiError::MethodNotAllowed(method.to_string()).into_response();
+        if let Ok(v) = HeaderValue::from_str(&self.methods.replace('|', ", ")) {
+            resp.headers_mut().insert(header::ALLOW, v);
+        }
+        resp
+    }
+}
+
+/// The route for a request: a public route only with one of its methods (anything else
+/// on its path goes on to bearer admission, as an unknown path does).
+pub fn find(method: &Method, path: &str) -> Option<&'static Route> {
+    ROUTES
+        .iter()
+        .find(|r| r.matches_path(path) && (r.admit != Admit::Public || r.allows(method)))
 }
 
 pub async fn handle(
@@ -132,18 +245,20 @@ async fn run(
         }
     }
 
-    // 6. Public routes: no credential needed.
-    if is_public(req.method(), &path) {
-        return crate::dashboard::serve(gw, client_ip, &path, req.headers()).await;
-    }
-    if path.starts_with(crate::local_control::APP_PREFIX) {
-        return match gw.local.app() {
-            Some(app) => Ok(app.handle(req).await),
-            None => Err(ApiError::NotFound("no such route".into())),
-        };
-    }
-    if SIGN_IN_ROUTES.iter().any(|(_, p)| path == *p) {
-        return Ok(sign_in(gw, client_ip, &path, req).await);
+    // 6. Routes admitted without a bearer: public, sign-in, the desktop app, the admin API.
+    let route = find(req.method(), &path);
+    match route.map(|r| r.admit) {
+        Some(Admit::Public) => {
+            return crate::dashboard::serve(gw, client_ip, &path, req.headers()).await;
+        }
+        Some(Admit::SignIn) => return Ok(sign_in(gw, client_ip, &path, req).await),
+        Some(Admit::App) => {
+            return match gw.local.app() {
+                Some(app) => Ok(app.handle(req).await),
+                None => Err(ApiError::NotFound("no such route".into())),
+            };
+        }
+        _ => {}
     }
 
     // 7. Admin API, then 8. bearer admission: every route below needs a principal.
@@ -153,13 +268,11 @@ async fn run(
         workload: gw.workload.as_ref(),
         now: gw.deps.clock.now(),
         inference: req.method() == Method::POST
-            && matches!(path.as_str(), "/v1/messages" | "/v1/messages/count_tokens"),
+            && route.is_some_and(|r| matches!(r.target, Target::Inference(_))),
     };
     // Admin API: `x-api-key` from the admin key ring first (no fallback), else an
     // admin-group session; it authenticates itself.
-    if path == crate::spend::admin::PREFIX
-        || path.starts_with(&format!("{}/", crate::spend::admin::PREFIX))
-    {
+    if route.is_some_and(|r| r.admit == Admit::Admin) {
         return Ok(crate::spend::admin::handle(gw, request_id, &admission, req).await);
     }
     let principal = match auth::admit(&admission, req.headers()).await {
@@ -191,19 +304,14 @@ async fn run(
     }
 
     // 9. Dispatch.
-    dispatch(gw, request_id, &principal, &path, req).await
+    let Some(route) = route else {
+        let method = req.method();
+        return Err(ApiError::NotFound(format!("no route for {method} {path}")));
+    };
+    dispatch(gw, request_id, &principal, route, req).await
 }
 
 /// Sign-in routes (public, and 404 unless `oidc` is configured).
-pub const SIGN_IN_ROUTES: &[(&str, &str)] = &[
-    ("GET", "/.well-known/oauth-authorization-server"),
-    ("POST", "/oauth/device_authorization"),
-    ("GET|POST", "/device"),
-    ("GET", "/oauth/callback"),
-    ("POST", "/oauth/token"),
-    ("POST", "/oauth/revoke"),
-];
-
 async fn sign_in(
     gw: &Arc<Gateway>,
     client_ip: std::net::IpAddr,
@@ -225,7 +333,10 @@ async fn sign_in(
         ("GET", "/oauth/callback") => browser::callback(gw, id, req).await,
         ("POST", "/oauth/token") => device::token(gw, id, req).await,
         ("POST", "/oauth/revoke") => device::revoke(gw, id, req).await,
-        (m, p) => ApiError::MethodNotAllowed(format!("{m} {p}")).into_response(),
+        _ => match find(req.method(), path) {
+            Some(route) => route.method_not_allowed(req.method()),
+            None => ApiError::NotFound("no such route".into()).into_response(),
+        },
     }
 }
 
@@ -233,48 +344,36 @@ async fn dispatch(
     gw: &Arc<Gateway>,
     request_id: &str,
     principal: &Principal,
-    path: &str,
+    route: &Route,
     req: Request<Body>,
 ) -> Result<Response<Body>, ApiError> {
-    let method = req.method().clone();
-    let (allowed, allow_header) = match path {
-        "/v1/models" | "/managed/settings" | "/user/bootstrap" | "/api/oauth/usage"
-        | "/v1/me/spend" => (Method::GET, "GET"),
-        "/v1/messages" | "/v1/messages/count_tokens" => (Method::POST, "POST"),
-        "/v1/metrics" | "/v1/logs" | "/v1/traces" => (Method::POST, "POST"),
-        _ => return Err(ApiError::NotFound(format!("no route for {method} {path}"))),
-    };
-    if method != allowed {
-        let mut resp = ApiError::MethodNotAllowed(method.to_string()).into_response();
-        resp.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static(allow_header));
-        return Ok(resp);
+    if !route.allows(req.method()) {
+        return Ok(route.method_not_allowed(req.method()));
     }
-    match path {
-        "/v1/models" => {
+    use crate::policy::routes as policy;
+    match route.target {
+        Target::Models => {
             gw.deps.emit(
                 Event::new("models.list")
                     .with("request_id", request_id)
                     .with("principal", principal.label()),
             );
-            Ok(crate::policy::routes::models_response(gw, principal))
+            Ok(policy::models_response(gw, principal))
         }
-        "/managed/settings" => {
-            crate::policy::routes::managed_settings(gw, request_id, principal, req.headers())
+        Target::ManagedSettings => {
+            policy::managed_settings(gw, request_id, principal, req.headers())
         }
-        "/user/bootstrap" => crate::policy::routes::user_bootstrap(gw, request_id, principal),
-        "/api/oauth/usage" => crate::spend::usage_api::oauth_usage(gw, principal).await,
-        "/v1/me/spend" => crate::spend::usage_api::me_spend(gw, principal).await,
-        "/v1/metrics" | "/v1/logs" | "/v1/traces" => {
-            match crate::telemetry::Signal::from_path(path) {
-                Some(signal) => crate::telemetry::ingest::ingest(gw, principal, signal, req).await,
-                None => Err(ApiError::NotFound(format!("no route for {method} {path}"))),
-            }
+        Target::UserBootstrap => policy::user_bootstrap(gw, request_id, principal),
+        Target::OauthUsage => crate::spend::usage_api::oauth_usage(gw, principal).await,
+        Target::MeSpend => crate::spend::usage_api::me_spend(gw, principal).await,
+        Target::Otlp(signal) => crate::telemetry::ingest::ingest(gw, principal, signal, req).await,
+        Target::Inference(endpoint) => {
+            inference::handle(gw, request_id, principal, endpoint, req).await
         }
-        "/v1/messages" => {
-            inference::handle(gw, request_id, principal, Endpoint::Messages, req).await
+        // Admitted above, before bearer admission.
+        Target::Dashboard | Target::SignIn | Target::App | Target::Admin => {
+            Err(ApiError::NotFound("no such route".into()))
         }
-        _ => inference::handle(gw, request_id, principal, Endpoint::CountTokens, req).await,
     }
 }
 
@@ -304,16 +403,4 @@ fn deny(gw: &Gateway, request_id: &str, client_ip: &str, path: &str, reason: &'s
             .with("path", path)
             .with("reason", reason),
     );
-}
-
-pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
-    let mut resp = Response::new(Body::from(body.to_string()));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
 }

@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::serve::ListenerExt;
-use chrono::{DateTime, Utc};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::ClientKeys;
+use crate::auth::{ClientKeys, local_key};
 use crate::config::{Config, StoreConfig};
 use crate::deps::Deps;
 use crate::events::Event;
+use crate::inference::blocks::Refusals;
 use crate::metering::pricing::Pricing;
-use crate::metering::{Recorder, recorder};
+use crate::metering::recorder;
 use crate::models::Catalog;
 use crate::outbound::{FetchPolicy, SafeFetch};
 use crate::pipeline;
@@ -27,39 +27,7 @@ use crate::secret::Secret;
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::upstream::Upstreams;
 
-/// Shared state of a running gateway.
-pub struct Gateway {
-    pub config: Config,
-    pub deps: Deps,
-    pub store: Arc<dyn Store>,
-    pub keys: ClientKeys,
-    pub catalog: Catalog,
-    pub upstreams: Upstreams,
-    pub recorder: Recorder,
-    /// Sign-in and sessions, when `oidc` is configured.
-    pub identity: Option<crate::identity::Identity>,
-    /// Workload-token admission, when `cri.enabled`.
-    pub workload: Option<Arc<crate::workload::WorkloadVerifier>>,
-    /// Managed policies (empty when `managed` is not configured).
-    pub policies: crate::policy::Policies,
-    /// Where clients send OTLP (the public URL), when telemetry forwarding is on.
-    pub otlp_endpoint: Option<String>,
-    /// The policy webhook, when configured.
-    pub webhook: Option<crate::policy::webhook::Webhook>,
-    /// The OTLP relay (discards when no destination is configured).
-    pub relay: crate::telemetry::Relay,
-    /// Prices usage (recorder) and worst cases (spend admission).
-    pub pricing: Arc<Pricing>,
-    /// Who signed in, for admin views.
-    pub directory: crate::identity::directory::Directory,
-    /// Background work that shutdown waits for (disconnect drains).
-    pub tracker: TaskTracker,
-    pub started_at: DateTime<Utc>,
-    /// Pause, cached central allowlist and the app API (the desktop app sets them).
-    pub local: crate::local_control::LocalControls,
-    /// The dashboard's refusals, upstream health and live events.
-    pub dashboard: crate::dashboard::Dashboard,
-}
+pub use crate::gateway::Gateway;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -89,6 +57,12 @@ pub struct Handle {
     issued_local_key: Option<Secret>,
 }
 
+/// What start would refuse in a validated config beyond the config's own rules: today the
+/// managed policies' merged results. `check-config` runs it, so it refuses the same files.
+pub fn check_config(config: &Config) -> Result<(), crate::config::ConfigError> {
+    crate::policy::Policies::new(&config.policies, None).map(|_| ())
+}
+
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: Config, deps: Deps) -> Result<Handle, StartError> {
     let addr = SocketAddr::new(config.listen.host, config.listen.port);
@@ -108,8 +82,8 @@ pub async fn start_on(
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
     })?;
-    // Every event also reaches the dashboard's live subscribers.
-    let (deps, live) = crate::dashboard::live::tap(deps);
+    // Every event also reaches live subscribers (the desktop, dashboard streams).
+    let (deps, live) = crate::events::live::tap(deps);
     let store: Arc<dyn Store> = match &config.store {
         StoreConfig::Sqlite { path } => {
             let path = path.clone();
@@ -128,23 +102,15 @@ pub async fn start_on(
         .collect();
     let mut issued_local_key = None;
     if config.local_key {
-        let hash = match store.local_key_hash().await? {
-            Some((hash, _)) => hash,
-            None => {
-                let key = crate::auth::client_keys::generate_local_key();
-                let hash = ClientKeys::hash(key.expose());
-                store.set_local_key_hash(hash, deps.clock.now()).await?;
-                deps.emit(
-                    Event::new("local_key.issued")
-                        .with("key_id", crate::auth::client_keys::LOCAL_KEY_ID),
-                );
-                issued_local_key = Some(key);
-                hash
-            }
-        };
-        key_entries.push((crate::auth::client_keys::LOCAL_KEY_ID.into(), hash));
+        let (hash, issued) = local_key::ensure(store.as_ref(), deps.clock.now()).await?;
+        if issued.is_some() {
+            deps.emit(Event::new("local_key.issued").with("key_id", local_key::LOCAL_KEY_ID));
+        }
+        issued_local_key = issued;
+        key_entries.push((local_key::LOCAL_KEY_ID.into(), hash));
     }
-    let upstreams = Upstreams::new(&config).map_err(|e| StartError::Client(e.to_string()))?;
+    let upstreams = Upstreams::new(&config, deps.clock.clone(), deps.events.clone())
+        .map_err(|e| StartError::Client(e.to_string()))?;
     // Every outbound call to an operator-configured URL goes through the safe-fetch helper.
     let fetch = |allow_loopback: bool, timeout: Duration| {
         SafeFetch::try_new(FetchPolicy {
@@ -224,7 +190,8 @@ pub async fn start_on(
         keys: ClientKeys::new(key_entries),
         started_at: deps.clock.now(),
         local: Default::default(),
-        dashboard: crate::dashboard::Dashboard::new(live, &config, &deps),
+        live,
+        refusals: Refusals::default(),
         config,
         deps,
         store,
@@ -410,17 +377,29 @@ impl Handle {
         self.issued_local_key.as_ref()
     }
 
-    /// Stops accepting, lets in-flight requests finish (at most `timeouts.shutdown_drain`),
-    /// then flushes usage rows.
     /// Desktop controls: pause, the cached central allowlist, the app API.
     pub fn local(&self) -> &crate::local_control::LocalControls {
         &self.gateway.local
     }
 
+    /// Every event the engine emits from now on (plus [`Handle::publish`]ed ones, and
+    /// `block.recorded` for each refused request). A receiver that falls more than 256
+    /// events behind gets `RecvError::Lagged` and continues with the newest.
+    pub fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.gateway.live.subscribe()
+    }
+
+    /// Sends an event (e.g. `app.state`) to live subscribers and dashboards; not logged.
+    pub fn publish(&self, event: Event) {
+        self.gateway.live.publish(event);
+    }
+
+    /// Stops accepting, lets in-flight requests finish (at most `timeouts.shutdown_drain`),
+    /// then flushes usage rows.
     pub async fn shutdown(self) {
         let drain = self.gateway.config.timeouts.shutdown_drain;
         self.stop.cancel();
-        self.gateway.dashboard.live.close();
+        self.gateway.live.close();
         let mut serve = self.serve;
         if tokio::time::timeout(drain, &mut serve).await.is_err() {
             tracing::warn!(

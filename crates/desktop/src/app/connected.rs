@@ -373,7 +373,7 @@ pub async fn local_spend(app: &App) -> Option<Value> {
         .inner()
         .store
         .standings(
-            gatehouse_engine::identity::session::LOCAL_SUBJECT,
+            gatehouse_engine::identity::LOCAL_SUBJECT,
             &[],
             Default::default(),
             app.inner().deps.clock.now(),

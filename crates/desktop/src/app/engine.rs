@@ -7,13 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use gatehouse_engine::auth::local_key;
 use gatehouse_engine::config::{
-    Config, CredentialScheme, DynamicCredential, SpendConfig, UpstreamConfig, UpstreamCredential,
-    embedded_default,
+    Config, CredentialRole, CredentialScheme, CredentialSource, SpendConfig, UpstreamConfig,
+    UpstreamCredential, embedded_default,
 };
 use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, TokenSource};
 use gatehouse_engine::secret::Secret;
-use sha2::{Digest, Sha256};
 
 use super::{App, AppError};
 use crate::keychain::{LOCAL_TOKEN_ACCOUNT, SERVICE};
@@ -61,13 +61,8 @@ impl CredentialStore for NoKeychain {
 pub async fn ensure_local_token(app: &App) -> Result<(), AppError> {
     let inner = app.inner();
     let creds = credentials(&inner.deps.keychain);
-    let token = match creds.get(SERVICE, LOCAL_TOKEN_ACCOUNT) {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            let t = gatehouse_engine::auth::client_keys::generate_local_key();
-            creds.set(SERVICE, LOCAL_TOKEN_ACCOUNT, &t)?;
-            t
-        }
+    let token = match local_key::keep_in(creds.as_ref(), SERVICE, LOCAL_TOKEN_ACCOUNT) {
+        Ok(t) => t,
         // No keychain: the engine issues a key it never shows; nothing can use it, which
         // the app state reports instead of writing the token somewhere else.
         Err(e) => {
@@ -75,14 +70,7 @@ pub async fn ensure_local_token(app: &App) -> Result<(), AppError> {
             return Ok(());
         }
     };
-    let hash: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
-    let stored = inner.store.local_key_hash().await?;
-    if stored.map(|(h, _)| h) != Some(hash) {
-        inner
-            .store
-            .set_local_key_hash(hash, inner.deps.clock.now())
-            .await?;
-    }
+    local_key::adopt(inner.store.as_ref(), &token, inner.deps.clock.now()).await?;
     Ok(())
 }
 
@@ -163,18 +151,18 @@ fn config(app: &App, port: u16) -> Result<Config, AppError> {
             // Keys are read per request from the app's slots: adding one needs no restart.
             for up in cfg.upstreams.iter_mut() {
                 let slot = inner.keys.slot(&up.name);
-                if let Some(UpstreamCredential::ApiKey(from_env)) = up.credential.take() {
+                if let Some(from_env) = up.credential.take().and_then(|c| c.current()) {
                     slot.set_fallback(from_env);
                 }
-                up.missing_credential_hint = None;
-                up.credential = Some(UpstreamCredential::Dynamic(DynamicCredential {
-                    source: slot,
+                up.credential = Some(UpstreamCredential {
                     scheme: CredentialScheme::ApiKey,
+                    source: CredentialSource::Dynamic(slot),
+                    role: CredentialRole::Provider,
                     missing_hint: format!(
                         "no {} key: add one in Gatehouse → Settings → Providers",
                         up.name
                     ),
-                }));
+                });
             }
         }
         Mode::Connected => {
@@ -193,14 +181,14 @@ fn config(app: &App, port: u16) -> Result<Config, AppError> {
             cfg.upstreams = vec![UpstreamConfig {
                 name: "central".into(),
                 base_url,
-                credential: Some(UpstreamCredential::Dynamic(DynamicCredential {
-                    source,
+                credential: Some(UpstreamCredential {
                     scheme: CredentialScheme::Bearer,
+                    source: CredentialSource::Dynamic(source),
+                    role: CredentialRole::CentralSession,
                     missing_hint: format!(
                         "not signed in to {origin}: log in from the Gatehouse tray menu"
                     ),
-                })),
-                missing_credential_hint: None,
+                }),
                 ..template
             }];
         }

@@ -222,7 +222,7 @@ async fn apply_budgets(app: &App, b: &Budgets) -> Result<(), AppError> {
         store
             .upsert_limit(
                 ScopeType::User,
-                gatehouse_engine::identity::session::LOCAL_SUBJECT,
+                gatehouse_engine::identity::LOCAL_SUBJECT,
                 period,
                 cents,
                 "desktop",

@@ -1,24 +1,7 @@
 //! Static client keys, kept only as SHA-256 hashes and compared in constant time.
 
-use base64::Engine;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-
-use crate::secret::Secret;
-
-/// The id of the per-install local key (the embedded default and the desktop app).
-pub const LOCAL_KEY_ID: &str = "local";
-
-/// A new per-install local key: `gth_` and 256 random bits, base64url.
-pub fn generate_local_key() -> Secret {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    Secret::new(format!(
-        "gth_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    ))
-}
 
 #[derive(Debug, Default, Clone)]
 pub struct ClientKeys {
@@ -40,18 +23,27 @@ impl ClientKeys {
         self.entries.is_empty()
     }
 
-    /// The id of the key matching `token`. Every entry is compared, so the time taken does
-    /// not depend on which entry (if any) matched.
+    /// The id of the key matching `token` (see [`find_hashed`]).
     pub fn find(&self, token: &str) -> Option<String> {
-        let presented = Self::hash(token);
-        let mut found = None;
-        for (id, hash) in &self.entries {
-            if bool::from(hash.ct_eq(&presented)) && found.is_none() {
-                found = Some(id.clone());
-            }
-        }
-        found
+        find_hashed(self.entries.iter().map(|(id, h)| (id.as_str(), h)), token).map(str::to_owned)
     }
+}
+
+/// The one constant-time key lookup: the id of the `(id, SHA-256)` entry matching `token`.
+/// Every entry is compared, so the time taken does not depend on which entry (if any)
+/// matched. Client keys, admin keys and the dashboard's detail check all use it.
+pub fn find_hashed<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a [u8; 32])>,
+    token: &str,
+) -> Option<&'a str> {
+    let presented = ClientKeys::hash(token);
+    let mut found = None;
+    for (id, hash) in entries {
+        if bool::from(hash.ct_eq(&presented)) && found.is_none() {
+            found = Some(id);
+        }
+    }
+    found
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! the per-install local key). Session JWTs and workload tokens join here.
 
 pub mod client_keys;
+pub mod local_key;
 
 use http::HeaderMap;
 
@@ -17,7 +18,7 @@ pub enum Principal {
     ClientKey { id: String },
     /// A person signed in through OIDC, holding a Gatehouse session token.
     Session {
-        user: crate::identity::session::UserIdentity,
+        user: crate::identity::UserIdentity,
         jti: String,
     },
     /// A machine caller with a workload token (inference only).

@@ -12,8 +12,9 @@ use super::validate::{
     ANTHROPIC_BASE_URL, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_URL_LENGTH,
 };
 use super::{
-    AccessControl, Config, ConfigError, Limits, Listen, LoggingConfig, ModelsConfig, PricingConfig,
-    Provider, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+    AccessControl, Config, ConfigError, CredentialRole, CredentialScheme, CredentialSource, Limits,
+    Listen, LoggingConfig, ModelsConfig, PricingConfig, Provider, StoreConfig, Timeouts,
+    UpstreamConfig, UpstreamCredential,
 };
 use crate::deps::Environment;
 use crate::secret::Secret;
@@ -48,11 +49,16 @@ pub fn embedded_default(
         let p = format!("{}/", base_url.path());
         base_url.set_path(&p);
     }
-    let missing_credential_hint = key.is_none().then(|| {
-        "no upstream credential: set ANTHROPIC_API_KEY in the environment of `gatehouse serve` \
-         and restart it"
-            .to_owned()
-    });
+    let credential = UpstreamCredential {
+        scheme: CredentialScheme::ApiKey,
+        source: key.map_or(CredentialSource::Missing, |k| {
+            CredentialSource::Static(Secret::new(k))
+        }),
+        role: CredentialRole::Provider,
+        missing_hint: "no upstream credential: set ANTHROPIC_API_KEY in the environment of \
+                       `gatehouse serve` and restart it"
+            .to_owned(),
+    };
     Ok(Config {
         listen: Listen {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -80,8 +86,7 @@ pub fn embedded_default(
             name: "anthropic".into(),
             provider: Provider::Anthropic,
             base_url,
-            credential: key.map(|k| UpstreamCredential::ApiKey(Secret::new(k))),
-            missing_credential_hint,
+            credential: Some(credential),
         }],
         models: ModelsConfig {
             rows: Vec::new(),

@@ -285,9 +285,7 @@ fn is_loopback_url(u: &url::Url) -> bool {
     }
 }
 
-pub fn validate_webhook(
-    raw: &RawConfig,
-) -> Result<Option<crate::policy::webhook::WebhookConfig>, ConfigError> {
+pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>, ConfigError> {
     let Some(w) = raw
         .cri
         .as_ref()
@@ -317,7 +315,7 @@ pub fn validate_webhook(
             "must be between 1 and 30000",
         ));
     }
-    Ok(Some(crate::policy::webhook::WebhookConfig {
+    Ok(Some(super::WebhookConfig {
         url,
         timeout: Duration::from_millis(timeout),
         fail_closed: w.fail_closed.unwrap_or(true),

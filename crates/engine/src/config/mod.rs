@@ -9,9 +9,11 @@ mod default;
 mod expand;
 mod identity;
 pub mod managed;
+pub mod postgres;
 pub mod raw;
 mod spend;
 pub mod telemetry;
+pub mod upstream;
 mod validate;
 
 #[cfg(test)]
@@ -30,6 +32,10 @@ use crate::secret::Secret;
 
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
+pub use upstream::{
+    CredentialRole, CredentialScheme, CredentialSource, Provider, UpstreamConfig,
+    UpstreamCredential,
+};
 
 /// A configuration error: where, and what is wrong there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +66,9 @@ pub struct LoadContext<'a> {
     pub default_data_dir: PathBuf,
 }
 
+/// Client keys shorter than this are refused: they must not be guessable.
+pub const MIN_CLIENT_KEY_LEN: usize = 32;
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -82,7 +91,7 @@ pub struct Config {
     /// Managed-settings policies in match order (empty: no managed settings).
     pub policies: Vec<managed::PolicyConfig>,
     /// The policy webhook, when configured.
-    pub webhook: Option<crate::policy::webhook::WebhookConfig>,
+    pub webhook: Option<WebhookConfig>,
     /// OTLP forwarding (no destinations: the relay answers 200 and discards).
     pub telemetry: telemetry::TelemetryConfig,
     /// Spend caps and the admin API, when `admin` is configured.
@@ -95,8 +104,27 @@ pub struct SpendConfig {
     pub read_keys: Vec<ClientKeyConfig>,
     pub admin_groups: Vec<String>,
     pub blocked_message: Option<String>,
-    pub group_mode: crate::spend::GroupMode,
+    pub group_mode: GroupMode,
     pub fail_closed: bool,
+}
+
+/// Which group cap binds a person in several capped groups (`enforcement.group_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupMode {
+    /// The smallest group cap binds (default).
+    #[default]
+    Min,
+    /// The largest binds; an unlimited group wins.
+    Max,
+}
+
+/// The policy webhook (`managed.webhook`), validated.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub url: Url,
+    pub timeout: Duration,
+    pub fail_closed: bool,
+    pub allow_loopback: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -233,58 +261,6 @@ pub struct PostgresConfig {
     /// Connecting (and waiting for a pooled connection) gives up after this
     /// (`store.connect_timeout_ms`, default 5000).
     pub connect_timeout: Duration,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    Anthropic,
-}
-
-#[derive(Debug, Clone)]
-pub enum UpstreamCredential {
-    /// Sent as `x-api-key`.
-    ApiKey(Secret),
-    /// Sent as `Authorization: Bearer`.
-    Bearer(Secret),
-    /// Read at each request from a [`crate::deps::TokenSource`]: the desktop's provider
-    /// keys (changed without a restart) and its session with a central Gatehouse. Without
-    /// a value the upstream is skipped with the hint.
-    Dynamic(DynamicCredential),
-}
-
-/// How a [`DynamicCredential`] is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialScheme {
-    /// `x-api-key`
-    ApiKey,
-    /// `Authorization: Bearer`
-    Bearer,
-}
-
-/// The source behind [`UpstreamCredential::Dynamic`]; prints no value.
-#[derive(Clone)]
-pub struct DynamicCredential {
-    pub source: std::sync::Arc<dyn crate::deps::TokenSource>,
-    pub scheme: CredentialScheme,
-    /// Shown when the source has no value, e.g. "sign in to https://gw.example".
-    pub missing_hint: String,
-}
-
-impl std::fmt::Debug for DynamicCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DynamicCredential({:?})", self.scheme)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct UpstreamConfig {
-    pub name: String,
-    pub provider: Provider,
-    pub base_url: Url,
-    pub credential: Option<UpstreamCredential>,
-    /// When set, the upstream cannot be used and inference answers 503 with this text
-    /// (the embedded default without `ANTHROPIC_API_KEY`).
-    pub missing_credential_hint: Option<String>,
 }
 
 #[derive(Debug, Clone)]

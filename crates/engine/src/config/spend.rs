@@ -5,8 +5,7 @@ use std::collections::HashSet;
 use sha2::{Digest, Sha256};
 
 use super::raw::{RawClientKey, RawConfig};
-use super::{ClientKeyConfig, ConfigError, SpendConfig};
-use crate::spend::GroupMode;
+use super::{ClientKeyConfig, ConfigError, GroupMode, SpendConfig};
 
 fn keys(
     raw: &[RawClientKey],
@@ -22,14 +21,14 @@ fn keys(
                     "must be a unique, non-empty id",
                 ));
             }
-            if k.key.len() < super::validate::MIN_CLIENT_KEY_LEN
+            if k.key.len() < super::MIN_CLIENT_KEY_LEN
                 || !k.key.bytes().all(|b| b.is_ascii_graphic())
             {
                 return Err(ConfigError::at(
                     &format!("{path}[{i}].key"),
                     format!(
                         "must be at least {} printable characters without spaces",
-                        super::validate::MIN_CLIENT_KEY_LEN
+                        super::MIN_CLIENT_KEY_LEN
                     ),
                 ));
             }

@@ -60,7 +60,8 @@ fn example_values_are_applied() {
     assert_eq!(c.listen.port, 8080);
     assert_eq!(c.upstreams.len(), 2);
     assert!(
-        matches!(&c.upstreams[0].credential, Some(UpstreamCredential::ApiKey(k)) if k.expose() == "sk-from-file")
+        matches!(&c.upstreams[0].credential, Some(k) if k.scheme == CredentialScheme::ApiKey
+            && k.current().is_some_and(|v| v.expose() == "sk-from-file"))
     );
     assert_eq!(
         c.upstreams[0].base_url.as_str(),

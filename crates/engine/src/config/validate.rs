@@ -10,9 +10,10 @@ use url::Url;
 
 use super::raw::{RawConfig, RawPriceOverride, RawProvider, RawUpstream};
 use super::{
-    AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
-    LoggingConfig, ModelRow, ModelsConfig, PostgresConfig, PriceOverride, PricingConfig, Provider,
-    Rotation, StoreConfig, Timeouts, UpstreamConfig, UpstreamCredential,
+    AccessControl, ClientKeyConfig, Config, ConfigError, CredentialScheme, Limits, Listen,
+    LoadContext, LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig,
+    PriceOverride, PricingConfig, Provider, Rotation, StoreConfig, Timeouts, UpstreamConfig,
+    UpstreamCredential,
 };
 use crate::secret::Secret;
 
@@ -21,8 +22,6 @@ pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-/// Client keys shorter than this are refused: they must not be guessable.
-pub const MIN_CLIENT_KEY_LEN: usize = 32;
 
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
     reject_reserved(&raw)?;
@@ -48,8 +47,6 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
     };
-    // Merge now so that `check-config` reports a bad merged result too.
-    crate::policy::Policies::new(&policies, None)?;
     let t = &raw.timeouts;
     let timeouts = Timeouts {
         upstream_ttfb: Duration::from_millis(positive(
@@ -238,7 +235,7 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
                 "store.connect_timeout_ms",
             )?),
         };
-        crate::store::postgres::connect_config(&config)
+        super::postgres::connect_config(&config)
             .map_err(|e| ConfigError::at(e.field(), e.to_string()))?;
         return Ok(StoreConfig::Postgres(config));
     }
@@ -312,14 +309,14 @@ fn upstreams(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
                     "set either api_key or auth_token, not both",
                 ));
             }
-            (Some(k), None) => Some(UpstreamCredential::ApiKey(non_empty_secret(
-                k,
-                &at("auth.api_key"),
-            )?)),
-            (None, Some(t)) => Some(UpstreamCredential::Bearer(non_empty_secret(
-                t,
-                &at("auth.auth_token"),
-            )?)),
+            (Some(k), None) => Some(UpstreamCredential::fixed(
+                CredentialScheme::ApiKey,
+                non_empty_secret(k, &at("auth.api_key"))?,
+            )),
+            (None, Some(t)) => Some(UpstreamCredential::fixed(
+                CredentialScheme::Bearer,
+                non_empty_secret(t, &at("auth.auth_token"))?,
+            )),
             (None, None) => None,
         };
         out.push(UpstreamConfig {
@@ -327,7 +324,6 @@ fn upstreams(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
             provider: Provider::Anthropic,
             base_url,
             credential,
-            missing_credential_hint: None,
         });
     }
     Ok(out)

@@ -6,51 +6,24 @@
 //! detail (recent requests, refusals) only for callers on loopback or presenting an admin
 //! key ([`detail`]); aggregates and upstream health for anyone past the edge guards.
 //!
-//! State kept here: the refusal ring ([`blocks`]), upstream health fed by the router
-//! ([`health`]) and the broadcast of engine events ([`live`]).
+//! The dashboard owns no engine state: it reads the store, the refusal ring
+//! (`inference::refusal`), upstream health (`upstream::health`) and live events
+//! (`events::live`).
 
 pub mod assets;
-pub mod blocks;
-pub mod health;
-pub mod live;
 pub mod snapshot;
+pub mod stream;
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use axum::body::Body;
 use http::{HeaderMap, Response, StatusCode};
-use subtle::ConstantTimeEq;
 
-use crate::config::Config;
-use crate::deps::Deps;
 use crate::error::ApiError;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 pub const API_DASHBOARD: &str = "/gatehouse/api/dashboard";
 pub const API_EVENTS: &str = "/gatehouse/api/events";
-
-/// The dashboard's in-memory state, part of the gateway.
-pub struct Dashboard {
-    pub live: live::Live,
-    pub blocks: blocks::BlockLog,
-    pub health: Arc<health::UpstreamHealth>,
-}
-
-impl Dashboard {
-    /// `deps` are the tapped ones (see [`live::tap`]), so health changes reach `live` too.
-    pub fn new(live: live::Live, config: &Config, deps: &Deps) -> Self {
-        Self {
-            live,
-            blocks: blocks::BlockLog::default(),
-            health: Arc::new(health::UpstreamHealth::new(
-                &config.upstreams,
-                deps.clock.clone(),
-                deps.events.clone(),
-            )),
-        }
-    }
-}
 
 /// Whether the caller may see request-level detail: the client address (after trusted
 /// proxies) is loopback, or it presents an admin read or write key in `x-api-key`.
@@ -64,18 +37,12 @@ pub fn detail(gw: &Gateway, client_ip: IpAddr, headers: &HeaderMap) -> bool {
     ) else {
         return false;
     };
-    let presented = crate::auth::ClientKeys::hash(key);
-    // Every key is compared, in constant time, whatever matched before.
-    spend
-        .read_keys
-        .iter()
-        .chain(&spend.write_keys)
-        .fold(false, |found, k| {
-            found | bool::from(k.hash.ct_eq(&presented))
-        })
+    let admin_keys = spend.read_keys.iter().chain(&spend.write_keys);
+    crate::auth::client_keys::find_hashed(admin_keys.map(|k| (k.id.as_str(), &k.hash)), key)
+        .is_some()
 }
 
-/// Serves a public dashboard route (the pipeline has matched it against its list).
+/// Serves a public dashboard route (the pipeline has matched it against its table).
 pub async fn serve(
     gw: &Gateway,
     client_ip: IpAddr,
@@ -85,14 +52,14 @@ pub async fn serve(
     match path {
         API_DASHBOARD => {
             let body = snapshot::build(gw, detail(gw, client_ip, headers)).await;
-            let mut resp = crate::pipeline::json_response(StatusCode::OK, body);
+            let mut resp = crate::edge::json_response(StatusCode::OK, body);
             resp.headers_mut().insert(
                 http::header::CONTENT_SECURITY_POLICY,
                 http::HeaderValue::from_static(assets::UI_CSP),
             );
             Ok(resp)
         }
-        API_EVENTS => live::sse(gw),
+        API_EVENTS => stream::sse(&gw.live),
         _ => assets::serve(path),
     }
 }

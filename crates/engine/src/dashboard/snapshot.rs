@@ -11,8 +11,8 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use crate::identity::session::LOCAL_SUBJECT;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
+use crate::identity::LOCAL_SUBJECT;
 use crate::spend::{Period, Standing, windows};
 use crate::store::{StoreError, UsageRecord, UsageTotals};
 
@@ -116,8 +116,7 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
         tracing::warn!("dashboard: a store read failed; usage figures are left out");
     }
     let blocks: Vec<Value> = if detail {
-        gw.dashboard
-            .blocks
+        gw.refusals
             .recent(DETAIL_ROWS)
             .iter()
             .map(|b| b.to_json())
@@ -153,6 +152,6 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
         "meters": meters.unwrap_or_default(),
         "recent": recent.unwrap_or_default().iter().map(recent_row).collect::<Vec<_>>(),
         "blocks": blocks,
-        "upstreams": gw.dashboard.health.to_json(),
+        "upstreams": gw.upstreams.health.to_json(),
     })
 }

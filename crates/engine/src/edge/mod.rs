@@ -8,6 +8,8 @@ pub mod response_headers;
 
 use std::net::IpAddr;
 
+use axum::body::Body;
+use http::{HeaderValue, Response, StatusCode, header};
 use ipnet::IpNet;
 
 /// Whether `ip` falls in any of `nets` (IPv4-mapped IPv6 is compared as IPv4).
@@ -49,6 +51,19 @@ pub fn host_is_loopback(host: Option<&str>) -> bool {
         || name
             .parse::<IpAddr>()
             .is_ok_and(|ip| client_ip::canonical(ip).is_loopback())
+}
+
+/// A JSON answer the gateway makes itself (never cached).
+pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }
 
 #[cfg(test)]

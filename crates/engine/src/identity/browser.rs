@@ -23,7 +23,7 @@ use super::device::{
 use super::keys::SealKind;
 use super::{Grant, GrantState, Identity, STATE_SECS, pages};
 use crate::events::Event;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct OAuthState {

@@ -20,7 +20,7 @@ use super::{
     RefreshPayload, sha256_hex,
 };
 use crate::events::Event;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 /// RFC 8628 section 6.1: consonants only, no ambiguous characters.
 const USER_CODE_ALPHABET: &[u8; 20] = b"BCDFGHJKLMNPQRSTVWXZ";

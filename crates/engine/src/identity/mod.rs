@@ -14,6 +14,7 @@ pub mod keys;
 pub mod oidc;
 mod pages;
 pub mod session;
+pub mod user;
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -26,6 +27,7 @@ use crate::config::IdentityConfig;
 use crate::store::{Store, StoreError};
 use keys::KeyRing;
 use session::{SessionClaims, SessionError};
+pub use user::{LOCAL_SUBJECT, UserIdentity};
 
 /// Lifetime of a device grant and its user code.
 pub const DEVICE_GRANT_SECS: i64 = 600;

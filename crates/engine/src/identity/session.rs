@@ -8,36 +8,12 @@ use jsonwebtoken::{Algorithm, Header, Validation, errors::ErrorKind};
 use serde::{Deserialize, Serialize};
 
 use super::keys::KeyRing;
+pub use super::user::{LOCAL_SUBJECT, UserIdentity};
 
 /// The audience of every session token.
 pub const AUDIENCE: &str = "gatehouse";
 /// Allowed clock difference when checking `exp`, `nbf` and `iat`.
 pub const LEEWAY_SECS: i64 = 30;
-
-/// Who signed in, as the gateway knows them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct UserIdentity {
-    pub sub: String,
-    pub email: Option<String>,
-    pub name: Option<String>,
-    pub groups: Vec<String>,
-}
-
-impl UserIdentity {
-    /// The one person behind the desktop's local key: personal budgets are `user` caps on
-    /// this subject.
-    pub fn local() -> Self {
-        Self {
-            sub: LOCAL_SUBJECT.to_owned(),
-            email: None,
-            name: None,
-            groups: Vec::new(),
-        }
-    }
-}
-
-/// The spend subject of the desktop's local key.
-pub const LOCAL_SUBJECT: &str = "local";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionClaims {

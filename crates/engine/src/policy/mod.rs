@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::ConfigError;
 use crate::config::managed::{PolicyConfig, check_settings};
-use crate::identity::session::UserIdentity;
+use crate::identity::UserIdentity;
 
 /// One servable policy: the merged settings and what matches it.
 #[derive(Debug, Clone)]

@@ -8,9 +8,9 @@ use super::bootstrap::{self, BootstrapContext};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::Event;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
-fn person(principal: &Principal) -> Result<&crate::identity::session::UserIdentity, ApiError> {
+fn person(principal: &Principal) -> Result<&crate::identity::UserIdentity, ApiError> {
     match principal {
         Principal::Session { user, .. } => Ok(user),
         _ => Err(ApiError::Forbidden(
@@ -62,7 +62,7 @@ pub fn managed_settings(
     event(200, Some(policy.index));
     let body =
         json!({"uuid": policy.uuid, "checksum": policy.checksum, "settings": policy.settings});
-    let mut resp = crate::pipeline::json_response(StatusCode::OK, body);
+    let mut resp = crate::edge::json_response(StatusCode::OK, body);
     resp.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("private, no-cache"),
@@ -115,7 +115,7 @@ pub fn user_bootstrap(
             .with("sub", who.sub.clone())
             .with("policy", policy.index),
     );
-    let mut resp = crate::pipeline::json_response(StatusCode::OK, doc);
+    let mut resp = crate::edge::json_response(StatusCode::OK, doc);
     resp.headers_mut()
         .insert("x-gateway-spend-admin", HeaderValue::from_static("false"));
     Ok(resp)
@@ -148,7 +148,7 @@ pub fn models_response(gw: &Gateway, principal: &Principal) -> Response<Body> {
     let data = visible_models(gw, policy);
     let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
     let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-    crate::pipeline::json_response(
+    crate::edge::json_response(
         StatusCode::OK,
         json!({"data": data, "has_more": false, "first_id": first, "last_id": last}),
     )

@@ -8,8 +8,6 @@
 //! A timeout, non-2xx or malformed answer blocks (fail closed, the default) or lets the
 //! request pass with a `policy.skipped` event (fail open).
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -25,13 +23,7 @@ const FORWARDED: &[&str] = &[
 ];
 const MAX_REASON: usize = 500;
 
-#[derive(Debug, Clone)]
-pub struct WebhookConfig {
-    pub url: url::Url,
-    pub timeout: Duration,
-    pub fail_closed: bool,
-    pub allow_loopback: bool,
-}
+pub use crate::config::WebhookConfig;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

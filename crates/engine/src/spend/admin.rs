@@ -8,56 +8,17 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq;
 
 use super::{Period, ScopeType, SpendLimit};
 use crate::config::ClientKeyConfig;
+use crate::error::ApiError;
 use crate::events::Event;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 pub const PREFIX: &str = "/v1/organizations/spend_limits";
 
-pub fn limit_json(l: &SpendLimit) -> Value {
-    let scope = match l.scope_type {
-        ScopeType::Organization => json!({"type": "organization"}),
-        ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": l.scope_id}),
-        ScopeType::User => json!({"type": "user", "user_id": l.scope_id}),
-    };
-    json!({
-        "type": "spend_limit",
-        "id": l.id,
-        "scope": scope,
-        "period": l.period.as_str(),
-        "amount": l.amount_cents.map(|a| a.to_string()),
-        "currency": "USD",
-        "created_at": l.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "updated_at": l.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    })
-}
-
-fn error(status: StatusCode, kind: &str, message: &str, request_id: &str) -> Response<Body> {
-    let mut r = crate::pipeline::json_response(
-        status,
-        json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}),
-    );
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        r.headers_mut().insert("request-id", v);
-    }
-    r
-}
-
-/// 400 `invalid_request_error`.
-fn bad(message: &str, request_id: &str) -> Response<Body> {
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_request_error",
-        message,
-        request_id,
-    )
-}
-
-fn ok(status: StatusCode, body: Value, request_id: &str) -> Response<Body> {
-    let mut r = crate::pipeline::json_response(status, body);
+fn ok(body: Value, request_id: &str) -> Response<Body> {
+    let mut r = crate::edge::json_response(StatusCode::OK, body);
     if let Ok(v) = HeaderValue::from_str(request_id) {
         r.headers_mut().insert("request-id", v);
     }
@@ -65,14 +26,8 @@ fn ok(status: StatusCode, body: Value, request_id: &str) -> Response<Body> {
 }
 
 fn key_matches(keys: &[ClientKeyConfig], presented: &str) -> Option<String> {
-    let h = crate::auth::ClientKeys::hash(presented);
-    let mut found = None;
-    for k in keys {
-        if bool::from(k.hash.ct_eq(&h)) && found.is_none() {
-            found = Some(k.id.clone());
-        }
-    }
-    found
+    let entries = keys.iter().map(|k| (k.id.as_str(), &k.hash));
+    crate::auth::client_keys::find_hashed(entries, presented).map(str::to_owned)
 }
 
 /// Who is calling the admin API: `(actor, may_write)`.
@@ -80,12 +35,12 @@ pub async fn authenticate(
     gw: &Gateway,
     headers: &HeaderMap,
     admission: &crate::auth::Admission<'_>,
-) -> Result<(String, bool), (StatusCode, &'static str, &'static str)> {
-    let spend = gw.config.spend.as_ref().ok_or((
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "spend limits are not configured",
-    ))?;
+) -> Result<(String, bool), ApiError> {
+    let spend = gw
+        .config
+        .spend
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("spend limits are not configured".into()))?;
     if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
         if let Some(id) = key_matches(&spend.write_keys, key) {
             return Ok((format!("key:{id}"), true));
@@ -93,11 +48,7 @@ pub async fn authenticate(
         if let Some(id) = key_matches(&spend.read_keys, key) {
             return Ok((format!("key:{id}"), false));
         }
-        return Err((
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid admin API key",
-        ));
+        return Err(unauthenticated("invalid admin API key"));
     }
     match crate::auth::admit(admission, headers).await {
         Ok(crate::auth::Principal::Session { user, .. })
@@ -105,16 +56,17 @@ pub async fn authenticate(
         {
             Ok((format!("user:{}", user.sub), true))
         }
-        Ok(_) => Err((
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "requires an admin key or an admin group",
+        Ok(_) => Err(ApiError::Forbidden(
+            "requires an admin key or an admin group".into(),
         )),
-        Err(_) => Err((
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "missing or invalid credentials",
-        )),
+        Err(_) => Err(unauthenticated("missing or invalid credentials")),
+    }
+}
+
+fn unauthenticated(message: &'static str) -> ApiError {
+    ApiError::Unauthenticated {
+        message,
+        reason: message,
     }
 }
 
@@ -170,14 +122,14 @@ fn query(uri: &http::Uri) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, String> {
+fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, ApiError> {
     match q.iter().find(|(k, _)| k == "limit") {
         None => Ok(default),
         Some((_, v)) => v
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| "limit: must be 1 to 1000".into()),
+            .ok_or_else(|| bad("limit: must be 1 to 1000")),
     }
 }
 
@@ -187,15 +139,27 @@ pub async fn handle(
     admission: &crate::auth::Admission<'_>,
     req: Request<Body>,
 ) -> Response<Body> {
+    match route(gw, request_id, admission, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response_for(request_id),
+    }
+}
+
+async fn route(
+    gw: &Gateway,
+    request_id: &str,
+    admission: &crate::auth::Admission<'_>,
+    req: Request<Body>,
+) -> Result<Response<Body>, ApiError> {
     let (actor, may_write) = match authenticate(gw, req.headers(), admission).await {
         Ok(a) => a,
-        Err((status, kind, message)) => {
+        Err(e) => {
             gw.deps.emit(
                 Event::new("admin.denied")
                     .with("request_id", request_id)
-                    .with("reason", message),
+                    .with("reason", e.to_string()),
             );
-            return error(status, kind, message, request_id);
+            return Err(e);
         }
     };
     let now = gw.deps.clock.now();
@@ -213,159 +177,106 @@ pub async fn handle(
                 .with("actor", actor)
                 .with("reason", "read_only_key"),
         );
-        return error(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "requires write:spend_limits",
-            request_id,
-        );
+        return Err(ApiError::Forbidden("requires write:spend_limits".into()));
     }
     let q = query(req.uri());
     let store = gw.store.as_ref();
     let fail = |e: crate::store::StoreError| {
         tracing::error!(error = %e, "spend limits store error");
-        error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "api_error",
-            "spend limits are unavailable",
-            request_id,
-        )
+        unavailable()
     };
     match (method, rest.as_str()) {
         (Method::GET, "") => {
-            let limit = match page_limit(&q, 20) {
-                Ok(l) => l,
-                Err(m) => {
-                    return bad(&m, request_id);
-                }
-            };
+            let limit = page_limit(&q, 20)?;
             let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
             let scope = match get("scope_type").map(|s| ScopeType::parse(&s)) {
-                Some(None) => {
-                    return bad("scope_type: unknown", request_id);
-                }
+                Some(None) => return Err(bad("scope_type: unknown")),
                 Some(s) => s,
                 None => None,
             };
-            match store
+            let (rows, more) = store
                 .list_limits(scope, get("after_id"), get("before_id"), limit)
                 .await
-            {
-                Ok((rows, more)) => {
-                    let data: Vec<Value> = rows.iter().map(limit_json).collect();
-                    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-                    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-                    ok(
-                        StatusCode::OK,
-                        json!({"data": data, "has_more": more, "first_id": first, "last_id": last}),
-                        request_id,
-                    )
-                }
-                Err(e) => fail(e),
-            }
+                .map_err(fail)?;
+            let data: Vec<Value> = rows.iter().map(SpendLimit::to_json).collect();
+            let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+            let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+            Ok(ok(
+                json!({"data": data, "has_more": more, "first_id": first, "last_id": last}),
+                request_id,
+            ))
         }
         (Method::POST, "") => {
             let bytes = match Limited::new(req.into_body(), 64 * 1024).collect().await {
                 Ok(b) => b.to_bytes(),
-                Err(_) => {
-                    return error(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "request_too_large",
-                        "body too large",
-                        request_id,
-                    );
-                }
+                Err(_) => return Err(ApiError::PayloadTooLarge("body too large".into())),
             };
-            let (scope, scope_id, period, amount) = match parse_upsert(&bytes) {
-                Ok(v) => v,
-                Err(m) => {
-                    return bad(&m, request_id);
-                }
-            };
-            match store
+            let (scope, scope_id, period, amount) = parse_upsert(&bytes).map_err(|m| bad(&m))?;
+            let l = store
                 .upsert_limit(scope, &scope_id, period, amount, &actor, now)
                 .await
-            {
-                Ok(l) => {
-                    gw.deps.emit(
-                        Event::new("admin.limit.upsert")
-                            .with("request_id", request_id)
-                            .with("actor", actor)
-                            .with("limit", limit_json(&l)),
-                    );
-                    ok(StatusCode::OK, limit_json(&l), request_id)
-                }
-                Err(e) => fail(e),
-            }
+                .map_err(fail)?;
+            gw.deps.emit(
+                Event::new("admin.limit.upsert")
+                    .with("request_id", request_id)
+                    .with("actor", actor)
+                    .with("limit", l.to_json()),
+            );
+            Ok(ok(l.to_json(), request_id))
         }
         (Method::GET, "effective") => effective(gw, &q, request_id, now).await,
         (Method::GET, "audit") => {
-            let limit = match page_limit(&q, 100) {
-                Ok(l) => l,
-                Err(m) => {
-                    return bad(&m, request_id);
-                }
-            };
+            let limit = page_limit(&q, 100)?;
             let after = q
                 .iter()
                 .find(|(k, _)| k == "after_id")
                 .map(|(_, v)| v.clone());
-            match store.list_audit(after, limit).await {
-                Ok((rows, more)) => {
-                    let last = rows
-                        .last()
-                        .map(|r| Value::String(r.id.clone()))
-                        .unwrap_or(Value::Null);
-                    ok(
-                        StatusCode::OK,
-                        json!({"data": rows, "has_more": more, "last_id": last}),
-                        request_id,
-                    )
-                }
-                Err(e) => fail(e),
-            }
-        }
-        (Method::GET, id) if !id.contains('/') => match store.get_limit(id).await {
-            Ok(Some(l)) => ok(StatusCode::OK, limit_json(&l), request_id),
-            Ok(None) => error(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "no spend limit with that id",
+            let (rows, more) = store.list_audit(after, limit).await.map_err(fail)?;
+            let last = rows
+                .last()
+                .map(|r| Value::String(r.id.clone()))
+                .unwrap_or(Value::Null);
+            Ok(ok(
+                json!({"data": rows, "has_more": more, "last_id": last}),
                 request_id,
-            ),
-            Err(e) => fail(e),
+            ))
+        }
+        (Method::GET, id) if !id.contains('/') => match store.get_limit(id).await.map_err(fail)? {
+            Some(l) => Ok(ok(l.to_json(), request_id)),
+            None => Err(ApiError::NotFound("no spend limit with that id".into())),
         },
         (Method::DELETE, id) if !id.is_empty() && !id.contains('/') => {
-            match store.delete_limit(id, &actor, now).await {
-                Ok(Some(_)) => {
-                    gw.deps.emit(
-                        Event::new("admin.limit.delete")
-                            .with("request_id", request_id)
-                            .with("actor", actor)
-                            .with("id", id),
-                    );
-                    ok(
-                        StatusCode::OK,
-                        json!({"type": "spend_limit_deleted", "id": id}),
-                        request_id,
-                    )
-                }
-                Ok(None) => error(
-                    StatusCode::NOT_FOUND,
-                    "not_found_error",
-                    "no spend limit with that id",
-                    request_id,
-                ),
-                Err(e) => fail(e),
+            if store
+                .delete_limit(id, &actor, now)
+                .await
+                .map_err(fail)?
+                .is_none()
+            {
+                return Err(ApiError::NotFound("no spend limit with that id".into()));
             }
+            gw.deps.emit(
+                Event::new("admin.limit.delete")
+                    .with("request_id", request_id)
+                    .with("actor", actor)
+                    .with("id", id),
+            );
+            Ok(ok(
+                json!({"type": "spend_limit_deleted", "id": id}),
+                request_id,
+            ))
         }
-        _ => error(
-            StatusCode::NOT_FOUND,
-            "not_found_error",
-            "no such spend limits route",
-            request_id,
-        ),
+        _ => Err(ApiError::NotFound("no such spend limits route".into())),
     }
+}
+
+/// 400 `invalid_request_error`.
+fn bad(message: &str) -> ApiError {
+    ApiError::InvalidRequest(message.to_owned())
+}
+
+/// 503 when the store cannot answer.
+fn unavailable() -> ApiError {
+    ApiError::ServiceUnavailable("spend limits are unavailable".into())
 }
 
 /// `GET .../effective`: each known person's binding cap and spend per period.
@@ -376,7 +287,7 @@ async fn effective(
     q: &[(String, String)],
     request_id: &str,
     now: chrono::DateTime<chrono::Utc>,
-) -> Response<Body> {
+) -> Result<Response<Body>, ApiError> {
     let all = |k: &str| -> Vec<String> {
         q.iter()
             .filter(|(n, _)| n == k || n == &format!("{k}[]"))
@@ -384,38 +295,23 @@ async fn effective(
             .collect()
     };
     let one = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let limit = match page_limit(q, 20) {
-        Ok(l) => l,
-        Err(m) => {
-            return bad(&m, request_id);
-        }
-    };
+    let limit = page_limit(q, 20)?;
     let mut periods = Vec::new();
     for p in all("period") {
         match Period::parse(&p) {
             Some(p) => periods.push(p),
-            None => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    "period: must be daily, weekly or monthly",
-                    request_id,
-                );
-            }
+            None => return Err(bad("period: must be daily, weekly or monthly")),
         }
     }
     let sort = one("sort");
     if sort.as_deref().is_some_and(|s| s != "spend_desc") {
-        return bad("sort: only spend_desc is supported", request_id);
+        return Err(bad("sort: only spend_desc is supported"));
     }
     let offset = match one("page").map(|p| p.parse::<usize>()) {
         None => 0,
         Some(Ok(o)) => o,
         Some(Err(_)) => {
-            return bad(
-                "page: use the next_page value of the previous answer",
-                request_id,
-            );
+            return Err(bad("page: use the next_page value of the previous answer"));
         }
     };
     let users = all("user_ids");
@@ -428,12 +324,7 @@ async fn effective(
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "identity directory unavailable");
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "spend limits are unavailable",
-                request_id,
-            );
+            return Err(unavailable());
         }
     };
     let mode = gw
@@ -456,17 +347,11 @@ async fn effective(
                 continue;
             }
         }
-        let standings = match gw.store.standings(&who.sub, &who.groups, mode, now).await {
-            Ok(s) => s,
-            Err(_) => {
-                return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "api_error",
-                    "spend limits are unavailable",
-                    request_id,
-                );
-            }
-        };
+        let standings = gw
+            .store
+            .standings(&who.sub, &who.groups, mode, now)
+            .await
+            .map_err(|_| unavailable())?;
         for s in standings
             .into_iter()
             .filter(|s| periods.is_empty() || periods.contains(&s.period))
@@ -500,9 +385,8 @@ async fn effective(
         .map(|(_, v)| v)
         .collect();
     let next = more.then(|| (offset + limit).to_string());
-    ok(
-        StatusCode::OK,
+    Ok(ok(
         json!({"data": data, "has_more": more, "next_page": next}),
         request_id,
-    )
+    ))
 }

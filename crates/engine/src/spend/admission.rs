@@ -5,13 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use http::Response;
-
 use super::{ReserveOutcome, ReserveRequest, Standing, new_id, windows, worst_case_micro};
+use crate::error::ApiError;
 use crate::events::Event;
-use crate::identity::session::UserIdentity;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
+use crate::identity::UserIdentity;
 use crate::store::Store;
 
 /// How long admission waits for the store before applying `fail_closed_on_error`.
@@ -55,7 +53,11 @@ pub enum Admitted {
     /// No caps configured, or caps unreadable and failing open.
     Unchecked,
     Held(Held),
-    Refused(Response<Body>),
+    /// Over a cap, or caps unreadable and failing closed: the event to log and the 429.
+    Refused {
+        event: Event,
+        error: ApiError,
+    },
 }
 
 /// `models`: the requested id and every upstream id it may be sent as; the dearest prices it.
@@ -99,22 +101,21 @@ pub async fn reserve(
             standings,
             exceeded,
         })) => {
-            gw.deps.emit(
-                Event::new("spend.blocked")
-                    .with("request_id", request_id)
-                    .with("sub", who.sub.clone())
-                    .with(
-                        "periods",
-                        exceeded.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-                    )
-                    .with("reservation_micro_usd", amount),
-            );
-            Admitted::Refused(super::headers::blocked(
+            let event = Event::new("spend.blocked")
+                .with("request_id", request_id)
+                .with("sub", who.sub.clone())
+                .with(
+                    "periods",
+                    exceeded.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                )
+                .with("reservation_micro_usd", amount);
+            let error = super::headers::blocked(
                 &standings,
                 &exceeded,
                 spend.blocked_message.as_deref(),
                 now,
-            ))
+            );
+            Admitted::Refused { event, error }
         }
         outcome => {
             let why = match outcome {
@@ -122,14 +123,16 @@ pub async fn reserve(
                 _ => "timed out".to_owned(),
             };
             tracing::warn!(reason = %why, fail_closed = spend.fail_closed, "spend caps unavailable");
-            gw.deps.emit(
-                Event::new("spend.unavailable")
-                    .with("request_id", request_id)
-                    .with("fail_closed", spend.fail_closed),
-            );
+            let event = Event::new("spend.unavailable")
+                .with("request_id", request_id)
+                .with("fail_closed", spend.fail_closed);
             if spend.fail_closed {
-                Admitted::Refused(super::headers::unavailable())
+                Admitted::Refused {
+                    event,
+                    error: super::headers::unavailable(),
+                }
             } else {
+                gw.deps.emit(event);
                 Admitted::Unchecked
             }
         }

@@ -1,12 +1,11 @@
 //! What callers see of their caps: the `anthropic-ratelimit-unified-*` headers Claude Code
 //! reads on success (past 75 % and 95 %), and the 429 `billing_error` when a cap is reached.
 
-use axum::body::Body;
 use chrono::{DateTime, Utc};
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
-use serde_json::json;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
 
 use super::{Period, Standing};
+use crate::error::ApiError;
 
 const P: &str = "anthropic-ratelimit-unified-";
 
@@ -65,7 +64,7 @@ pub fn blocked(
     exceeded: &[Period],
     blocked_message: Option<&str>,
     now: DateTime<Utc>,
-) -> Response<Body> {
+) -> ApiError {
     let binding = standings
         .iter()
         .filter(|s| exceeded.contains(&s.period))
@@ -82,8 +81,8 @@ pub fn blocked(
         message.push_str(" · ");
         message.push_str(m.trim());
     }
-    let mut resp = error_response(&message);
-    let h = resp.headers_mut();
+    let mut headers = HeaderMap::new();
+    let h = &mut headers;
     if let Some(b) = binding {
         let secs = (b.reset - now).num_seconds().max(1);
         h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -96,29 +95,20 @@ pub fn blocked(
         put(h, "overage-period", b.period.as_str());
         put(h, "overage-disabled-reason", "org_spend_cap_reached");
     }
-    resp
+    ApiError::SpendLimited {
+        message,
+        headers: Box::new(headers),
+    }
 }
 
 /// 429 when caps cannot be read and the gateway fails closed.
-pub fn unavailable() -> Response<Body> {
-    let mut resp = error_response(
-        "spend limit unavailable: the gateway cannot read spend caps right now; try again shortly",
-    );
-    put(resp.headers_mut(), "overage-disabled-reason", "fetch_error");
-    resp
-}
-
-fn error_response(message: &str) -> Response<Body> {
-    let body = json!({"type": "error", "error": {"type": "billing_error", "message": message}});
-    let mut resp = Response::new(Body::from(body.to_string()));
-    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert("x-should-retry", HeaderValue::from_static("false"));
-    resp
+pub fn unavailable() -> ApiError {
+    let mut headers = HeaderMap::new();
+    put(&mut headers, "overage-disabled-reason", "fetch_error");
+    ApiError::SpendLimited {
+        message: "spend limit unavailable: the gateway cannot read spend caps right now; try again shortly".into(),
+        headers: Box::new(headers),
+    }
 }
 
 #[cfg(test)]
@@ -189,7 +179,8 @@ mod tests {
             &[Period::Daily, Period::Monthly],
             Some("Ask the platform team."),
             now,
-        );
+        )
+        .into_response();
         assert_eq!(r.status(), 429);
         let h = r.headers();
         assert_eq!(h["x-should-retry"], "false");

@@ -9,13 +9,17 @@
 
 pub mod admin;
 pub mod admission;
+pub mod caps;
 pub mod headers;
 pub mod usage_api;
 
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
+pub use crate::config::GroupMode;
 use crate::metering::pricing::Pricing;
+pub use caps::binding_cap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -134,53 +138,25 @@ pub struct SpendLimit {
     pub updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GroupMode {
-    /// The smallest group cap binds (default).
-    #[default]
-    Min,
-    /// The largest binds; an unlimited group wins.
-    Max,
-}
-
-/// The cap that binds a person for one period: user, else group (by mode), else org.
-/// `None` means unlimited.
-pub fn binding_cap(
-    limits: &[SpendLimit],
-    period: Period,
-    sub: &str,
-    groups: &[String],
-    mode: GroupMode,
-) -> Option<(i64, ScopeType)> {
-    let of = |t: ScopeType| {
-        limits
-            .iter()
-            .filter(move |l| l.period == period && l.scope_type == t)
-    };
-    if let Some(u) = of(ScopeType::User).find(|l| l.scope_id == sub) {
-        return u.amount_cents.map(|a| (a, ScopeType::User));
-    }
-    let group_caps: Vec<Option<i64>> = of(ScopeType::RbacGroup)
-        .filter(|l| groups.contains(&l.scope_id))
-        .map(|l| l.amount_cents)
-        .collect();
-    if !group_caps.is_empty() {
-        let pick = match mode {
-            GroupMode::Min => group_caps.iter().flatten().min().copied(),
-            GroupMode::Max => {
-                if group_caps.iter().any(Option::is_none) {
-                    None
-                } else {
-                    group_caps.iter().flatten().max().copied()
-                }
-            }
+impl SpendLimit {
+    /// The Admin API's `spend_limit` object (also kept in the audit trail).
+    pub fn to_json(&self) -> serde_json::Value {
+        let scope = match self.scope_type {
+            ScopeType::Organization => json!({"type": "organization"}),
+            ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": self.scope_id}),
+            ScopeType::User => json!({"type": "user", "user_id": self.scope_id}),
         };
-        return pick.map(|a| (a, ScopeType::RbacGroup));
+        json!({
+            "type": "spend_limit",
+            "id": self.id,
+            "scope": scope,
+            "period": self.period.as_str(),
+            "amount": self.amount_cents.map(|a| a.to_string()),
+            "currency": "USD",
+            "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "updated_at": self.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        })
     }
-    of(ScopeType::Organization)
-        .next()
-        .and_then(|o| o.amount_cents)
-        .map(|a| (a, ScopeType::Organization))
 }
 
 /// One period's standing for a person.
@@ -283,18 +259,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn lim(t: ScopeType, id: &str, period: Period, amount: Option<i64>) -> SpendLimit {
-        SpendLimit {
-            id: new_id("spl"),
-            scope_type: t,
-            scope_id: id.into(),
-            period,
-            amount_cents: amount,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-        }
-    }
-
     #[test]
     fn windows_reset_in_utc() {
         let t = Utc
@@ -323,44 +287,6 @@ mod tests {
         assert_eq!(
             m.reset,
             Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).single().unwrap()
-        );
-    }
-
-    #[test]
-    fn user_then_group_then_org() {
-        let g = vec!["eng".to_owned(), "ops".to_owned()];
-        let limits = vec![
-            lim(ScopeType::Organization, "", Period::Daily, Some(1000)),
-            lim(ScopeType::RbacGroup, "eng", Period::Daily, Some(500)),
-            lim(ScopeType::RbacGroup, "ops", Period::Daily, None),
-            lim(ScopeType::User, "bob", Period::Daily, None),
-            lim(ScopeType::Organization, "", Period::Monthly, Some(9000)),
-        ];
-        assert_eq!(
-            binding_cap(&limits, Period::Daily, "alice", &g, GroupMode::Min),
-            Some((500, ScopeType::RbacGroup))
-        );
-        assert_eq!(
-            binding_cap(&limits, Period::Daily, "alice", &g, GroupMode::Max),
-            None,
-            "an unlimited group wins in max mode"
-        );
-        assert_eq!(
-            binding_cap(&limits, Period::Daily, "bob", &g, GroupMode::Min),
-            None,
-            "a user override beats groups"
-        );
-        assert_eq!(
-            binding_cap(&limits, Period::Daily, "carol", &[], GroupMode::Min),
-            Some((1000, ScopeType::Organization))
-        );
-        assert_eq!(
-            binding_cap(&limits, Period::Weekly, "carol", &[], GroupMode::Min),
-            None
-        );
-        assert_eq!(
-            binding_cap(&limits, Period::Monthly, "alice", &g, GroupMode::Min),
-            Some((9000, ScopeType::Organization))
         );
     }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Period, Standing};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 fn cents(micro: u64) -> u64 {
     micro / 10_000
@@ -90,7 +90,7 @@ pub async fn oauth_usage(gw: &Gateway, principal: &Principal) -> Result<Response
             })
         }
     };
-    let mut r = crate::pipeline::json_response(StatusCode::OK, body);
+    let mut r = crate::edge::json_response(StatusCode::OK, body);
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(r)
@@ -113,7 +113,7 @@ pub async fn me_spend(gw: &Gateway, principal: &Principal) -> Result<Response<Bo
             })
         })
         .collect();
-    Ok(crate::pipeline::json_response(
+    Ok(crate::edge::json_response(
         StatusCode::OK,
         json!({"currency": "USD", "periods": periods}),
     ))

@@ -2,13 +2,17 @@
 //! default; PostgreSQL (`tokio-postgres` with a `deadpool` pool) lets several replicas
 //! share one database. Both implement [`Store`] with the same meaning; migrations are
 //! plain numbered `.sql` files under `migrations/<backend>/`.
+//!
+//! Each backend is split by concern: `usage` (usage rows), `kv` (keyed state and the local
+//! key hash) and `spend` (reservations, settlement, caps with their audit rows, the
+//! identity directory, retention); its `mod.rs` holds the connection handling and the
+//! [`Store`] impl that delegates to them. The shared column conversions live in `convert`;
+//! the cap arithmetic is not here but in [`crate::spend::caps`].
 
+mod convert;
 mod migrations;
 pub mod postgres;
-mod postgres_kv;
-mod postgres_spend;
 pub mod sqlite;
-mod sqlite_spend;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -196,14 +200,14 @@ pub trait Store: Send + Sync {
     /// Records who a person is (email, name, groups) for admin views.
     async fn upsert_principal(
         &self,
-        who: crate::identity::session::UserIdentity,
+        who: crate::identity::user::UserIdentity,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
     /// Known people, optionally only these subs; each with their stored identity.
     async fn principals(
         &self,
         subs: Option<Vec<String>>,
-    ) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError>;
+    ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError>;
     /// Deletes rows older than the cut-offs, in batches; the number of rows deleted.
     async fn retention(
         &self,

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Limited};
 use super::Signal;
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::server::Gateway;
+use crate::gateway::Gateway;
 
 pub async fn ingest(
     gw: &Gateway,

@@ -3,14 +3,17 @@
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
-use crate::config::UpstreamConfig;
+use crate::config::{CredentialScheme, UpstreamConfig};
+use crate::secret::Secret;
 
 use super::headers;
 
-/// Builds the upstream request for `path` (`v1/messages` or `v1/messages/count_tokens`).
+/// Builds the upstream request for `path` (`v1/messages` or `v1/messages/count_tokens`)
+/// with the credential value read for this request.
 pub fn build(
     client: &reqwest::Client,
     upstream: &UpstreamConfig,
+    credential: Option<(CredentialScheme, &Secret)>,
     path: &str,
     query: Option<&str>,
     incoming: &HeaderMap,
@@ -22,7 +25,7 @@ pub fn build(
     url.set_query(query);
     client
         .request(Method::POST, url)
-        .headers(headers::to_upstream(incoming, upstream.credential.as_ref()))
+        .headers(headers::to_upstream(incoming, credential))
         .body(body)
         .build()
 }

@@ -10,7 +10,8 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
-use crate::config::{CredentialScheme, UpstreamCredential};
+use crate::config::CredentialScheme;
+use crate::secret::Secret;
 
 fn keep_request(name: &str) -> bool {
     matches!(
@@ -35,8 +36,12 @@ fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
     }
 }
 
-/// Headers for the upstream request.
-pub fn to_upstream(incoming: &HeaderMap, credential: Option<&UpstreamCredential>) -> HeaderMap {
+/// Headers for the upstream request: the caller's allowed headers, then the credential
+/// (`scheme` and the value read for this request).
+pub fn to_upstream(
+    incoming: &HeaderMap,
+    credential: Option<(CredentialScheme, &Secret)>,
+) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(incoming.len());
     for (name, value) in incoming {
         if keep_request(name.as_str()) {
@@ -44,13 +49,8 @@ pub fn to_upstream(incoming: &HeaderMap, credential: Option<&UpstreamCredential>
         }
     }
     match credential {
-        Some(UpstreamCredential::ApiKey(key)) => api_key(&mut out, key),
-        Some(UpstreamCredential::Bearer(token)) => bearer(&mut out, token),
-        Some(UpstreamCredential::Dynamic(dynamic)) => match dynamic.source.current() {
-            Some(token) if dynamic.scheme == CredentialScheme::Bearer => bearer(&mut out, &token),
-            Some(key) => api_key(&mut out, &key),
-            None => {}
-        },
+        Some((CredentialScheme::ApiKey, key)) => api_key(&mut out, key),
+        Some((CredentialScheme::Bearer, token)) => bearer(&mut out, token),
         None => {}
     }
     if !out.contains_key("anthropic-version") {
@@ -133,8 +133,8 @@ mod tests {
             ("host", "gw"),
             ("x-app", "cli"),
         ]);
-        let key = UpstreamCredential::ApiKey(Secret::new("sk-operator"));
-        let out = to_upstream(&incoming, Some(&key));
+        let key = Secret::new("sk-operator");
+        let out = to_upstream(&incoming, Some((CredentialScheme::ApiKey, &key)));
         assert_eq!(out["x-api-key"], "sk-operator");
         assert!(out.get("authorization").is_none());
         assert_eq!(out["anthropic-beta"], "a,b");
@@ -143,8 +143,8 @@ mod tests {
         for gone in ["cookie", "x-forwarded-for", "host", "x-app"] {
             assert!(out.get(gone).is_none(), "{gone}");
         }
-        let bearer = UpstreamCredential::Bearer(Secret::new("tok"));
-        let out = to_upstream(&incoming, Some(&bearer));
+        let token = Secret::new("tok");
+        let out = to_upstream(&incoming, Some((CredentialScheme::Bearer, &token)));
         assert_eq!(out["authorization"], "Bearer tok");
         assert!(out.get("x-api-key").is_none());
         assert!(to_upstream(&incoming, None).get("x-api-key").is_none());

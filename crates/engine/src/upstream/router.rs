@@ -7,7 +7,7 @@
 //! the highest-priority retained answer is returned (429 with its `retry-after`, then 404);
 //! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
 //! the caller would take them for its own credential failing. Every decision is written
-//! into a `route_reason`, and every attempt's outcome into the dashboard's upstream health.
+//! into a `route_reason`, and every attempt's outcome into the upstream health ([`super::health`]).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,6 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
 use super::{Upstreams, anthropic};
-use crate::config::UpstreamCredential;
 use crate::error::ApiError;
 
 /// A request ready to be sent, per candidate upstream.
@@ -75,8 +74,8 @@ pub async fn route(
     headers: &HeaderMap,
     legs: Vec<Leg>,
     skipped: &[String],
-    health: &crate::dashboard::health::UpstreamHealth,
 ) -> Routed {
+    let health = &upstreams.health;
     let mut failures: Vec<String> = skipped
         .iter()
         .map(|s| format!("{s}=model not configured"))
@@ -86,21 +85,30 @@ pub async fn route(
     let mut hints: Vec<String> = Vec::new();
     for (i, leg) in legs.into_iter().enumerate() {
         let (index, up) = (leg.upstream, &upstreams.list[leg.upstream]);
-        if let Some(hint) = &up.missing_credential_hint {
-            failures.push(format!("{}=no credential", up.name));
-            hints.push(hint.clone());
-            continue;
-        }
-        if let Some(UpstreamCredential::Dynamic(dynamic)) = &up.credential
-            && dynamic.source.current().is_none()
-        {
-            failures.push(format!("{}=no credential", up.name));
-            hints.push(dynamic.missing_hint.clone());
-            continue;
-        }
+        // The credential's value is read once per attempt (the desktop's may change).
+        let value = match &up.credential {
+            None => None,
+            Some(c) => match c.current() {
+                Some(v) => Some((c.scheme, v)),
+                None => {
+                    failures.push(format!("{}=no credential", up.name));
+                    hints.push(c.missing_hint.clone());
+                    continue;
+                }
+            },
+        };
+        let credential = value.as_ref().map(|(scheme, v)| (*scheme, v));
         attempts += 1;
-        let request = match anthropic::build(&upstreams.client, up, path, query, headers, leg.body)
-        {
+        let built = anthropic::build(
+            &upstreams.client,
+            up,
+            credential,
+            path,
+            query,
+            headers,
+            leg.body,
+        );
+        let request = match built {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(upstream = %up.name, error = %e, "could not build upstream request");

@@ -64,9 +64,7 @@ impl UpstreamHealth {
         let names = upstreams
             .iter()
             .map(|u| {
-                let provider = match u.provider {
-                    crate::config::Provider::Anthropic => "anthropic",
-                };
+                let provider = u.provider.as_str();
                 (
                     u.name.clone(),
                     provider,
@@ -191,7 +189,6 @@ mod tests {
             provider: crate::config::Provider::Anthropic,
             base_url: url::Url::parse("https://api.example.com/").unwrap(),
             credential: None,
-            missing_credential_hint: None,
         };
         let h = UpstreamHealth::new(&[up], Arc::new(SystemClock), events.clone());
         assert_eq!(h.state(0), Some(State::Unknown));

@@ -1,23 +1,19 @@
-//! The SQLite side of spend: synchronous functions run on the store's own thread, each in
-//! one `BEGIN IMMEDIATE` transaction (SQLite has one writer, so a check and the write that
-//! follows it cannot interleave with another request's).
+//! The SQLite side of spend: reservations and their settlement, caps with their audit
+//! rows, the identity directory (principals) and retention. Synchronous functions run on
+//! the store's own thread; each mutation is one `BEGIN IMMEDIATE` transaction (SQLite has
+//! one writer, so a check and the write that follows it cannot interleave with another
+//! request's). The cap arithmetic itself is in [`crate::spend::caps`].
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::StoreError;
+use crate::identity::user::UserIdentity;
 use crate::spend::{
     AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
-    binding_cap, new_id, windows,
+    caps, new_id, windows,
 };
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn from_ms(v: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
-}
+use crate::store::StoreError;
+use crate::store::convert::{from_ms, i, ms, u};
 
 fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
     let scope: String = r.get(1)?;
@@ -67,7 +63,7 @@ fn spend_row(
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
         )
         .optional()?;
-    Ok(row.map_or((0, 0), |(s, r)| (s.max(0) as u64, r.max(0) as u64)))
+    Ok(row.map_or((0, 0), |(s, r)| (u(s), u(r))))
 }
 
 fn standings_in(
@@ -78,20 +74,12 @@ fn standings_in(
     now: DateTime<Utc>,
 ) -> Result<Vec<Standing>, StoreError> {
     let limits = candidate_limits(tx, sub, groups)?;
-    let mut out = Vec::with_capacity(3);
-    for w in windows(now) {
-        let cap = binding_cap(&limits, w.period, sub, groups, mode);
-        let (spent, reserved) = spend_row(tx, sub, w.period, ms(w.start))?;
-        out.push(Standing {
-            period: w.period,
-            cap_cents: cap.map(|c| c.0),
-            cap_scope: cap.map(|c| c.1),
-            spent_micro: spent,
-            reserved_micro: reserved,
-            reset: w.reset,
-        });
+    let wins = windows(now);
+    let mut totals = [(0, 0); 3];
+    for (t, w) in totals.iter_mut().zip(&wins) {
+        *t = spend_row(tx, sub, w.period, ms(w.start))?;
     }
-    Ok(out)
+    Ok(caps::standings(&limits, totals, &wins, sub, groups, mode))
 }
 
 pub fn standings(
@@ -110,19 +98,7 @@ pub fn standings(
 pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut standings = standings_in(&tx, &req.sub, &req.groups, req.mode, req.now)?;
-    let exceeded: Vec<Period> = standings
-        .iter()
-        .filter(|s| {
-            s.cap_cents.is_some_and(|cap| {
-                let cap_micro = u128::from(cap.max(0) as u64) * 10_000;
-                u128::from(s.spent_micro)
-                    + u128::from(s.reserved_micro)
-                    + u128::from(req.amount_micro)
-                    > cap_micro
-            })
-        })
-        .map(|s| s.period)
-        .collect();
+    let exceeded = caps::exceeded(&standings, req.amount_micro);
     if !exceeded.is_empty() {
         return Ok(ReserveOutcome::Refused {
             standings,
@@ -130,7 +106,7 @@ pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOut
         });
     }
     let now = ms(req.now);
-    let amount = i64::try_from(req.amount_micro).unwrap_or(i64::MAX);
+    let amount = i(req.amount_micro);
     for w in &req.windows {
         tx.execute(
             "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
@@ -156,9 +132,7 @@ pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOut
         ],
     )?;
     tx.commit()?;
-    for s in &mut standings {
-        s.reserved_micro += req.amount_micro;
-    }
+    caps::add_hold(&mut standings, req.amount_micro);
     Ok(ReserveOutcome::Reserved(standings))
 }
 
@@ -181,7 +155,7 @@ pub fn settle_in(
     let Some((sub, amount, starts)) = row else {
         return Ok(false);
     };
-    let actual = i64::try_from(actual_micro).unwrap_or(i64::MAX);
+    let actual = i(actual_micro);
     for (period, start) in Period::ALL.iter().zip(starts) {
         tx.execute(
             "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0), spent_micro = spent_micro + ?5, updated_at = ?6
@@ -219,16 +193,6 @@ pub fn open_reservations(conn: &mut Connection) -> Result<Vec<(String, String)>,
     Ok(rows)
 }
 
-pub fn usage_cost(conn: &mut Connection, request_id: &str) -> Result<Option<u64>, StoreError> {
-    Ok(conn
-        .query_row(
-            "SELECT SUM(cost_micro_usd) FROM usage_events WHERE request_id = ?1",
-            params![request_id],
-            |r| r.get::<_, Option<i64>>(0),
-        )?
-        .map(|v| v.max(0) as u64))
-}
-
 fn audit(
     tx: &Transaction<'_>,
     actor: &str,
@@ -238,9 +202,7 @@ fn audit(
     after: Option<&SpendLimit>,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let j = |l: Option<&SpendLimit>| {
-        l.and_then(|l| serde_json::to_string(&crate::spend::admin::limit_json(l)).ok())
-    };
+    let j = |l: Option<&SpendLimit>| l.and_then(|l| serde_json::to_string(&l.to_json()).ok());
     tx.execute(
         "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![new_id("spla"), ms(now), actor, action, limit_id, j(before), j(after)],
@@ -394,7 +356,7 @@ pub fn list_audit(
 
 pub fn upsert_principal(
     conn: &mut Connection,
-    who: &crate::identity::session::UserIdentity,
+    who: &UserIdentity,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let groups = serde_json::to_string(&who.groups).unwrap_or_else(|_| "[]".into());
@@ -410,12 +372,12 @@ pub fn upsert_principal(
 pub fn principals(
     conn: &mut Connection,
     subs: Option<Vec<String>>,
-) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError> {
+) -> Result<Vec<UserIdentity>, StoreError> {
     let mut stmt = conn.prepare("SELECT sub, email, name, groups FROM principals ORDER BY sub")?;
     let rows = stmt
         .query_map([], |r| {
             let groups: String = r.get(3)?;
-            Ok(crate::identity::session::UserIdentity {
+            Ok(UserIdentity {
                 sub: r.get(0)?,
                 email: r.get(1)?,
                 name: r.get(2)?,
@@ -471,4 +433,88 @@ pub fn retention(
         }
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use chrono::Utc;
+
+    use super::super::usage::tests::record;
+    use crate::identity::user::UserIdentity;
+    use crate::spend::{Period, ScopeType};
+    use crate::store::{SqliteStore, Store};
+
+    #[tokio::test]
+    async fn retention_removes_only_old_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("r.db"), Utc::now()).unwrap();
+        let now = Utc::now();
+        let old = now - chrono::Duration::days(400);
+        store
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Daily,
+                Some(5),
+                "key:a",
+                old,
+            )
+            .await
+            .unwrap();
+        store
+            .upsert_limit(
+                ScopeType::Organization,
+                "",
+                Period::Weekly,
+                Some(5),
+                "key:a",
+                now,
+            )
+            .await
+            .unwrap();
+        let who = |s: &str| UserIdentity {
+            sub: s.into(),
+            email: None,
+            name: None,
+            groups: vec![],
+        };
+        store
+            .upsert_principal(who("gone"), now - chrono::Duration::days(91))
+            .await
+            .unwrap();
+        store.upsert_principal(who("here"), now).await.unwrap();
+        store
+            .insert_usage(
+                vec![
+                    record("old", old.timestamp_millis(), 1),
+                    record("new", now.timestamp_millis(), 1),
+                ]
+                .into(),
+            )
+            .await
+            .unwrap();
+        let days = chrono::Duration::days;
+        let removed = store
+            .retention(now - days(365), now - days(396), now - days(90))
+            .await
+            .unwrap();
+        assert_eq!(removed, 3);
+        let (audit, _) = store.list_audit(None, 10).await.unwrap();
+        assert_eq!(audit.len(), 1);
+        let people = store.principals(None).await.unwrap();
+        assert_eq!(people.len(), 1);
+        assert_eq!(people[0].sub, "here");
+        assert_eq!(store.recent_usage(10).await.unwrap().len(), 1);
+        assert_eq!(
+            store
+                .list_limits(None, None, None, 10)
+                .await
+                .unwrap()
+                .0
+                .len(),
+            2,
+            "caps are never expired"
+        );
+    }
 }

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use fake_upstream::{FakeConfig, Fault};
-use gatehouse_engine::identity::session::LOCAL_SUBJECT;
+use gatehouse_engine::identity::LOCAL_SUBJECT;
 use gatehouse_engine::spend::{GroupMode, windows};
 use gatehouse_tests::{CLIENT_KEY, OPERATOR_KEY, TestGateway, base_yaml, load, sonnet};
 use serde_json::{Value, json};

@@ -1,14 +1,16 @@
 //! The PostgreSQL side of the short-lived keyed state (device grants, user codes, rate
-//! counters, revocations). Expired entries are invisible at once; compare-and-swap is one
-//! conditional statement, which PostgreSQL re-checks against the newest row version when
-//! it had to wait for a concurrent writer, so of two racing swaps exactly one wins.
+//! counters, revocations) and of the per-install local key hash. Expired entries are
+//! invisible at once; compare-and-swap is one conditional statement, which PostgreSQL
+//! re-checks against the newest row version when it had to wait for a concurrent writer,
+//! so of two racing swaps exactly one wins.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 
-use super::postgres::{Client, PgError, exec, ms, row_opt, rows};
+use super::{Client, PgError, exec, row_opt, rows};
+use crate::store::convert::{from_ms, ms};
 
 /// The live-entry condition; `$2` is now.
 const LIVE: &str = "(expires_at IS NULL OR expires_at > $2)";
@@ -154,4 +156,38 @@ pub async fn purge_expired(c: &impl GenericClient, now: DateTime<Utc>) -> Result
         &[&ms(now)],
     )
     .await
+}
+
+/// The per-install local key: its hash and when it was issued.
+type LocalKey = ([u8; 32], DateTime<Utc>);
+
+/// Hash of the per-install local key, if one was issued.
+pub async fn local_key_hash(c: &impl GenericClient) -> Result<Option<LocalKey>, PgError> {
+    let row = row_opt(
+        c,
+        "SELECT key_hash, created_at FROM local_keys WHERE id = 'local'",
+        &[],
+    )
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let hash: Vec<u8> = row.try_get(0)?;
+    let at: i64 = row.try_get(1)?;
+    Ok(<[u8; 32]>::try_from(hash).ok().map(|h| (h, from_ms(at))))
+}
+
+/// Replaces the per-install local key.
+pub async fn set_local_key_hash(
+    c: &impl GenericClient,
+    hash: [u8; 32],
+    at: DateTime<Utc>,
+) -> Result<(), PgError> {
+    exec(
+        c,
+        "INSERT INTO local_keys (id, key_hash, created_at) VALUES ('local', $1, $2)
+         ON CONFLICT (id) DO UPDATE SET key_hash = excluded.key_hash,
+             created_at = excluded.created_at",
+        &[&hash.as_slice(), &ms(at)],
+    )
+    .await?;
+    Ok(())
 }

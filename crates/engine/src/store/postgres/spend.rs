@@ -1,7 +1,8 @@
-//! The PostgreSQL side of spend and usage: reservations, settlement with the usage rows,
-//! caps with their audit rows, the identity directory and retention. Each mutation is one
-//! transaction; the locking that keeps caps exact across replicas is described in
-//! [`super::postgres`].
+//! The PostgreSQL side of spend: reservations (via `gatehouse_reserve`) and their
+//! settlement, caps with their audit rows, the identity directory and retention. Each
+//! mutation is one transaction; the locking that keeps caps exact across replicas is
+//! described in the `store::postgres` module doc. The cap arithmetic itself is in
+//! [`crate::spend::caps`].
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
@@ -9,24 +10,18 @@ use futures_util::try_join;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::UsageRecord;
-use super::postgres::{
-    Client, OWNER_LOCK_NAMESPACE, PgError, exec, from_ms, i, ms, row_opt, rows, u,
-};
+use super::{Client, OWNER_LOCK_NAMESPACE, PgError, exec, row_opt, rows};
+use crate::identity::user::UserIdentity;
 use crate::spend::{
     AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
-    binding_cap, new_id, windows,
+    caps, new_id, windows,
 };
+use crate::store::convert::{from_ms, i, ms, u};
 
 /// Advisory-lock namespace of cap mutations, keyed by a hash of (scope, period).
 const LIMIT_LOCK_NAMESPACE: i32 = 0x4748_4c4d; // "GHLM"
 
 const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at";
-
-const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, upstream,
-    upstream_model, status, route_reason, stream, input_tokens, output_tokens,
-    cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
-    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected";
 
 fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
     let scope: String = r.try_get(1)?;
@@ -40,103 +35,6 @@ fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
         created_at: from_ms(r.try_get(5)?),
         updated_at: from_ms(r.try_get(6)?),
     })
-}
-
-pub async fn insert_usage(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgError> {
-    let tx = c.transaction().await?;
-    let st = tx
-        .prepare_cached(&format!(
-            "INSERT INTO usage_events ({USAGE_COLS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21)
-             ON CONFLICT (request_id, created_at) DO NOTHING"
-        ))
-        .await?;
-    for r in records {
-        tx.execute(
-            &st,
-            &[
-                &r.request_id,
-                &ms(r.created_at),
-                &r.principal,
-                &r.endpoint,
-                &r.model,
-                &r.upstream,
-                &r.upstream_model,
-                &i32::from(r.status),
-                &r.route_reason,
-                &r.stream,
-                &i(r.input_tokens),
-                &i(r.output_tokens),
-                &i(r.cache_read_tokens),
-                &i(r.cache_write_5m_tokens),
-                &i(r.cache_write_1h_tokens),
-                &i(r.web_search_requests),
-                &i(r.cost_micro_usd),
-                &r.usage_source,
-                &i(r.latency_ms),
-                &r.ttfb_ms.map(i),
-                &r.client_disconnected,
-            ],
-        )
-        .await?;
-    }
-    // The charge lands with its usage row, atomically; person by person in a fixed order,
-    // so two batches never wait on each other's rows in a cycle.
-    let mut settles: Vec<&UsageRecord> = records
-        .iter()
-        .filter(|r| r.reservation_id.is_some())
-        .collect();
-    settles
-        .sort_by(|a, b| (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id)));
-    for r in settles {
-        if let Some(id) = &r.reservation_id {
-            settle_in(&tx, id, r.cost_micro_usd, false, r.created_at).await?;
-        }
-    }
-    tx.commit().await
-}
-
-pub async fn recent_usage(
-    c: &impl GenericClient,
-    limit: usize,
-) -> Result<Vec<UsageRecord>, PgError> {
-    rows(
-        c,
-        &format!(
-            "SELECT {USAGE_COLS} FROM usage_events ORDER BY created_at DESC, id DESC LIMIT $1"
-        ),
-        &[&i64::try_from(limit).unwrap_or(i64::MAX)],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(UsageRecord {
-            request_id: r.try_get(0)?,
-            created_at: from_ms(r.try_get(1)?),
-            principal: r.try_get(2)?,
-            endpoint: r.try_get(3)?,
-            model: r.try_get(4)?,
-            upstream: r.try_get(5)?,
-            upstream_model: r.try_get(6)?,
-            status: u16::try_from(r.try_get::<_, i32>(7)?).unwrap_or(0),
-            route_reason: r.try_get(8)?,
-            stream: r.try_get(9)?,
-            input_tokens: u(r.try_get(10)?),
-            output_tokens: u(r.try_get(11)?),
-            cache_read_tokens: u(r.try_get(12)?),
-            cache_write_5m_tokens: u(r.try_get(13)?),
-            cache_write_1h_tokens: u(r.try_get(14)?),
-            web_search_requests: u(r.try_get(15)?),
-            cost_micro_usd: u(r.try_get(16)?),
-            usage_source: r.try_get(17)?,
-            latency_ms: u(r.try_get(18)?),
-            ttfb_ms: r.try_get::<_, Option<i64>>(19)?.map(u),
-            client_disconnected: r.try_get(20)?,
-            reservation_id: None,
-        })
-    })
-    .collect()
 }
 
 /// Every cap that can bind this person.
@@ -177,30 +75,6 @@ fn totals_by_period(found: &[Row]) -> Result<[(u64, u64); 3], PgError> {
     Ok(out)
 }
 
-fn standings_from(
-    limits: &[SpendLimit],
-    totals: [(u64, u64); 3],
-    sub: &str,
-    groups: &[String],
-    mode: GroupMode,
-    wins: &[crate::spend::Window; 3],
-) -> Vec<Standing> {
-    wins.iter()
-        .zip(totals)
-        .map(|(w, (spent, reserved))| {
-            let cap = binding_cap(limits, w.period, sub, groups, mode);
-            Standing {
-                period: w.period,
-                cap_cents: cap.map(|c| c.0),
-                cap_scope: cap.map(|c| c.1),
-                spent_micro: spent,
-                reserved_micro: reserved,
-                reset: w.reset,
-            }
-        })
-        .collect()
-}
-
 pub async fn standings(
     c: &mut Client,
     sub: &str,
@@ -230,13 +104,13 @@ pub async fn standings(
         )
     )?;
     tx.commit().await?;
-    Ok(standings_from(
+    Ok(caps::standings(
         &limits,
         totals_by_period(&found)?,
+        &wins,
         sub,
         groups,
         mode,
-        &wins,
     ))
 }
 
@@ -249,11 +123,8 @@ pub async fn reserve(
     // person's rows, checks and writes in one statement. A cap changed in between is as if
     // it changed just after this reservation.
     let limits = candidate_limits(c, &req.sub, &req.groups).await?;
-    let caps: Vec<Option<i64>> = req
-        .windows
-        .iter()
-        .map(|w| binding_cap(&limits, w.period, &req.sub, &req.groups, req.mode).map(|c| c.0))
-        .collect();
+    let cap_cents: Vec<Option<i64>> =
+        caps::binding_caps(&limits, &req.windows, &req.sub, &req.groups, req.mode).to_vec();
     let starts: Vec<i64> = req.windows.iter().map(|w| ms(w.start)).collect();
     let found = rows(
         c,
@@ -262,7 +133,7 @@ pub async fn reserve(
         &[
             &req.sub,
             &starts,
-            &caps,
+            &cap_cents,
             &i(req.amount_micro),
             &ms(req.now),
             &req.reservation_id,
@@ -276,36 +147,22 @@ pub async fn reserve(
         .map(|r| r.try_get::<_, bool>(3))
         .transpose()?
         .unwrap_or(false);
-    let mut standings = standings_from(
+    let mut standings = caps::standings(
         &limits,
         totals_by_period(&found)?,
+        &req.windows,
         &req.sub,
         &req.groups,
         req.mode,
-        &req.windows,
     );
     if !made {
-        let exceeded: Vec<Period> = standings
-            .iter()
-            .filter(|s| {
-                s.cap_cents.is_some_and(|cap| {
-                    let cap_micro = u128::from(cap.max(0) as u64) * 10_000;
-                    u128::from(s.spent_micro)
-                        + u128::from(s.reserved_micro)
-                        + u128::from(req.amount_micro)
-                        > cap_micro
-                })
-            })
-            .map(|s| s.period)
-            .collect();
+        let exceeded = caps::exceeded(&standings, req.amount_micro);
         return Ok(ReserveOutcome::Refused {
             standings,
             exceeded,
         });
     }
-    for s in &mut standings {
-        s.reserved_micro += req.amount_micro;
-    }
+    caps::add_hold(&mut standings, req.amount_micro);
     Ok(ReserveOutcome::Reserved(standings))
 }
 
@@ -415,9 +272,7 @@ async fn audit(
     after: Option<&SpendLimit>,
     now: DateTime<Utc>,
 ) -> Result<(), PgError> {
-    let j = |l: Option<&SpendLimit>| {
-        l.and_then(|l| serde_json::to_string(&crate::spend::admin::limit_json(l)).ok())
-    };
+    let j = |l: Option<&SpendLimit>| l.and_then(|l| serde_json::to_string(&l.to_json()).ok());
     exec(
         tx,
         "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after)
@@ -622,7 +477,7 @@ pub async fn list_audit(
 
 pub async fn upsert_principal(
     c: &impl GenericClient,
-    who: &crate::identity::session::UserIdentity,
+    who: &UserIdentity,
     now: DateTime<Utc>,
 ) -> Result<(), PgError> {
     let groups = serde_json::to_string(&who.groups).unwrap_or_else(|_| "[]".into());
@@ -640,7 +495,7 @@ pub async fn upsert_principal(
 pub async fn principals(
     c: &impl GenericClient,
     subs: Option<Vec<String>>,
-) -> Result<Vec<crate::identity::session::UserIdentity>, PgError> {
+) -> Result<Vec<UserIdentity>, PgError> {
     let found = rows(
         c,
         "SELECT sub, email, name, groups FROM principals
@@ -652,7 +507,7 @@ pub async fn principals(
         .iter()
         .map(|r| {
             let groups: String = r.try_get(3)?;
-            Ok(crate::identity::session::UserIdentity {
+            Ok(UserIdentity {
                 sub: r.try_get(0)?,
                 email: r.try_get(1)?,
                 name: r.try_get(2)?,

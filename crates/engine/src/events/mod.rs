@@ -5,6 +5,8 @@
 //! secret: callers put identifiers (key ids, request ids), never credentials, into fields.
 //! JSON encoding escapes control characters, so a field cannot forge a second line.
 
+pub mod live;
+
 use std::io::Write;
 use std::sync::Mutex;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use gatehouse_engine::identity::session::UserIdentity;
+use gatehouse_engine::identity::UserIdentity;
 use gatehouse_engine::spend::{
     GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, windows,
 };

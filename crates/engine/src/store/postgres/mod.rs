@@ -38,23 +38,34 @@
 //! replica's hold. Should a live replica's hold be released anyway (its lock connection
 //! dropped and another replica reconciled meanwhile), its later usage row still charges
 //! the spend.
+//!
+//! The SQL lives by concern: `usage` (usage rows), `kv` (keyed state, the local key
+//! hash) and `spend` (reservations, settlement, caps and audit, the identity directory,
+//! retention); the [`Store`] impl here takes a pooled connection (retrying where noted)
+//! and delegates to them. The cap arithmetic is in [`crate::spend::caps`].
+
+mod kv;
+mod spend;
+mod usage;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 use tokio_util::sync::CancellationToken;
 
+use super::convert::ms;
 use super::{Store, StoreError, UsageRecord, UsageTotals, migrations};
-use super::{postgres_kv as kv, postgres_spend as spend};
 use crate::config::PostgresConfig;
+use crate::config::postgres::describe;
+pub use crate::config::postgres::{PgConfigError, connect_config};
 
 /// Advisory-lock namespace (first `int4` key) of the per-store ownership locks.
-pub(super) const OWNER_LOCK_NAMESPACE: i32 = 0x4748_4f57; // "GHOW"
+const OWNER_LOCK_NAMESPACE: i32 = 0x4748_4f57; // "GHOW"
 /// Pooled connections opened at start.
 const WARM_CONNECTIONS: u32 = 4;
 /// How often a transaction is tried again after a deadlock or serialisation failure.
@@ -62,117 +73,6 @@ const RETRIES: u32 = 5;
 
 pub type PgError = tokio_postgres::Error;
 pub type Client = deadpool_postgres::Object;
-
-/// Why a PostgreSQL configuration is refused, with the field it is about.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct PgConfigError {
-    field: &'static str,
-    message: String,
-}
-
-impl PgConfigError {
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-
-    fn at(field: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            field,
-            message: message.into(),
-        }
-    }
-}
-
-/// The driver configuration and a printable target (`host:port/database`, no secrets).
-pub fn connect_config(
-    cfg: &PostgresConfig,
-) -> Result<(tokio_postgres::Config, String), PgConfigError> {
-    const TLS: &str = "TLS to PostgreSQL is not supported yet; use sslmode=disable (or leave \
-                       sslmode out) and keep the database on loopback or a private network";
-    let url = "store.postgres_url";
-    let mut pg: tokio_postgres::Config = cfg.url.expose().parse().map_err(|e: PgError| {
-        let detail = describe(&e);
-        // Only option names are safe to repeat; other parser messages may quote the URL.
-        if detail.contains("`sslmode`") {
-            PgConfigError::at(url, TLS)
-        } else if let Some(pos) = detail
-            .find("unknown option `")
-            .or_else(|| detail.find("invalid value for option `"))
-        {
-            PgConfigError::at(
-                url,
-                format!("not a valid PostgreSQL URL: {}", &detail[pos..]),
-            )
-        } else {
-            PgConfigError::at(
-                url,
-                "not a valid PostgreSQL URL (postgres://user@host:port/database)",
-            )
-        }
-    })?;
-    if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(PgConfigError::at(url, TLS));
-    }
-    if pg.get_hosts().is_empty() {
-        return Err(PgConfigError::at(url, "names no host"));
-    }
-    if let Some(user) = &cfg.username {
-        pg.user(user);
-    }
-    if let Some(password) = &cfg.password {
-        pg.password(password.expose());
-    }
-    if pg.get_user().is_none_or(str::is_empty) {
-        return Err(PgConfigError::at(
-            "store.username",
-            "required (or a user in store.postgres_url)",
-        ));
-    }
-    pg.connect_timeout(cfg.connect_timeout);
-    pg.application_name("gatehouse");
-    let target = target(&pg);
-    Ok((pg, target))
-}
-
-fn target(pg: &tokio_postgres::Config) -> String {
-    let ports = pg.get_ports();
-    let hosts: Vec<String> = pg
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let port = ports
-                .get(i)
-                .or_else(|| ports.first())
-                .copied()
-                .unwrap_or(5432);
-            match h {
-                tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-                #[cfg(unix)]
-                tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
-            }
-        })
-        .collect();
-    let db = pg.get_dbname().or(pg.get_user()).unwrap_or_default();
-    format!("{}/{db}", hosts.join(","))
-}
-
-/// An error and its causes on one line. A server error gives its severity, code and
-/// message, never its DETAIL (which can quote row values).
-pub(super) fn describe(e: &PgError) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-    }
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
 
 impl From<PgError> for StoreError {
     fn from(e: PgError) -> Self {
@@ -187,24 +87,8 @@ fn retryable(e: &PgError) -> bool {
     )
 }
 
-pub(super) fn ms(at: DateTime<Utc>) -> i64 {
-    at.timestamp_millis()
-}
-
-pub(super) fn from_ms(v: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
-}
-
-pub(super) fn i(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-pub(super) fn u(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
 /// Rows of a statement prepared once per connection.
-pub(super) async fn rows(
+async fn rows(
     c: &impl GenericClient,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -213,7 +97,7 @@ pub(super) async fn rows(
     c.query(&st, params).await
 }
 
-pub(super) async fn row_opt(
+async fn row_opt(
     c: &impl GenericClient,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -222,7 +106,7 @@ pub(super) async fn row_opt(
     c.query_opt(&st, params).await
 }
 
-pub(super) async fn exec(
+async fn exec(
     c: &impl GenericClient,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -435,33 +319,17 @@ impl Store for PostgresStore {
     }
 
     async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError> {
-        retrying!(self, |c| spend::insert_usage(&mut c, &rows))
+        retrying!(self, |c| usage::insert(&mut c, &rows))
     }
 
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
         let c = self.client().await?;
-        Ok(spend::recent_usage(&c, limit).await?)
+        Ok(usage::recent(&c, limit).await?)
     }
 
     async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError> {
         let c = self.client().await?;
-        let r = rows(
-            &c,
-            "SELECT COUNT(*)::BIGINT, COALESCE(SUM(input_tokens), 0)::BIGINT,
-                    COALESCE(SUM(output_tokens), 0)::BIGINT, COALESCE(SUM(cost_micro_usd), 0)::BIGINT
-             FROM usage_events WHERE created_at >= $1",
-            &[&ms(since)],
-        )
-        .await?;
-        let Some(r) = r.first() else {
-            return Ok(UsageTotals::default());
-        };
-        Ok(UsageTotals {
-            requests: u(r.try_get(0)?),
-            input_tokens: u(r.try_get(1)?),
-            output_tokens: u(r.try_get(2)?),
-            cost_micro_usd: u(r.try_get(3)?),
-        })
+        Ok(usage::totals(&c, since).await?)
     }
 
     async fn usage_by_model(
@@ -469,42 +337,12 @@ impl Store for PostgresStore {
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
         let c = self.client().await?;
-        let found = rows(
-            &c,
-            "SELECT model, COUNT(*)::BIGINT, COALESCE(SUM(input_tokens), 0)::BIGINT,
-                    COALESCE(SUM(output_tokens), 0)::BIGINT, COALESCE(SUM(cost_micro_usd), 0)::BIGINT
-             FROM usage_events WHERE created_at >= $1
-             GROUP BY model ORDER BY 5 DESC, model COLLATE \"C\" ASC LIMIT 100",
-            &[&ms(since)],
-        )
-        .await?;
-        let mut out = Vec::with_capacity(found.len());
-        for r in &found {
-            out.push((
-                r.try_get(0)?,
-                UsageTotals {
-                    requests: u(r.try_get(1)?),
-                    input_tokens: u(r.try_get(2)?),
-                    output_tokens: u(r.try_get(3)?),
-                    cost_micro_usd: u(r.try_get(4)?),
-                },
-            ));
-        }
-        Ok(out)
+        Ok(usage::by_model(&c, since).await?)
     }
 
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         let c = self.client().await?;
-        let row = row_opt(
-            &c,
-            "SELECT key_hash, created_at FROM local_keys WHERE id = 'local'",
-            &[],
-        )
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let hash: Vec<u8> = row.try_get(0)?;
-        let at: i64 = row.try_get(1)?;
-        Ok(<[u8; 32]>::try_from(hash).ok().map(|h| (h, from_ms(at))))
+        Ok(kv::local_key_hash(&c).await?)
     }
 
     async fn set_local_key_hash(
@@ -513,15 +351,7 @@ impl Store for PostgresStore {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let c = self.client().await?;
-        exec(
-            &c,
-            "INSERT INTO local_keys (id, key_hash, created_at) VALUES ('local', $1, $2)
-             ON CONFLICT (id) DO UPDATE SET key_hash = excluded.key_hash,
-                 created_at = excluded.created_at",
-            &[&hash.as_slice(), &ms(at)],
-        )
-        .await?;
-        Ok(())
+        Ok(kv::set_local_key_hash(&c, hash, at).await?)
     }
 
     async fn kv_get(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Vec<u8>>, StoreError> {
@@ -609,17 +439,7 @@ impl Store for PostgresStore {
 
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
         let c = self.client().await?;
-        let row = row_opt(
-            &c,
-            "SELECT SUM(cost_micro_usd)::BIGINT FROM usage_events WHERE request_id = $1",
-            &[&request_id],
-        )
-        .await?;
-        Ok(row
-            .map(|r| r.try_get::<_, Option<i64>>(0))
-            .transpose()?
-            .flatten()
-            .map(u))
+        Ok(usage::cost(&c, request_id).await?)
     }
 
     async fn standings(
@@ -680,7 +500,7 @@ impl Store for PostgresStore {
 
     async fn upsert_principal(
         &self,
-        who: crate::identity::session::UserIdentity,
+        who: crate::identity::user::UserIdentity,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let c = self.client().await?;
@@ -690,7 +510,7 @@ impl Store for PostgresStore {
     async fn principals(
         &self,
         subs: Option<Vec<String>>,
-    ) -> Result<Vec<crate::identity::session::UserIdentity>, StoreError> {
+    ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError> {
         let c = self.client().await?;
         Ok(spend::principals(&c, subs).await?)
     }
@@ -712,80 +532,5 @@ impl Store for PostgresStore {
     ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
         let c = self.client().await?;
         Ok(spend::list_audit(&c, after_id, limit).await?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::secret::Secret;
-
-    fn cfg(url: &str) -> PostgresConfig {
-        PostgresConfig {
-            url: Secret::new(url),
-            username: None,
-            password: None,
-            max_connections: 5,
-            connect_timeout: Duration::from_secs(5),
-        }
-    }
-
-    #[test]
-    fn target_names_host_port_and_database_only() {
-        let (pg, target) =
-            connect_config(&cfg("postgres://gh:s3cret-pw@db.internal:6543/gatehouse")).unwrap();
-        assert_eq!(target, "db.internal:6543/gatehouse");
-        assert_eq!(pg.get_password(), Some(&b"s3cret-pw"[..]));
-        let (_, target) = connect_config(&cfg("host=a,b port=1,2 user=u")).unwrap();
-        assert_eq!(target, "a:1,b:2/u");
-    }
-
-    #[test]
-    fn username_and_password_override_the_url() {
-        let mut c = cfg("postgres://url-user:url-pw@127.0.0.1/db");
-        c.username = Some("other".into());
-        c.password = Some(Secret::new("override-pw"));
-        let (pg, _) = connect_config(&c).unwrap();
-        assert_eq!(pg.get_user(), Some("other"));
-        assert_eq!(pg.get_password(), Some(&b"override-pw"[..]));
-    }
-
-    #[test]
-    fn refusals_name_the_field_and_never_the_password() {
-        for (url, field, want) in [
-            (
-                "postgres://u:hunter2-pw@h/db?sslmode=require",
-                "store.postgres_url",
-                "TLS to PostgreSQL is not supported yet",
-            ),
-            (
-                "postgres://u:hunter2-pw@h/db?sslmode=verify-full",
-                "store.postgres_url",
-                "TLS to PostgreSQL is not supported yet",
-            ),
-            (
-                "postgres://u:hunter2-pw@h/db?frobnicate=1",
-                "store.postgres_url",
-                "unknown option `frobnicate`",
-            ),
-            (
-                "postgres://u:hunter2-pw@h:notaport/db",
-                "store.postgres_url",
-                "not a valid PostgreSQL URL",
-            ),
-            ("postgres://h/db", "store.username", "required"),
-            (
-                "postgres:///db?user=u",
-                "store.postgres_url",
-                "names no host",
-            ),
-        ] {
-            let e = connect_config(&cfg(url)).unwrap_err();
-            assert_eq!(e.field(), field, "{url}");
-            let msg = e.to_string();
-            assert!(msg.contains(want), "{url}: {msg}");
-            assert!(!msg.contains("hunter2"), "{msg}");
-        }
     }
 }

@@ -1,23 +1,16 @@
-//! Refused requests, for the Policy blocks view: an in-memory ring of the last
-//! [`CAPACITY`] refusals with the layer that refused and the message the caller saw.
-//!
-//! Inference calls [`blocked`] (and [`spend_refused`]) where it refuses; each record is
-//! also published to live subscribers as a `block.recorded` event (not written to the
-//! event log, which already holds the refusal's own event).
+//! The ring of the last [`CAPACITY`] refusals: the layer that refused and the message the
+//! caller saw, for the dashboard's Policy blocks view. Each kept block is also published to
+//! live subscribers as a `block.recorded` event (not written to the event log, which
+//! already holds the refusal's own event). Filled through `refusal::refuse`.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use axum::body::Body;
 use chrono::{DateTime, SecondsFormat, Utc};
-use http::Response;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use super::live::Live;
-use crate::error::ApiError;
 use crate::events::Event;
-use crate::server::Gateway;
+use crate::events::live::Live;
 
 /// Refusals kept in memory.
 pub const CAPACITY: usize = 100;
@@ -76,11 +69,11 @@ impl Block {
 
 /// The ring of recent refusals.
 #[derive(Debug, Default)]
-pub struct BlockLog {
+pub struct Refusals {
     ring: Mutex<VecDeque<Block>>,
 }
 
-impl BlockLog {
+impl Refusals {
     /// Keeps `block` (dropping the oldest past [`CAPACITY`]) and tells live subscribers.
     pub fn record(&self, block: Block, live: &Live) {
         let event = Event::new("block.recorded")
@@ -107,57 +100,6 @@ impl BlockLog {
     }
 }
 
-/// Records a refusal by `layer` and hands the error back to be returned.
-pub fn blocked(
-    gw: &Gateway,
-    request_id: &str,
-    layer: Layer,
-    model: Option<&str>,
-    error: ApiError,
-) -> ApiError {
-    let block = Block {
-        at: gw.deps.clock.now(),
-        request_id: request_id.to_owned(),
-        layer,
-        model: model.map(str::to_owned),
-        status: error.outcome().0.as_u16(),
-        message: error.to_string(),
-    };
-    gw.dashboard.blocks.record(block, &gw.dashboard.live);
-    error
-}
-
-/// Records spend admission's refusal (a 429 cap or a fail-closed 503), taking the message
-/// from the Anthropic error envelope it carries, and returns the response unchanged.
-pub async fn spend_refused(
-    gw: &Gateway,
-    request_id: &str,
-    model: &str,
-    resp: Response<Body>,
-) -> Response<Body> {
-    let (parts, body) = resp.into_parts();
-    // The refusal is a small in-memory JSON body; reading it does not wait on anyone.
-    let bytes = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let message = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| "refused by a spend cap".to_owned());
-    let block = Block {
-        at: gw.deps.clock.now(),
-        request_id: request_id.to_owned(),
-        layer: Layer::Spend,
-        model: Some(model.to_owned()),
-        status: parts.status.as_u16(),
-        message,
-    };
-    gw.dashboard.blocks.record(block, &gw.dashboard.live);
-    Response::from_parts(parts, Body::from(bytes))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -178,7 +120,7 @@ mod tests {
     fn ring_keeps_the_newest_and_tells_subscribers() {
         let live = Live::default();
         let mut rx = live.subscribe();
-        let log = BlockLog::default();
+        let log = Refusals::default();
         for i in 0..CAPACITY + 5 {
             log.record(block(i), &live);
         }

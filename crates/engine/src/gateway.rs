@@ -1,0 +1,54 @@
+//! The shared state of a running gateway: what every request handler reads. Built once by
+//! `server::start_on`; handlers take `&Gateway` and import nothing above them.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::task::TaskTracker;
+
+use crate::auth::ClientKeys;
+use crate::config::Config;
+use crate::deps::Deps;
+use crate::events::live::Live;
+use crate::inference::blocks::Refusals;
+use crate::metering::Recorder;
+use crate::metering::pricing::Pricing;
+use crate::models::Catalog;
+use crate::store::Store;
+use crate::upstream::Upstreams;
+
+/// Shared state of a running gateway.
+pub struct Gateway {
+    pub config: Config,
+    pub deps: Deps,
+    pub store: Arc<dyn Store>,
+    pub keys: ClientKeys,
+    pub catalog: Catalog,
+    pub upstreams: Upstreams,
+    pub recorder: Recorder,
+    /// Sign-in and sessions, when `oidc` is configured.
+    pub identity: Option<crate::identity::Identity>,
+    /// Workload-token admission, when `cri.enabled`.
+    pub workload: Option<Arc<crate::workload::WorkloadVerifier>>,
+    /// Managed policies (empty when `managed` is not configured).
+    pub policies: crate::policy::Policies,
+    /// Where clients send OTLP (the public URL), when telemetry forwarding is on.
+    pub otlp_endpoint: Option<String>,
+    /// The policy webhook, when configured.
+    pub webhook: Option<crate::policy::webhook::Webhook>,
+    /// The OTLP relay (discards when no destination is configured).
+    pub relay: crate::telemetry::Relay,
+    /// Prices usage (recorder) and worst cases (spend admission).
+    pub pricing: Arc<Pricing>,
+    /// Who signed in, for admin views.
+    pub directory: crate::identity::directory::Directory,
+    /// Background work that shutdown waits for (disconnect drains).
+    pub tracker: TaskTracker,
+    pub started_at: DateTime<Utc>,
+    /// Pause, cached central allowlist and the app API (the desktop app sets them).
+    pub local: crate::local_control::LocalControls,
+    /// Every event, broadcast to live subscribers (the desktop, dashboard streams).
+    pub live: Live,
+    /// The last refusals, for the Policy blocks view.
+    pub refusals: Refusals,
+}

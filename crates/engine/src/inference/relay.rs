@@ -1,0 +1,242 @@
+//! The answer to the caller, once routing has ended: an upstream answer relayed as it
+//! arrives (metered on the side, settling the reservation), a retained failover answer, or
+//! the gateway's own error. Every path leaves exactly one usage row.
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+
+use super::Call;
+use super::refusal::{Layer, keep};
+use crate::auth::Principal;
+use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts};
+use crate::spend::Standing;
+use crate::spend::admission::Held;
+use crate::upstream::headers;
+use crate::upstream::router::Routed;
+
+pub(super) async fn respond(
+    call: &Call<'_>,
+    routed: Routed,
+    facts: RequestFacts,
+    held: Option<Held>,
+    upstream_models: &[(usize, String)],
+) -> Response<Body> {
+    let gw = call.gw;
+    let (facts, standings): (RequestFacts, Vec<Standing>) = match held {
+        Some(h) => {
+            let (id, standings) = h.hand_over();
+            let facts = RequestFacts {
+                reservation_id: Some(id),
+                ..facts
+            };
+            (facts, standings)
+        }
+        None => (facts, Vec::new()),
+    };
+    let leg_facts = |leg: usize| {
+        let (i, model) = &upstream_models[leg];
+        let name = gw.upstreams.list[*i].name.clone();
+        (Some(name), Some(model.clone()))
+    };
+    match routed {
+        Routed::Answer {
+            response,
+            leg,
+            attempts,
+            ttfb,
+            route_reason,
+        } => {
+            let (upstream, upstream_model) = leg_facts(leg);
+            let status = response.status();
+            let mut out_headers = headers::to_caller(response.headers());
+            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+            if matches!(call.principal, Principal::Workload(_)) && !status.is_success() {
+                // Workload callers get a stable reason, never the upstream's wording (which
+                // can carry account ids, ARNs or hosts).
+                let body = response.bytes().await.unwrap_or_default();
+                let route = RouteFacts {
+                    upstream,
+                    upstream_model,
+                    status: status.as_u16(),
+                    route_reason,
+                    ttfb: None,
+                    attempts,
+                };
+                record_without_body(call, facts, route);
+                return sanitized(status, out_headers, &body);
+            }
+            if status.is_success() {
+                crate::spend::headers::on_success(&mut out_headers, &standings);
+            }
+            let format = BodyFormat::from_content_type(
+                response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            let route = RouteFacts {
+                upstream,
+                upstream_model,
+                status: status.as_u16(),
+                route_reason,
+                ttfb: Some(ttfb),
+                attempts,
+            };
+            let meter = Meter::new(facts, route, format, gw.recorder.clone());
+            let stream = MeteredStream::new(
+                response.bytes_stream().boxed(),
+                meter,
+                gw.config.timeouts.disconnect_drain,
+                gw.tracker.clone(),
+            );
+            let mut resp = Response::new(Body::from_stream(stream));
+            *resp.status_mut() = status;
+            *resp.headers_mut() = out_headers;
+            resp
+        }
+        Routed::Retained {
+            status,
+            headers: upstream_headers,
+            body,
+            leg,
+            attempts,
+            route_reason,
+        } => {
+            let (upstream, upstream_model) = leg_facts(leg);
+            central_spend_block(call, upstream_models[leg].0, &facts.model, status, &body);
+            let mut out_headers = headers::to_caller(&upstream_headers);
+            // The retained body may have been cut to the retention limit.
+            out_headers.remove(header::CONTENT_LENGTH);
+            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
+            let route = RouteFacts {
+                upstream,
+                upstream_model,
+                status: status.as_u16(),
+                route_reason,
+                ttfb: None,
+                attempts,
+            };
+            record_without_body(call, facts, route);
+            let mut resp = Response::new(Body::from(body));
+            *resp.status_mut() = status;
+            *resp.headers_mut() = out_headers;
+            resp
+        }
+        Routed::Failed {
+            error,
+            attempts,
+            route_reason,
+        } => {
+            let route = RouteFacts {
+                upstream: None,
+                upstream_model: None,
+                status: error.outcome().0.as_u16(),
+                route_reason,
+                ttfb: None,
+                attempts,
+            };
+            record_without_body(call, facts, route);
+            let mut resp = error.into_response();
+            add_route_headers(resp.headers_mut(), None, attempts);
+            resp
+        }
+    }
+}
+
+fn add_route_headers(h: &mut HeaderMap, upstream: Option<&str>, attempts: usize) {
+    if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
+        h.insert("x-gatehouse-upstream", v);
+    }
+    h.insert(
+        "x-gatehouse-failover-count",
+        HeaderValue::from(attempts.saturating_sub(1)),
+    );
+}
+
+fn record_without_body(call: &Call<'_>, facts: RequestFacts, route: RouteFacts) {
+    let recorder = call.gw.recorder.clone();
+    Meter::new(facts, route, BodyFormat::Other, recorder).finish(false, true);
+}
+
+/// The upstream's error, with its status and `error.type` kept and its message replaced by
+/// `capability_rejected: <reason>` (or a generic sentence when it cannot be classified).
+fn sanitized(status: StatusCode, mut out_headers: HeaderMap, body: &[u8]) -> Response<Body> {
+    let upstream: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let kind = upstream["error"]["type"]
+        .as_str()
+        .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .unwrap_or(match status.as_u16() {
+            400 => "invalid_request_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        })
+        .to_owned();
+    let message = upstream["error"]["message"]
+        .as_str()
+        .and_then(crate::workload::capability_reason)
+        .map_or_else(
+            || "upstream request failed".to_owned(),
+            |r| format!("capability_rejected: {r}"),
+        );
+    let envelope =
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
+    out_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    out_headers.remove(header::CONTENT_LENGTH);
+    let mut resp = Response::new(Body::from(envelope.to_string()));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = out_headers;
+    resp
+}
+
+/// A central Gatehouse (the desktop's connected upstream) refused on a spend cap: keep it
+/// like a local block, so the tray notifies and lists it, and relay the answer as is.
+fn central_spend_block(
+    call: &Call<'_>,
+    upstream: usize,
+    model: &str,
+    status: StatusCode,
+    body: &Bytes,
+) {
+    let gw = call.gw;
+    let central = gw
+        .upstreams
+        .list
+        .get(upstream)
+        .is_some_and(|u| u.is_central());
+    if !central || status != StatusCode::TOO_MANY_REQUESTS {
+        return;
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return;
+    };
+    if v.pointer("/error/type").and_then(|t| t.as_str()) != Some("billing_error") {
+        return;
+    }
+    let message: String = v
+        .pointer("/error/message")
+        .and_then(|m| m.as_str())
+        .unwrap_or_default()
+        .chars()
+        .take(500)
+        .collect();
+    gw.deps.emit(
+        call.event("spend.blocked")
+            .with("source", "central")
+            .with("message", message.clone()),
+    );
+    keep(
+        gw,
+        call.request_id,
+        Layer::Spend,
+        Some(model),
+        status.as_u16(),
+        message,
+    );
+}

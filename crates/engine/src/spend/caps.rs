@@ -1,0 +1,197 @@
+//! Cap arithmetic, pure and backend-free: which cap binds a person in each period, their
+//! standing against it, and which periods a new hold would push over. Both stores read the
+//! caps and the spend rows, then call these; nothing here touches a database.
+
+use super::{GroupMode, Period, ScopeType, SpendLimit, Standing, Window};
+
+/// The cap that binds a person for one period: user, else group (by mode), else org.
+/// `None` means unlimited.
+pub fn binding_cap(
+    limits: &[SpendLimit],
+    period: Period,
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+) -> Option<(i64, ScopeType)> {
+    let of = |t: ScopeType| {
+        limits
+            .iter()
+            .filter(move |l| l.period == period && l.scope_type == t)
+    };
+    if let Some(u) = of(ScopeType::User).find(|l| l.scope_id == sub) {
+        return u.amount_cents.map(|a| (a, ScopeType::User));
+    }
+    let group_caps: Vec<Option<i64>> = of(ScopeType::RbacGroup)
+        .filter(|l| groups.contains(&l.scope_id))
+        .map(|l| l.amount_cents)
+        .collect();
+    if !group_caps.is_empty() {
+        let pick = match mode {
+            GroupMode::Min => group_caps.iter().flatten().min().copied(),
+            GroupMode::Max => {
+                if group_caps.iter().any(Option::is_none) {
+                    None
+                } else {
+                    group_caps.iter().flatten().max().copied()
+                }
+            }
+        };
+        return pick.map(|a| (a, ScopeType::RbacGroup));
+    }
+    of(ScopeType::Organization)
+        .next()
+        .and_then(|o| o.amount_cents)
+        .map(|a| (a, ScopeType::Organization))
+}
+
+/// The binding cap in cents for each window, in window order (`None`: unlimited).
+pub fn binding_caps(
+    limits: &[SpendLimit],
+    windows: &[Window; 3],
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+) -> [Option<i64>; 3] {
+    windows.map(|w| binding_cap(limits, w.period, sub, groups, mode).map(|c| c.0))
+}
+
+/// A person's standing in each window: its binding cap with the `(spent, reserved)` totals
+/// of that window (`totals` in window order).
+pub fn standings(
+    limits: &[SpendLimit],
+    totals: [(u64, u64); 3],
+    windows: &[Window; 3],
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+) -> Vec<Standing> {
+    windows
+        .iter()
+        .zip(totals)
+        .map(|(w, (spent, reserved))| {
+            let cap = binding_cap(limits, w.period, sub, groups, mode);
+            Standing {
+                period: w.period,
+                cap_cents: cap.map(|c| c.0),
+                cap_scope: cap.map(|c| c.1),
+                spent_micro: spent,
+                reserved_micro: reserved,
+                reset: w.reset,
+            }
+        })
+        .collect()
+}
+
+/// The periods in which spent + reserved + `amount_micro` would go over the cap
+/// (a cap in cents is 10 000 micro-USD per cent; unlimited never goes over).
+pub fn exceeded(standings: &[Standing], amount_micro: u64) -> Vec<Period> {
+    standings
+        .iter()
+        .filter(|s| {
+            s.cap_cents.is_some_and(|cap| {
+                let cap_micro = u128::from(cap.max(0) as u64) * 10_000;
+                u128::from(s.spent_micro) + u128::from(s.reserved_micro) + u128::from(amount_micro)
+                    > cap_micro
+            })
+        })
+        .map(|s| s.period)
+        .collect()
+}
+
+/// The standings after a hold of `amount_micro` was written in every period.
+pub fn add_hold(standings: &mut [Standing], amount_micro: u64) {
+    for s in standings {
+        s.reserved_micro += amount_micro;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::spend::{new_id, windows};
+
+    fn lim(t: ScopeType, id: &str, period: Period, amount: Option<i64>) -> SpendLimit {
+        SpendLimit {
+            id: new_id("spl"),
+            scope_type: t,
+            scope_id: id.into(),
+            period,
+            amount_cents: amount,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn user_then_group_then_org() {
+        let g = vec!["eng".to_owned(), "ops".to_owned()];
+        let limits = vec![
+            lim(ScopeType::Organization, "", Period::Daily, Some(1000)),
+            lim(ScopeType::RbacGroup, "eng", Period::Daily, Some(500)),
+            lim(ScopeType::RbacGroup, "ops", Period::Daily, None),
+            lim(ScopeType::User, "bob", Period::Daily, None),
+            lim(ScopeType::Organization, "", Period::Monthly, Some(9000)),
+        ];
+        assert_eq!(
+            binding_cap(&limits, Period::Daily, "alice", &g, GroupMode::Min),
+            Some((500, ScopeType::RbacGroup))
+        );
+        assert_eq!(
+            binding_cap(&limits, Period::Daily, "alice", &g, GroupMode::Max),
+            None,
+            "an unlimited group wins in max mode"
+        );
+        assert_eq!(
+            binding_cap(&limits, Period::Daily, "bob", &g, GroupMode::Min),
+            None,
+            "a user override beats groups"
+        );
+        assert_eq!(
+            binding_cap(&limits, Period::Daily, "carol", &[], GroupMode::Min),
+            Some((1000, ScopeType::Organization))
+        );
+        assert_eq!(
+            binding_cap(&limits, Period::Weekly, "carol", &[], GroupMode::Min),
+            None
+        );
+        assert_eq!(
+            binding_cap(&limits, Period::Monthly, "alice", &g, GroupMode::Min),
+            Some((9000, ScopeType::Organization))
+        );
+    }
+
+    #[test]
+    fn standings_pair_caps_with_totals_and_find_the_exceeded_periods() {
+        let now = Utc.with_ymd_and_hms(2026, 3, 4, 12, 0, 0).single().unwrap();
+        let wins = windows(now);
+        let limits = vec![
+            lim(ScopeType::Organization, "", Period::Daily, Some(10)),
+            lim(ScopeType::User, "alice", Period::Weekly, Some(0)),
+        ];
+        let totals = [(50_000, 40_000), (0, 0), (7, 8)];
+        assert_eq!(
+            binding_caps(&limits, &wins, "alice", &[], GroupMode::Min),
+            [Some(10), Some(0), None]
+        );
+        let mut s = standings(&limits, totals, &wins, "alice", &[], GroupMode::Min);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].cap_cents, Some(10));
+        assert_eq!(s[0].cap_scope, Some(ScopeType::Organization));
+        assert_eq!((s[0].spent_micro, s[0].reserved_micro), (50_000, 40_000));
+        assert_eq!(s[1].cap_scope, Some(ScopeType::User));
+        assert_eq!(s[2].cap_cents, None);
+        assert_eq!(s[2].reset, wins[2].reset);
+        // 10 cents = 100 000 micro: 90 000 used, so 10 000 more fits exactly.
+        assert_eq!(exceeded(&s, 10_000), vec![Period::Weekly]);
+        assert_eq!(exceeded(&s, 10_001), vec![Period::Daily, Period::Weekly]);
+        assert_eq!(exceeded(&s, 0), vec![], "a zero cap refuses only spending");
+        add_hold(&mut s, 5);
+        assert_eq!(
+            s.iter().map(|s| s.reserved_micro).collect::<Vec<_>>(),
+            vec![40_005, 5, 13]
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! Every in-process integration and end-to-end test of `gatehouse-tests`, as modules of one
+//! test binary, so the engine is linked once. Each module is one area; tests start their
+//! own gateway on port 0 and never touch process-wide state, so they run in parallel.
+
+mod claude_login;
+mod clients;
+mod dashboard;
+mod desktop_app;
+mod desktop_connected;
+mod edge;
+mod failover;
+mod identity;
+mod inference;
+mod otlp;
+mod policy;
+mod postgres;
+mod spend;
+mod spend_concurrency;
+mod spend_disconnect;
+mod store_backends;
+mod store_down;
+mod telemetry_relay;
+mod tls;
+mod webhook;
+mod workload;
