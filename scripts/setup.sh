@@ -15,6 +15,8 @@ if ! $build_only; then
   # chromium (with its recommended fonts) drives the sign-in pages in Playwright tests.
   # python3 drives Claude Code's /login through a pseudo-terminal.
   apt_packages+=(python3 chromium fonts-liberation)
+  # openssl makes the RSA service-account key of the Vertex test.
+  apt_packages+=(openssl)
   # Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
   apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core)
   # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.

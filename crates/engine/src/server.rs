@@ -41,6 +41,8 @@ pub enum StartError {
     #[error("cannot build the upstream HTTP client: {0}")]
     Client(String),
     #[error(transparent)]
+    Upstream(crate::upstream::SetupError),
+    #[error(transparent)]
     Oidc(#[from] crate::identity::oidc::OidcError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -110,7 +112,8 @@ pub async fn start_on(
         key_entries.push((local_key::LOCAL_KEY_ID.into(), hash));
     }
     let upstreams = Upstreams::new(&config, deps.clock.clone(), deps.events.clone())
-        .map_err(|e| StartError::Client(e.to_string()))?;
+        .await
+        .map_err(StartError::Upstream)?;
     // Every outbound call to an operator-configured URL goes through the safe-fetch helper.
     let fetch = |allow_loopback: bool, timeout: Duration| {
         SafeFetch::try_new(FetchPolicy {

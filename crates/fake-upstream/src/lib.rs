@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+mod clouds;
 mod config;
 mod control;
 mod record;

@@ -212,6 +212,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             default_error_message("request_too_large"),
         ));
     }
+    if parts.method == Method::POST
+        && let Some(cloud) = crate::clouds::classify(path)
+    {
+        let body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+        return crate::clouds::serve(&shared, cloud, &parts.headers, &body, index).await;
+    }
     match (&parts.method, path) {
         (&Method::POST, "/v1/messages") => inference(&shared, false, index, probe).await,
         (&Method::POST, "/v1/messages/count_tokens") => {
@@ -231,21 +237,29 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
 
 /// The fields of a Messages request the fake cares about.
 #[derive(Deserialize)]
-struct Probe {
+pub(crate) struct Probe {
     #[serde(default)]
-    model: Option<String>,
+    pub(crate) model: Option<String>,
     #[serde(default)]
-    stream: Option<bool>,
+    pub(crate) stream: Option<bool>,
+}
+
+impl Probe {
+    /// The fields of a parsed body; `None` when it is not an object.
+    pub(crate) fn of(value: &Value) -> Option<Probe> {
+        let obj = value.as_object()?;
+        Some(Probe {
+            model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
+            stream: obj.get("stream").and_then(Value::as_bool),
+        })
+    }
 }
 
 /// Extracts model/stream from the already parsed `value` or, when it is not
 /// available (recording off), from the raw bytes. `None` = not a JSON object.
 fn probe(bytes: &[u8], value: &Value) -> Option<Probe> {
-    if let Some(obj) = value.as_object() {
-        return Some(Probe {
-            model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
-            stream: obj.get("stream").and_then(Value::as_bool),
-        });
+    if value.is_object() {
+        return Probe::of(value);
     }
     if !value.is_null() || bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
@@ -254,7 +268,7 @@ fn probe(bytes: &[u8], value: &Value) -> Option<Probe> {
 }
 
 /// `/v1/messages` (`count_tokens == false`) and `/v1/messages/count_tokens`.
-async fn inference(
+pub(crate) async fn inference(
     shared: &Shared,
     count_tokens: bool,
     index: usize,

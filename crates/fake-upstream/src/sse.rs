@@ -206,6 +206,8 @@ pub(crate) enum FakeBody {
     Full(Option<Bytes>),
     /// A paced SSE stream.
     Sse(Box<SseBody>),
+    /// An SSE body re-framed as an AWS event stream (the Bedrock face).
+    EventStream(Box<crate::clouds::EventStreamBody>),
     /// Some bytes, then an injected connection abort.
     Truncated {
         data: Option<Bytes>,
@@ -241,6 +243,7 @@ impl Body for FakeBody {
         match self.get_mut() {
             FakeBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             FakeBody::Sse(s) => Pin::new(s.as_mut()).poll_frame(cx),
+            FakeBody::EventStream(s) => Pin::new(s.as_mut()).poll_frame(cx),
             FakeBody::Truncated { data: d, pause } => {
                 if let Some(b) = d.take() {
                     return data(b);
@@ -259,7 +262,7 @@ impl Body for FakeBody {
         match self {
             FakeBody::Full(b) => b.is_none(),
             FakeBody::Sse(s) => s.is_end_stream(),
-            FakeBody::Truncated { .. } => false,
+            FakeBody::EventStream(_) | FakeBody::Truncated { .. } => false,
         }
     }
 

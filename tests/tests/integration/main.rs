@@ -4,6 +4,7 @@
 
 mod claude_login;
 mod clients;
+mod clouds;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;

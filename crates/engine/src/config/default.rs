@@ -78,6 +78,7 @@ pub fn embedded_default(
             upstream_connect: std::time::Duration::from_secs(10),
             shutdown_drain: std::time::Duration::from_secs(30),
             disconnect_drain: std::time::Duration::from_secs(300),
+            stream_ping: std::time::Duration::from_secs(15),
         },
         store: StoreConfig::Sqlite {
             path: data_dir.join("gatehouse.db"),
@@ -87,6 +88,9 @@ pub fn embedded_default(
             provider: Provider::Anthropic,
             base_url,
             credential: Some(credential),
+            headers: Vec::new(),
+            groups: None,
+            models: None,
         }],
         models: ModelsConfig {
             rows: Vec::new(),

@@ -33,8 +33,8 @@ use crate::secret::Secret;
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
-    CredentialRole, CredentialScheme, CredentialSource, Provider, UpstreamConfig,
-    UpstreamCredential,
+    AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource, FoundryAuth,
+    FoundryConfig, GoogleAuth, Provider, UpstreamConfig, UpstreamCredential, VertexConfig,
 };
 
 /// A configuration error: where, and what is wrong there.
@@ -235,6 +235,8 @@ pub struct Timeouts {
     pub upstream_connect: Duration,
     pub shutdown_drain: Duration,
     pub disconnect_drain: Duration,
+    /// Silence after which a translated stream gets an `event: ping`.
+    pub stream_ping: Duration,
 }
 
 #[derive(Debug, Clone)]

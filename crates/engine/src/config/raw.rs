@@ -114,6 +114,9 @@ pub struct RawTimeouts {
     /// After a client disconnects mid-stream, how long the gateway keeps reading the
     /// upstream to record the usage it reports (default 300000; 0 disables).
     pub disconnect_drain_ms: Option<u64>,
+    /// Silence after which a translated stream (Bedrock) gets an `event: ping`
+    /// (default 15000; Gatehouse addition).
+    pub stream_ping_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -142,11 +145,27 @@ pub struct RawUpstream {
     pub name: String,
     pub provider: RawProvider,
     pub base_url: Option<String>,
+    /// AWS region (bedrock) or Vertex region (`global`, `us`, `eu` or a region).
     pub region: Option<String>,
+    /// GCP project (vertex).
+    pub project_id: Option<String>,
+    /// Azure resource name (foundry): `https://<resource>.services.ai.azure.com/anthropic`.
+    pub resource: Option<String>,
     #[serde(default)]
     pub auth: RawUpstreamAuth,
     /// Reserved: identity headers for operator-owned proxies.
     pub forward_user_identity: Option<bool>,
+    /// Bedrock guardrail (`id`, `version`, `input_tagging`).
+    pub guardrail: Option<serde_json::Value>,
+    pub guardrail_trace: Option<bool>,
+    /// STS AssumeRole for bedrock (`role_arn`, `external_id`, `session_name`).
+    pub assume_role: Option<serde_json::Value>,
+    /// Extra headers sent on every request to this upstream.
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// Only people in one of these IdP groups are routed to this upstream.
+    pub groups: Option<Vec<String>>,
+    /// The only model ids sent to this upstream (case-insensitive, one `*` wildcard).
+    pub models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -181,10 +200,30 @@ impl RawProvider {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamAuth {
-    /// Sent as `x-api-key`.
+    /// Sent as `x-api-key` (anthropic, foundry).
     pub api_key: Option<String>,
     /// Sent as `Authorization: Bearer` (OAuth or gateway tokens).
     pub auth_token: Option<String>,
+    /// An Anthropic OAuth token: Bearer plus the `oauth-2025-04-20` beta.
+    pub oauth_token: Option<String>,
+    /// Workload-identity federation with Anthropic (not supported yet).
+    pub federation_rule_id: Option<String>,
+    pub organization_id: Option<String>,
+    pub identity_token_file: Option<String>,
+    pub service_account_id: Option<String>,
+    pub workspace_id: Option<String>,
+    /// Bedrock SigV4 key pair and optional session token.
+    pub aws_access_key_id: Option<String>,
+    pub aws_secret_access_key: Option<String>,
+    pub aws_session_token: Option<String>,
+    /// A Bedrock API key, sent as Bearer.
+    pub aws_bearer_token: Option<String>,
+    /// Vertex: the path of a service-account key file.
+    pub service_account_json: Option<String>,
+    /// Vertex: a fixed OAuth access token.
+    pub access_token: Option<String>,
+    /// Foundry: Entra ID tokens instead of an API key.
+    pub use_azure_ad: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

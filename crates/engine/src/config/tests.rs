@@ -482,13 +482,83 @@ fn postgres_store_is_validated() {
 
 #[test]
 fn later_blocks_are_refused_not_ignored() {
-    let got = err(
-        "listen: {host: 127.0.0.1}\nupstreams: [{name: b, provider: bedrock, region: us-east-1}]",
+    let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
+    assert_eq!(
+        at("{name: o, provider: openai, base_url: 'https://x.example/v1'}"),
+        "not supported yet: upstreams[0].provider (provider openai)"
     );
     assert_eq!(
-        got,
-        "not supported yet: upstreams[0].provider (provider bedrock)"
+        at("{name: b, provider: bedrock, region: us-east-1, assume_role: {role_arn: x}}"),
+        "not supported yet: upstreams[0].assume_role"
     );
+    assert!(
+        at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")
+            .starts_with("not supported yet: upstreams[0].auth.use_azure_ad")
+    );
+}
+
+#[test]
+fn cloud_upstreams_take_their_own_keys() {
+    let c = load(
+        "listen: {host: 127.0.0.1}\nupstreams:\n  - {name: b, provider: bedrock, region: eu-west-1}\n  - {name: v, provider: vertex, region: global, project_id: p1, auth: {access_token: tok}}\n  - {name: f, provider: foundry, resource: corp-ai, auth: {api_key: k}}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.upstreams[0].base_url.as_str(),
+        "https://bedrock-runtime.eu-west-1.amazonaws.com/"
+    );
+    assert!(
+        matches!(&c.upstreams[0].provider, Provider::Bedrock(b) if matches!(b.auth, AwsAuth::DefaultChain))
+    );
+    assert_eq!(
+        c.upstreams[1].base_url.as_str(),
+        "https://aiplatform.googleapis.com/v1/"
+    );
+    assert_eq!(
+        c.upstreams[2].base_url.as_str(),
+        "https://corp-ai.services.ai.azure.com/anthropic/"
+    );
+    assert_eq!(
+        c.upstreams[2].credential.as_ref().unwrap().scheme,
+        CredentialScheme::ApiKey
+    );
+    for (u, want) in [
+        (
+            "{name: b, provider: bedrock}",
+            "upstreams[0].region: required for this provider",
+        ),
+        (
+            "{name: b, provider: bedrock, region: us-east-1, auth: {aws_access_key_id: a}}",
+            "upstreams[0].auth: aws_access_key_id and aws_secret_access_key go together",
+        ),
+        (
+            "{name: b, provider: bedrock, region: us-east-1, auth: {api_key: k}}",
+            "upstreams[0].auth.api_key: not a key of this provider",
+        ),
+        (
+            "{name: v, provider: vertex, region: us-east5}",
+            "upstreams[0].project_id: required for this provider",
+        ),
+        (
+            "{name: f, provider: foundry, auth: {api_key: k}}",
+            "upstreams[0].resource: required",
+        ),
+        (
+            "{name: f, provider: foundry, resource: -x, auth: {api_key: k}}",
+            "upstreams[0].resource: required",
+        ),
+        (
+            "{name: f, provider: foundry, resource: corp}",
+            "upstreams[0].auth: set exactly one of api_key or use_azure_ad",
+        ),
+        (
+            "{name: a, provider: anthropic, region: us-east-1}",
+            "upstreams[0].region: not a key of this provider",
+        ),
+    ] {
+        let got = err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
+        assert!(got.starts_with(want), "{u}\nexpected {want}\ngot {got}");
+    }
 }
 
 #[test]

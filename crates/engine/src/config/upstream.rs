@@ -1,28 +1,101 @@
-//! Upstreams as configured: the provider, where it is and the one credential type.
+//! Upstreams as configured: the provider with its own settings, where it is and the one
+//! credential type of the raw HTTP providers.
 //!
 //! A credential is a [`CredentialScheme`] (how it is sent) with a [`CredentialSource`]
 //! (a value from the config, a value read at each request, or none yet) and a
 //! [`CredentialRole`] that says whether the upstream is a provider or the central
-//! Gatehouse the desktop is signed in to.
+//! Gatehouse the desktop is signed in to. Cloud providers carry their own credentials in
+//! their settings ([`AwsAuth`], [`GoogleAuth`], [`FoundryAuth`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use std::collections::HashSet;
 
 use url::Url;
 
+use super::ConfigError;
+use super::raw::{RawProvider, RawUpstream, RawUpstreamAuth};
+use super::validate::{ANTHROPIC_BASE_URL, http_url, non_empty_secret};
 use crate::deps::TokenSource;
 use crate::secret::Secret;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which API an upstream speaks, with what it needs beyond `base_url`.
+#[derive(Debug, Clone)]
 pub enum Provider {
+    /// The Anthropic API or an Anthropic-compatible proxy: raw HTTP pass-through.
     Anthropic,
+    /// Amazon Bedrock's runtime (InvokeModel) through the AWS SDK.
+    Bedrock(BedrockConfig),
+    /// Claude on Vertex AI (rawPredict / streamRawPredict).
+    Vertex(VertexConfig),
+    /// Claude on Microsoft Foundry (the Messages API under `/anthropic`).
+    Foundry(FoundryConfig),
 }
 
 impl Provider {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Provider::Anthropic => "anthropic",
+            Provider::Bedrock(_) => "bedrock",
+            Provider::Vertex(_) => "vertex",
+            Provider::Foundry(_) => "foundry",
         }
     }
+}
+
+#[derive(Debug, Clone)]
+pub struct BedrockConfig {
+    pub region: String,
+    pub auth: AwsAuth,
+}
+
+/// How Gatehouse authenticates to AWS.
+#[derive(Debug, Clone)]
+pub enum AwsAuth {
+    /// The AWS default credential chain (environment, profile, SSO, web identity, ECS,
+    /// instance metadata), refreshed by the SDK.
+    DefaultChain,
+    /// SigV4 with static keys.
+    Keys {
+        access_key_id: Secret,
+        secret_access_key: Secret,
+        session_token: Option<Secret>,
+    },
+    /// A Bedrock API key, sent as `Authorization: Bearer`.
+    Bearer(Secret),
+}
+
+#[derive(Debug, Clone)]
+pub struct VertexConfig {
+    pub region: String,
+    pub project_id: String,
+    pub auth: GoogleAuth,
+}
+
+/// How Gatehouse gets Google OAuth access tokens.
+#[derive(Debug, Clone)]
+pub enum GoogleAuth {
+    /// Application Default Credentials.
+    ApplicationDefault,
+    /// A service-account key file (its `token_uri` is honoured).
+    ServiceAccountFile(PathBuf),
+    /// A fixed access token.
+    AccessToken(Secret),
+}
+
+#[derive(Debug, Clone)]
+pub struct FoundryConfig {
+    pub resource: String,
+    pub auth: FoundryAuth,
+}
+
+#[derive(Debug, Clone)]
+pub enum FoundryAuth {
+    /// Sent as `x-api-key` (the upstream's `credential`).
+    ApiKey,
+    /// Entra ID tokens for `https://cognitiveservices.azure.com/.default`.
+    AzureAd,
 }
 
 #[derive(Debug, Clone)]
@@ -32,6 +105,12 @@ pub struct UpstreamConfig {
     pub base_url: Url,
     /// `None`: requests go without a credential.
     pub credential: Option<UpstreamCredential>,
+    /// Extra headers sent on every request to this upstream (`headers`).
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Only people in one of these groups are routed here (`groups`).
+    pub groups: Option<Vec<String>>,
+    /// Only these model ids are sent here (`models`; one `*` wildcard).
+    pub models: Option<Vec<String>>,
 }
 
 impl UpstreamConfig {
@@ -60,6 +139,8 @@ pub enum CredentialScheme {
     ApiKey,
     /// `Authorization: Bearer`
     Bearer,
+    /// `Authorization: Bearer` and the `oauth-2025-04-20` beta (an Anthropic OAuth token).
+    OAuth,
 }
 
 /// Where a credential's value comes from.
@@ -122,4 +203,416 @@ impl UpstreamCredential {
             CredentialSource::Missing => None,
         }
     }
+}
+
+/// `upstreams[]`, validated: names unique, each provider with exactly the keys it takes.
+pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
+    let mut names = HashSet::new();
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, u) in raw.iter().enumerate() {
+        let at = |field: &str| format!("upstreams[{i}].{field}");
+        if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
+            return Err(ConfigError::at(
+                &at("name"),
+                "must be a non-empty name without spaces",
+            ));
+        }
+        if !names.insert(u.name.as_str()) {
+            return Err(ConfigError::at(
+                &at("name"),
+                format!("duplicate upstream name `{}`", u.name),
+            ));
+        }
+        for (key, set) in [
+            ("forward_user_identity", u.forward_user_identity.is_some()),
+            ("guardrail", u.guardrail.is_some()),
+            ("guardrail_trace", u.guardrail_trace.is_some()),
+            ("assume_role", u.assume_role.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::not_supported(&at(key)));
+            }
+        }
+        let a = &u.auth;
+        if a.federation_rule_id.is_some()
+            || a.organization_id.is_some()
+            || a.identity_token_file.is_some()
+            || a.service_account_id.is_some()
+            || a.workspace_id.is_some()
+        {
+            return Err(ConfigError::not_supported(&format!(
+                "{} (workload-identity federation with Anthropic)",
+                at("auth.federation_rule_id")
+            )));
+        }
+        let keys = Keys::of(u);
+        let (provider, default_base, credential) = match u.provider {
+            RawProvider::Anthropic => {
+                keys.only(&at, &["api_key", "auth_token", "oauth_token"])?;
+                (
+                    Provider::Anthropic,
+                    ANTHROPIC_BASE_URL.to_owned(),
+                    anthropic_credential(u, &at)?,
+                )
+            }
+            RawProvider::Bedrock => {
+                keys.only(
+                    &at,
+                    &[
+                        "region",
+                        "aws_access_key_id",
+                        "aws_secret_access_key",
+                        "aws_session_token",
+                        "aws_bearer_token",
+                    ],
+                )?;
+                let region = required_name(u.region.as_deref(), &at("region"))?;
+                let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
+                let auth = aws_auth(&u.auth, &at)?;
+                (
+                    Provider::Bedrock(BedrockConfig { region, auth }),
+                    base,
+                    None,
+                )
+            }
+            RawProvider::Vertex => {
+                keys.only(
+                    &at,
+                    &[
+                        "region",
+                        "project_id",
+                        "service_account_json",
+                        "access_token",
+                    ],
+                )?;
+                let region = required_name(u.region.as_deref(), &at("region"))?;
+                let project_id = required_name(u.project_id.as_deref(), &at("project_id"))?;
+                let base = vertex_base(&region);
+                let auth = match (&u.auth.service_account_json, &u.auth.access_token) {
+                    (Some(_), Some(_)) => {
+                        return Err(ConfigError::at(
+                            &at("auth"),
+                            "set either service_account_json or access_token, not both",
+                        ));
+                    }
+                    (Some(p), None) if !p.trim().is_empty() => {
+                        GoogleAuth::ServiceAccountFile(PathBuf::from(p.trim()))
+                    }
+                    (None, Some(t)) => {
+                        GoogleAuth::AccessToken(non_empty_secret(t, &at("auth.access_token"))?)
+                    }
+                    _ => GoogleAuth::ApplicationDefault,
+                };
+                let cfg = VertexConfig {
+                    region,
+                    project_id,
+                    auth,
+                };
+                (Provider::Vertex(cfg), base, None)
+            }
+            RawProvider::Foundry => {
+                keys.only(&at, &["resource", "api_key", "use_azure_ad"])?;
+                let resource = foundry_resource(u.resource.as_deref(), &at("resource"))?;
+                let base = format!("https://{resource}.services.ai.azure.com/anthropic");
+                let (auth, credential) = match (&u.auth.api_key, u.auth.use_azure_ad) {
+                    (Some(k), None | Some(false)) => (
+                        FoundryAuth::ApiKey,
+                        Some(UpstreamCredential::fixed(
+                            CredentialScheme::ApiKey,
+                            non_empty_secret(k, &at("auth.api_key"))?,
+                        )),
+                    ),
+                    (None, Some(true)) => (FoundryAuth::AzureAd, None),
+                    _ => {
+                        return Err(ConfigError::at(
+                            &at("auth"),
+                            "set exactly one of api_key or use_azure_ad: true",
+                        ));
+                    }
+                };
+                (
+                    Provider::Foundry(FoundryConfig { resource, auth }),
+                    base,
+                    credential,
+                )
+            }
+            other @ (RawProvider::AnthropicAws | RawProvider::OpenAi) => {
+                return Err(ConfigError::not_supported(&format!(
+                    "{} (provider {})",
+                    at("provider"),
+                    other.as_str()
+                )));
+            }
+        };
+        let base_url = base_url(
+            u.base_url.as_deref().unwrap_or(&default_base),
+            &at("base_url"),
+        )?;
+        if matches!(
+            provider,
+            Provider::Foundry(FoundryConfig {
+                auth: FoundryAuth::AzureAd,
+                ..
+            })
+        ) {
+            return Err(ConfigError::not_supported(&format!(
+                "{} (Entra ID sign-in for Foundry; use auth.api_key)",
+                at("auth.use_azure_ad")
+            )));
+        }
+        out.push(UpstreamConfig {
+            name: u.name.clone(),
+            provider,
+            base_url,
+            credential,
+            headers: extra_headers(u.headers.as_ref(), &at)?,
+            groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
+            models: name_list(u.models.as_deref(), &at("models"), true)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Header names the gateway or the provider's SDK sets or signs.
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "host",
+    "content-length",
+    "content-encoding",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+    "accept",
+    "accept-encoding",
+    "user-agent",
+    "x-litellm-end-user-id",
+];
+const RESERVED_PREFIXES: &[&str] = &[
+    "anthropic-",
+    "x-stainless-",
+    "x-claude-gateway-",
+    "x-goog-",
+    "x-amz-",
+    "x-amzn-",
+];
+
+fn extra_headers(
+    raw: Option<&std::collections::BTreeMap<String, String>>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, ConfigError> {
+    let mut out: Vec<(http::HeaderName, http::HeaderValue)> = Vec::new();
+    for (name, value) in raw.into_iter().flatten() {
+        let path = at(&format!("headers.{name}"));
+        let n = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::at(&path, "not a valid header name"))?;
+        let lower = n.as_str();
+        if RESERVED_HEADERS.contains(&lower)
+            || RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p))
+        {
+            return Err(ConfigError::at(
+                &path,
+                "set by the gateway or the provider; not configurable",
+            ));
+        }
+        if out.iter().any(|(o, _)| o == n) {
+            return Err(ConfigError::at(
+                &path,
+                "duplicate header (names ignore case)",
+            ));
+        }
+        let printable = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+        if !printable || value.trim() != value {
+            return Err(ConfigError::at(
+                &path,
+                "printable ASCII without leading or trailing spaces",
+            ));
+        }
+        let v = http::HeaderValue::from_str(value)
+            .map_err(|_| ConfigError::at(&path, "not a valid header value"))?;
+        out.push((n, v));
+    }
+    Ok(out)
+}
+
+/// A non-empty list of non-empty names (`models` may hold one `*` each).
+fn name_list(
+    raw: Option<&[String]>,
+    path: &str,
+    wildcard: bool,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(list) = raw else { return Ok(None) };
+    if list.is_empty() {
+        return Err(ConfigError::at(
+            path,
+            "must list at least one entry (or leave it out)",
+        ));
+    }
+    for (i, n) in list.iter().enumerate() {
+        let stars = n.matches('*').count();
+        if n.trim().is_empty() || n.trim() != n || stars > usize::from(wildcard) {
+            let rule = if wildcard {
+                "a non-empty name with at most one `*`"
+            } else {
+                "a non-empty name"
+            };
+            return Err(ConfigError::at(&format!("{path}[{i}]"), rule));
+        }
+    }
+    Ok(Some(list.to_vec()))
+}
+
+/// Which provider-specific keys an upstream sets.
+struct Keys(Vec<&'static str>);
+
+impl Keys {
+    fn of(u: &RawUpstream) -> Self {
+        let a = &u.auth;
+        let set = [
+            ("region", u.region.is_some()),
+            ("project_id", u.project_id.is_some()),
+            ("resource", u.resource.is_some()),
+            ("api_key", a.api_key.is_some()),
+            ("auth_token", a.auth_token.is_some()),
+            ("oauth_token", a.oauth_token.is_some()),
+            ("aws_access_key_id", a.aws_access_key_id.is_some()),
+            ("aws_secret_access_key", a.aws_secret_access_key.is_some()),
+            ("aws_session_token", a.aws_session_token.is_some()),
+            ("aws_bearer_token", a.aws_bearer_token.is_some()),
+            ("service_account_json", a.service_account_json.is_some()),
+            ("access_token", a.access_token.is_some()),
+            ("use_azure_ad", a.use_azure_ad.is_some()),
+        ];
+        Keys(set.iter().filter(|(_, s)| *s).map(|(k, _)| *k).collect())
+    }
+
+    /// Refuses a key the provider does not take, naming its path.
+    fn only(&self, at: &dyn Fn(&str) -> String, allowed: &[&str]) -> Result<(), ConfigError> {
+        match self.0.iter().find(|k| !allowed.contains(k)) {
+            None => Ok(()),
+            Some(k) => {
+                let path = if matches!(*k, "region" | "project_id" | "resource") {
+                    at(k)
+                } else {
+                    at(&format!("auth.{k}"))
+                };
+                Err(ConfigError::at(&path, "not a key of this provider"))
+            }
+        }
+    }
+}
+
+fn anthropic_credential(
+    u: &RawUpstream,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<UpstreamCredential>, ConfigError> {
+    let a = &u.auth;
+    let given = [
+        (&a.api_key, "api_key", CredentialScheme::ApiKey),
+        (&a.auth_token, "auth_token", CredentialScheme::Bearer),
+        (&a.oauth_token, "oauth_token", CredentialScheme::OAuth),
+    ];
+    let mut set = given
+        .iter()
+        .filter_map(|(v, k, s)| v.as_ref().map(|v| (v, *k, *s)));
+    let Some((value, key, scheme)) = set.next() else {
+        return Ok(None);
+    };
+    if set.next().is_some() {
+        return Err(ConfigError::at(
+            &at("auth"),
+            "set one of api_key, auth_token or oauth_token",
+        ));
+    }
+    let secret = non_empty_secret(value, &at(&format!("auth.{key}")))?;
+    Ok(Some(UpstreamCredential::fixed(scheme, secret)))
+}
+
+fn aws_auth(a: &RawUpstreamAuth, at: &dyn Fn(&str) -> String) -> Result<AwsAuth, ConfigError> {
+    let secret = |v: &Option<String>, k: &str| {
+        v.as_deref()
+            .map(|v| non_empty_secret(v, &at(&format!("auth.{k}"))))
+            .transpose()
+    };
+    let id = secret(&a.aws_access_key_id, "aws_access_key_id")?;
+    let key = secret(&a.aws_secret_access_key, "aws_secret_access_key")?;
+    let session = secret(&a.aws_session_token, "aws_session_token")?;
+    let bearer = secret(&a.aws_bearer_token, "aws_bearer_token")?;
+    match (id, key, session, bearer) {
+        (None, None, None, None) => Ok(AwsAuth::DefaultChain),
+        (None, None, None, Some(b)) => Ok(AwsAuth::Bearer(b)),
+        (Some(access_key_id), Some(secret_access_key), session_token, None) => Ok(AwsAuth::Keys {
+            access_key_id,
+            secret_access_key,
+            session_token,
+        }),
+        (_, _, _, Some(_)) => Err(ConfigError::at(
+            &at("auth.aws_bearer_token"),
+            "not together with AWS access keys",
+        )),
+        _ => Err(ConfigError::at(
+            &at("auth"),
+            "aws_access_key_id and aws_secret_access_key go together (a session token needs both)",
+        )),
+    }
+}
+
+/// A region or project: letters, digits, `-` and `_`.
+fn required_name(v: Option<&str>, path: &str) -> Result<String, ConfigError> {
+    let v = v.map(str::trim).unwrap_or_default();
+    if v.is_empty() {
+        return Err(ConfigError::at(path, "required for this provider"));
+    }
+    if !v
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(ConfigError::at(path, "letters, digits, `-` and `_` only"));
+    }
+    Ok(v.to_owned())
+}
+
+/// 2-64 letters, digits or hyphens, no hyphen at either end.
+fn foundry_resource(v: Option<&str>, path: &str) -> Result<String, ConfigError> {
+    let v = v.unwrap_or_default();
+    let ok = (2..=64).contains(&v.len())
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if !ok {
+        return Err(ConfigError::at(
+            path,
+            "required: 2-64 letters, digits or hyphens, no hyphen at either end",
+        ));
+    }
+    Ok(v.to_owned())
+}
+
+/// Vertex's host for a region, as Anthropic's Vertex SDK builds it.
+fn vertex_base(region: &str) -> String {
+    match region {
+        "global" => "https://aiplatform.googleapis.com/v1".to_owned(),
+        "us" | "eu" => format!("https://aiplatform.{region}.rep.googleapis.com/v1"),
+        r => format!("https://{r}-aiplatform.googleapis.com/v1"),
+    }
+}
+
+/// An http(s) origin with an optional path prefix, always ending in `/`.
+fn base_url(s: &str, path: &str) -> Result<Url, ConfigError> {
+    let mut url = http_url(s, path)?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::at(path, "must not have a query or fragment"));
+    }
+    if !url.path().ends_with('/') {
+        let p = format!("{}/", url.path());
+        url.set_path(&p);
+    }
+    Ok(url)
 }

@@ -8,12 +8,11 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use super::raw::{RawConfig, RawPriceOverride, RawProvider, RawUpstream};
+use super::raw::{RawConfig, RawPriceOverride};
 use super::{
-    AccessControl, ClientKeyConfig, Config, ConfigError, CredentialScheme, Limits, Listen,
-    LoadContext, LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig,
-    PriceOverride, PricingConfig, Provider, Rotation, StoreConfig, Timeouts, UpstreamConfig,
-    UpstreamCredential,
+    AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
+    LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, PriceOverride,
+    PricingConfig, Rotation, StoreConfig, Timeouts, UpstreamConfig,
 };
 use crate::secret::Secret;
 
@@ -27,7 +26,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     reject_reserved(&raw)?;
     let listen = listen(&raw)?;
     let store = store(&raw, ctx)?;
-    let upstreams = upstreams(&raw.upstreams)?;
+    let upstreams = super::upstream::validate(&raw.upstreams)?;
     let models = models(&raw, &upstreams)?;
     let client_keys = client_keys(&raw)?;
     let pricing = pricing(&raw)?;
@@ -61,6 +60,11 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         )?),
         shutdown_drain: Duration::from_millis(t.shutdown_drain_ms.unwrap_or(30_000)),
         disconnect_drain: Duration::from_millis(t.disconnect_drain_ms.unwrap_or(300_000)),
+        stream_ping: Duration::from_millis(positive(
+            t.stream_ping_ms,
+            15_000,
+            "timeouts.stream_ping_ms",
+        )?),
     };
     let l = &raw.limits;
     let limits = Limits {
@@ -187,7 +191,7 @@ fn origin_url(s: &str, path: &str) -> Result<Url, ConfigError> {
     Ok(url)
 }
 
-fn http_url(s: &str, path: &str) -> Result<Url, ConfigError> {
+pub(super) fn http_url(s: &str, path: &str) -> Result<Url, ConfigError> {
     let url = Url::parse(s).map_err(|e| ConfigError::at(path, format!("invalid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ConfigError::at(path, "URL scheme must be http or https"));
@@ -260,76 +264,7 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
     Ok(StoreConfig::Sqlite { path })
 }
 
-fn upstreams(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
-    let mut names = HashSet::new();
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, u) in raw.iter().enumerate() {
-        let at = |field: &str| format!("upstreams[{i}].{field}");
-        if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
-            return Err(ConfigError::at(
-                &at("name"),
-                "must be a non-empty name without spaces",
-            ));
-        }
-        if !names.insert(u.name.as_str()) {
-            return Err(ConfigError::at(
-                &at("name"),
-                format!("duplicate upstream name `{}`", u.name),
-            ));
-        }
-        if u.provider != RawProvider::Anthropic {
-            return Err(ConfigError::not_supported(&format!(
-                "{} (provider {})",
-                at("provider"),
-                u.provider.as_str()
-            )));
-        }
-        if u.region.is_some() {
-            return Err(ConfigError::at(
-                &at("region"),
-                "only cloud providers take a region",
-            ));
-        }
-        let base = u.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
-        let mut base_url = http_url(base, &at("base_url"))?;
-        if base_url.query().is_some() || base_url.fragment().is_some() {
-            return Err(ConfigError::at(
-                &at("base_url"),
-                "must not have a query or fragment",
-            ));
-        }
-        if !base_url.path().ends_with('/') {
-            let p = format!("{}/", base_url.path());
-            base_url.set_path(&p);
-        }
-        let credential = match (&u.auth.api_key, &u.auth.auth_token) {
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::at(
-                    &at("auth"),
-                    "set either api_key or auth_token, not both",
-                ));
-            }
-            (Some(k), None) => Some(UpstreamCredential::fixed(
-                CredentialScheme::ApiKey,
-                non_empty_secret(k, &at("auth.api_key"))?,
-            )),
-            (None, Some(t)) => Some(UpstreamCredential::fixed(
-                CredentialScheme::Bearer,
-                non_empty_secret(t, &at("auth.auth_token"))?,
-            )),
-            (None, None) => None,
-        };
-        out.push(UpstreamConfig {
-            name: u.name.clone(),
-            provider: Provider::Anthropic,
-            base_url,
-            credential,
-        });
-    }
-    Ok(out)
-}
-
-fn non_empty_secret(value: &str, path: &str) -> Result<Secret, ConfigError> {
+pub(super) fn non_empty_secret(value: &str, path: &str) -> Result<Secret, ConfigError> {
     let v = value.trim();
     if v.is_empty() {
         return Err(ConfigError::at(path, "must not be empty"));

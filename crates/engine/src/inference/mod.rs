@@ -30,6 +30,7 @@ use crate::gateway::Gateway;
 use crate::identity::UserIdentity;
 use crate::metering::RequestFacts;
 use crate::spend::admission::{Admitted, Held};
+use crate::upstream::Operation;
 use crate::upstream::router::{self, Leg};
 use refusal::{Layer, refuse};
 
@@ -41,10 +42,10 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    fn upstream_path(self) -> &'static str {
+    fn operation(self) -> Operation {
         match self {
-            Endpoint::Messages => "v1/messages",
-            Endpoint::CountTokens => "v1/messages/count_tokens",
+            Endpoint::Messages => Operation::Messages,
+            Endpoint::CountTokens => Operation::CountTokens,
         }
     }
 
@@ -99,15 +100,13 @@ pub async fn handle(
         stream: head.stream,
         reservation_id: None,
     };
-    let routed = router::route(
-        &gw.upstreams,
-        endpoint.upstream_path(),
-        parts.uri.query(),
-        &parts.headers,
-        legs,
-        &not_configured,
-    )
-    .await;
+    let request = router::Request {
+        op: endpoint.operation(),
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        stream: head.stream,
+    };
+    let routed = router::route(&gw.upstreams, &request, legs, &not_configured).await;
     // From here every path records usage, which settles the reservation.
     Ok(relay::respond(&call, routed, facts, held, &upstream_models).await)
 }
@@ -267,7 +266,11 @@ impl Call<'_> {
     /// The operator's catalog: the upstreams that serve `model`, each with its body (the
     /// model rewritten where the upstream names it differently), and those that do not.
     fn legs(&self, model: &str, bytes: &Bytes) -> Result<(Vec<Leg>, Vec<String>), ApiError> {
-        let resolution = self.gw.catalog.resolve(model).map_err(|e| {
+        let groups: &[String] = match self.principal {
+            Principal::Session { user, .. } => &user.groups,
+            _ => &[],
+        };
+        let resolution = self.gw.catalog.resolve_for(model, groups).map_err(|e| {
             let event = self.denied("model_not_allowed", "operator", Some(model));
             let error = ApiError::InvalidRequest(e.to_string());
             refuse(

@@ -4,7 +4,6 @@
 
 use axum::body::Body;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
 use super::Call;
@@ -15,6 +14,9 @@ use crate::spend::Standing;
 use crate::spend::admission::Held;
 use crate::upstream::headers;
 use crate::upstream::router::Routed;
+
+/// The most of an upstream error body read to clean it for a workload caller.
+const SANITIZE_LIMIT: usize = 64 * 1024;
 
 pub(super) async fn respond(
     call: &Call<'_>,
@@ -49,13 +51,13 @@ pub(super) async fn respond(
             route_reason,
         } => {
             let (upstream, upstream_model) = leg_facts(leg);
-            let status = response.status();
-            let mut out_headers = headers::to_caller(response.headers());
+            let status = response.status;
+            let mut out_headers = headers::to_caller(&response.headers);
             add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
             if matches!(call.principal, Principal::Workload(_)) && !status.is_success() {
                 // Workload callers get a stable reason, never the upstream's wording (which
                 // can carry account ids, ARNs or hosts).
-                let body = response.bytes().await.unwrap_or_default();
+                let body = response.read_limited(SANITIZE_LIMIT).await;
                 let route = RouteFacts {
                     upstream,
                     upstream_model,
@@ -72,7 +74,7 @@ pub(super) async fn respond(
             }
             let format = BodyFormat::from_content_type(
                 response
-                    .headers()
+                    .headers
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok()),
             );
@@ -86,7 +88,7 @@ pub(super) async fn respond(
             };
             let meter = Meter::new(facts, route, format, gw.recorder.clone());
             let stream = MeteredStream::new(
-                response.bytes_stream().boxed(),
+                response.body,
                 meter,
                 gw.config.timeouts.disconnect_drain,
                 gw.tracker.clone(),

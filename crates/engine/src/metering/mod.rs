@@ -153,7 +153,7 @@ impl Meter {
     }
 }
 
-type Inner = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+type Inner = crate::upstream::BodyStream;
 
 /// The response body handed to the client: the upstream's chunks, unchanged, one by one.
 pub struct MeteredStream {
@@ -175,7 +175,7 @@ impl MeteredStream {
 }
 
 impl Stream for MeteredStream {
-    type Item = Result<Bytes, reqwest::Error>;
+    type Item = Result<Bytes, crate::upstream::BodyError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let Some(inner) = self.inner.as_mut() else {

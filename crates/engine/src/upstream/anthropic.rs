@@ -1,31 +1,63 @@
-//! The Anthropic Messages API upstream: raw HTTP, bodies and SSE passed through as bytes.
+//! The Anthropic Messages API upstream (and Anthropic-compatible proxies): raw HTTP, the
+//! caller's allowed headers and query string, bodies and SSE passed through as bytes.
 
-use bytes::Bytes;
-use http::{HeaderMap, Method};
+use async_trait::async_trait;
+use http::Method;
+use url::Url;
 
-use crate::config::{CredentialScheme, UpstreamConfig};
-use crate::secret::Secret;
+use super::{Answer, Call, Operation, SendError, Upstream, headers};
+use crate::config::UpstreamConfig;
 
-use super::headers;
+pub struct Anthropic {
+    client: reqwest::Client,
+    base_url: Url,
+}
 
-/// Builds the upstream request for `path` (`v1/messages` or `v1/messages/count_tokens`)
-/// with the credential value read for this request.
-pub fn build(
-    client: &reqwest::Client,
-    upstream: &UpstreamConfig,
-    credential: Option<(CredentialScheme, &Secret)>,
-    path: &str,
-    query: Option<&str>,
-    incoming: &HeaderMap,
-    body: Bytes,
-) -> Result<reqwest::Request, reqwest::Error> {
-    let mut url = upstream.base_url.clone();
-    let joined = format!("{}{}", url.path(), path);
+impl Anthropic {
+    pub fn new(client: reqwest::Client, config: &UpstreamConfig) -> Self {
+        Self {
+            client,
+            base_url: config.base_url.clone(),
+        }
+    }
+}
+
+/// `base` (ending in `/`) joined with the operation's path and the caller's query.
+pub fn url(base: &Url, op: Operation, query: Option<&str>) -> Url {
+    let mut url = base.clone();
+    let path = match op {
+        Operation::Messages => "v1/messages",
+        Operation::CountTokens => "v1/messages/count_tokens",
+    };
+    let joined = format!("{}{path}", url.path());
     url.set_path(&joined);
     url.set_query(query);
-    client
+    url
+}
+
+/// Sends `call` to `url` with the caller's allowed headers and the credential.
+pub async fn post(client: &reqwest::Client, url: Url, call: Call<'_>) -> Result<Answer, SendError> {
+    let mut out = headers::to_upstream(call.headers, call.credential);
+    for (name, value) in call.extra_headers {
+        out.insert(name.clone(), value.clone());
+    }
+    let request = client
         .request(Method::POST, url)
-        .headers(headers::to_upstream(incoming, credential))
-        .body(body)
+        .headers(out)
+        .body(call.body)
         .build()
+        .map_err(|e| SendError::Build(e.to_string()))?;
+    match client.execute(request).await {
+        Ok(response) => Ok(Answer::from_http(response)),
+        Err(e) if e.is_connect() => Err(SendError::Connect(e.to_string())),
+        Err(e) => Err(SendError::Network(e.to_string())),
+    }
+}
+
+#[async_trait]
+impl Upstream for Anthropic {
+    async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
+        let url = url(&self.base_url, call.op, call.query);
+        post(&self.client, url, call).await
+    }
 }

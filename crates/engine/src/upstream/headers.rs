@@ -22,6 +22,41 @@ fn keep_request(name: &str) -> bool {
         || name.starts_with("x-claude-code-")
 }
 
+/// The beta an Anthropic OAuth token needs beside it.
+pub const OAUTH_BETA: &str = "oauth-2025-04-20";
+
+/// Adds `beta` to `anthropic-beta` unless it is there already.
+fn add_beta(out: &mut HeaderMap, beta: &str) {
+    let current: Vec<String> = out
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|b| b.trim().to_owned()))
+        .filter(|b| !b.is_empty())
+        .collect();
+    if current.iter().any(|b| b == beta) {
+        return;
+    }
+    let joined = current
+        .into_iter()
+        .chain(std::iter::once(beta.to_owned()))
+        .collect::<Vec<_>>()
+        .join(",");
+    if let Ok(v) = HeaderValue::from_str(&joined) {
+        out.insert(HeaderName::from_static("anthropic-beta"), v);
+    }
+}
+
+/// The caller's `x-stainless-*` headers, for SDK-style upstreams that take nothing else of
+/// the caller's but `anthropic-beta` (placed by the capability table).
+pub fn copy_stainless(incoming: &HeaderMap, out: &mut HeaderMap) {
+    for (name, value) in incoming {
+        if name.as_str().starts_with("x-stainless-") {
+            out.append(name.clone(), value.clone());
+        }
+    }
+}
+
 fn api_key(out: &mut HeaderMap, key: &crate::secret::Secret) {
     if let Ok(mut v) = HeaderValue::from_str(key.expose()) {
         v.set_sensitive(true);
@@ -51,6 +86,10 @@ pub fn to_upstream(
     match credential {
         Some((CredentialScheme::ApiKey, key)) => api_key(&mut out, key),
         Some((CredentialScheme::Bearer, token)) => bearer(&mut out, token),
+        Some((CredentialScheme::OAuth, token)) => {
+            bearer(&mut out, token);
+            add_beta(&mut out, OAUTH_BETA);
+        }
         None => {}
     }
     if !out.contains_key("anthropic-version") {
@@ -148,6 +187,10 @@ mod tests {
         assert_eq!(out["authorization"], "Bearer tok");
         assert!(out.get("x-api-key").is_none());
         assert!(to_upstream(&incoming, None).get("x-api-key").is_none());
+        let oauth = Secret::new("oat");
+        let out = to_upstream(&incoming, Some((CredentialScheme::OAuth, &oauth)));
+        assert_eq!(out["authorization"], "Bearer oat");
+        assert_eq!(out["anthropic-beta"], "a,b,oauth-2025-04-20");
     }
 
     #[test]

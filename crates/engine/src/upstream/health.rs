@@ -189,6 +189,9 @@ mod tests {
             provider: crate::config::Provider::Anthropic,
             base_url: url::Url::parse("https://api.example.com/").unwrap(),
             credential: None,
+            headers: Vec::new(),
+            groups: None,
+            models: None,
         };
         let h = UpstreamHealth::new(&[up], Arc::new(SystemClock), events.clone());
         assert_eq!(h.state(0), Some(State::Unknown));

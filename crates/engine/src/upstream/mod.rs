@@ -1,47 +1,225 @@
-//! Upstreams: the HTTP client, per-provider request building, header hygiene, ordered
-//! failover and the health that real outcomes give each upstream.
+//! Upstreams: one translation module per provider behind the small [`Upstream`] interface,
+//! header hygiene, ordered failover and the health that real outcomes give each upstream.
 //!
-//! Each provider is a translation module ([`anthropic`] today); [`router`] tries the
-//! upstreams that can serve a model in order, decides per answer whether to fail over and
-//! reports every attempt to [`health`] (which the dashboard only reads).
+//! The router ([`router`]) hands each provider a [`Call`] (the caller's request with the
+//! upstream's model id) and gets back an [`Answer`]: Anthropic-shaped status, headers and a
+//! JSON or SSE body, whatever the provider speaks on its wire ([`anthropic`] and
+//! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
+//! [`vertex`]: rawPredict). Routing, failover, metering and spend never learn provider
+//! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
+//! attempt is reported to [`health`] (which the dashboard only reads).
 
 pub mod anthropic;
+pub mod bedrock;
+pub mod body;
+pub mod capabilities;
+pub mod errors;
+pub mod foundry;
 pub mod headers;
 pub mod health;
 pub mod router;
+pub mod sse;
+pub mod vertex;
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, UpstreamConfig};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use http::{HeaderMap, StatusCode};
+
+use crate::config::{Config, CredentialScheme, Provider, UpstreamConfig};
 use crate::deps::Clock;
 use crate::events::EventSink;
+use crate::secret::Secret;
 
-/// The configured upstreams and the one HTTP client they share.
+/// Which Messages operation a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Messages,
+    CountTokens,
+}
+
+/// One request to one upstream, as the router makes it.
+pub struct Call<'a> {
+    pub op: Operation,
+    /// The caller's query string (`beta=true`), for raw HTTP upstreams.
+    pub query: Option<&'a str>,
+    /// The caller's headers (providers take what their wire needs, never credentials).
+    pub headers: &'a HeaderMap,
+    /// The model id this upstream expects.
+    pub model: &'a str,
+    /// The caller's body with `model` set to [`Call::model`].
+    pub body: Bytes,
+    pub stream: bool,
+    /// The raw HTTP upstream's credential value for this call (read once per attempt).
+    pub credential: Option<(CredentialScheme, &'a Secret)>,
+    /// The upstream's configured extra headers (`upstreams[].headers`).
+    pub extra_headers: &'a [(http::HeaderName, http::HeaderValue)],
+}
+
+/// A failure reading an upstream body after its headers.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyError(pub String);
+
+/// An upstream body: chunks as they arrive.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, BodyError>> + Send>>;
+
+/// What an upstream answered, in Anthropic's shape.
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: BodyStream,
+    /// What the translation changed (betas moved or dropped, fields dropped), for
+    /// `route_reason`; empty for a pass-through.
+    pub notes: Vec<String>,
+}
+
+impl Answer {
+    /// A reqwest response as it is.
+    pub fn from_http(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .bytes_stream()
+            .map(|r| r.map_err(|e| BodyError(e.to_string())))
+            .boxed();
+        Self {
+            status,
+            headers,
+            body,
+            notes: Vec::new(),
+        }
+    }
+
+    /// A JSON answer made by a translation (an SDK's result or error).
+    pub fn json(status: StatusCode, body: Bytes) -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Self {
+            status,
+            headers,
+            body: futures_util::stream::once(async move { Ok(body) }).boxed(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The body, at most `limit` bytes of it (a retained or sanitised error).
+    pub async fn read_limited(mut self, limit: usize) -> Bytes {
+        let mut buf = Vec::new();
+        while let Some(Ok(chunk)) = self.body.next().await {
+            let room = limit.saturating_sub(buf.len());
+            buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if buf.len() >= limit {
+                break;
+            }
+        }
+        Bytes::from(buf)
+    }
+}
+
+/// Why a call produced no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("connect error: {0}")]
+    Connect(String),
+    #[error("network error: {0}")]
+    Network(String),
+    #[error("could not build the request: {0}")]
+    Build(String),
+    #[error("no credential: {0}")]
+    Credential(String),
+}
+
+impl SendError {
+    /// A short kind for health and `route_reason` (never upstream text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SendError::Connect(_) => "connect error",
+            SendError::Network(_) => "network error",
+            SendError::Build(_) => "bad request",
+            SendError::Credential(_) => "credential error",
+        }
+    }
+}
+
+/// One provider's translation: send a [`Call`], answer in Anthropic's shape.
+#[async_trait]
+pub trait Upstream: Send + Sync {
+    async fn send(&self, call: Call<'_>) -> Result<Answer, SendError>;
+}
+
+/// The configured upstreams, their translations and the one HTTP client they share.
 pub struct Upstreams {
     pub list: Vec<UpstreamConfig>,
+    /// One translation per upstream, in `list` order.
+    pub links: Vec<Arc<dyn Upstream>>,
     pub client: reqwest::Client,
     pub ttfb: Duration,
     /// Per-upstream state from real outcomes, in `list` order.
     pub health: health::UpstreamHealth,
 }
 
+/// Why the upstreams could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cannot build the upstream HTTP client: {0}")]
+    Client(String),
+    #[error("upstream `{name}`: {message}")]
+    Provider { name: String, message: String },
+}
+
 impl Upstreams {
     /// `events` receives `upstream.state` on every change of an upstream's state.
-    pub fn new(
+    pub async fn new(
         config: &Config,
         clock: Arc<dyn Clock>,
         events: Arc<dyn EventSink>,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, SetupError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeouts.upstream_connect)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(256)
             .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+            .build()
+            .map_err(|e| SetupError::Client(e.to_string()))?;
+        let mut links: Vec<Arc<dyn Upstream>> = Vec::with_capacity(config.upstreams.len());
+        for up in &config.upstreams {
+            let fail = |message: String| SetupError::Provider {
+                name: up.name.clone(),
+                message,
+            };
+            let link: Arc<dyn Upstream> = match &up.provider {
+                Provider::Anthropic => Arc::new(anthropic::Anthropic::new(client.clone(), up)),
+                Provider::Foundry(_) => Arc::new(foundry::Foundry::new(client.clone(), up)),
+                Provider::Vertex(v) => Arc::new(
+                    vertex::Vertex::new(client.clone(), up, v)
+                        .await
+                        .map_err(fail)?,
+                ),
+                Provider::Bedrock(b) => Arc::new(
+                    bedrock::Bedrock::new(
+                        up,
+                        b,
+                        config.timeouts.upstream_connect,
+                        config.timeouts.stream_ping,
+                    )
+                    .await
+                    .map_err(fail)?,
+                ),
+            };
+            links.push(link);
+        }
         Ok(Self {
             list: config.upstreams.clone(),
+            links,
             client,
             ttfb: config.timeouts.upstream_ttfb,
             health: health::UpstreamHealth::new(&config.upstreams, clock, events),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
-use super::{Upstreams, anthropic};
+use super::{Answer, Call, Operation, SendError, Upstreams};
 use crate::error::ApiError;
 
 /// A request ready to be sent, per candidate upstream.
@@ -28,7 +28,7 @@ pub struct Leg {
 pub enum Routed {
     /// An upstream answered with something to relay as a stream (2xx, or a non-failover error).
     Answer {
-        response: reqwest::Response,
+        response: Answer,
         leg: usize,
         attempts: usize,
         ttfb: Duration,
@@ -67,11 +67,17 @@ fn retain_rank(status: StatusCode) -> Option<u8> {
 /// Largest error body kept while other legs are tried.
 const RETAINED_BODY_LIMIT: usize = 64 * 1024;
 
+/// What every leg shares: the operation, the caller's query and headers, streaming.
+pub struct Request<'a> {
+    pub op: Operation,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub stream: bool,
+}
+
 pub async fn route(
     upstreams: &Upstreams,
-    path: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
+    req: &Request<'_>,
     legs: Vec<Leg>,
     skipped: &[String],
 ) -> Routed {
@@ -99,36 +105,28 @@ pub async fn route(
         };
         let credential = value.as_ref().map(|(scheme, v)| (*scheme, v));
         attempts += 1;
-        let built = anthropic::build(
-            &upstreams.client,
-            up,
+        let call = Call {
+            op: req.op,
+            query: req.query,
+            headers: req.headers,
+            model: &leg.upstream_model,
+            body: leg.body,
+            stream: req.stream,
             credential,
-            path,
-            query,
-            headers,
-            leg.body,
-        );
-        let request = match built {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(upstream = %up.name, error = %e, "could not build upstream request");
-                failures.push(format!("{}=bad request url", up.name));
-                continue;
-            }
+            extra_headers: &up.headers,
         };
         let started = Instant::now();
-        let sent = tokio::time::timeout(upstreams.ttfb, upstreams.client.execute(request)).await;
+        let sent = tokio::time::timeout(upstreams.ttfb, upstreams.links[index].send(call)).await;
         let ttfb = started.elapsed();
         let response = match sent {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                let kind = if e.is_connect() {
-                    "connect error"
-                } else {
-                    "network error"
-                };
+                let kind = e.kind();
                 tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
-                health.failure(index, None, kind);
+                // A request that could not be built says nothing about the upstream.
+                if !matches!(e, SendError::Build(_)) {
+                    health.failure(index, None, kind);
+                }
                 failures.push(format!("{}={kind}", up.name));
                 continue;
             }
@@ -139,10 +137,13 @@ pub async fn route(
                 continue;
             }
         };
-        let status = response.status();
+        let status = response.status;
         if !fails_over(status) {
             health.success(index, status.as_u16());
-            let route_reason = reason(&up.name, &failures, status);
+            let mut route_reason = reason(&up.name, &failures, status);
+            if !response.notes.is_empty() {
+                route_reason = format!("{route_reason} ({})", response.notes.join("; "));
+            }
             return Routed::Answer {
                 response,
                 leg: i,
@@ -161,8 +162,8 @@ pub async fn route(
         if let Some(rank) = retain_rank(status)
             && retained.as_ref().is_none_or(|r| rank > r.0)
         {
-            let headers = response.headers().clone();
-            let body = read_limited(response).await;
+            let headers = response.headers.clone();
+            let body = response.read_limited(RETAINED_BODY_LIMIT).await;
             retained = Some((rank, status, headers, body, i));
         }
     }
@@ -204,18 +205,6 @@ fn reason(name: &str, failures: &[String], status: StatusCode) -> String {
             status.as_u16()
         )
     }
-}
-
-async fn read_limited(mut response: reqwest::Response) -> Bytes {
-    let mut buf = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        let room = RETAINED_BODY_LIMIT.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if buf.len() >= RETAINED_BODY_LIMIT {
-            break;
-        }
-    }
-    Bytes::from(buf)
 }
 
 #[cfg(test)]

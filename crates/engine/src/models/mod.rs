@@ -3,14 +3,18 @@
 //!
 //! Resolution, per upstream and in order: the operator's `models[]` row (by full id or by
 //! the id without its date suffix) -> that row's `upstream_model.<upstream>` -> for a known
-//! Claude family (when `auto_include_builtin_models` allows) the id as requested -> "not
+//! Claude family (when `auto_include_builtin_models` allows) the id as that upstream names
+//! it ([`provider_ids`]: the id as requested for Anthropic) -> "not
 //! configured for this upstream". A model with no row that is not a known Claude model is
 //! "not in the operator's model allowlist". The two refusals are worded differently so an
 //! operator can tell which list said no.
 
+pub mod provider_ids;
+
 use serde_json::{Value, json};
 
 use crate::config::{ModelsConfig, UpstreamConfig};
+pub use provider_ids::IdStyle;
 
 /// Prices in nano-USD per token (USD per million tokens x 1000); web search per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +390,8 @@ pub enum ModelError {
         "model `{0}` is not configured for any upstream (gateway config `models[].upstream_model`)"
     )]
     NotConfigured(String),
+    #[error("you aren't in a group that can use this gateway")]
+    NoGroup,
 }
 
 /// Where a request for a model can go: `(upstream index, model id for that upstream)`.
@@ -400,18 +406,65 @@ pub struct Resolution {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     config: ModelsConfig,
-    upstream_names: Vec<String>,
+    /// Per upstream, in order.
+    upstreams: Vec<Route>,
+}
+
+/// What the catalog knows of one upstream.
+#[derive(Debug, Clone)]
+struct Route {
+    name: String,
+    style: IdStyle,
+    /// `upstreams[].groups`: only people in one of these reach it.
+    groups: Option<Vec<String>>,
+    /// `upstreams[].models`: only these ids are sent to it.
+    models: Option<Vec<String>>,
+}
+
+/// Whether `requested` is on an upstream's `models` list: case-insensitive, one `*`
+/// wildcard, and a built-in alias matches its model.
+fn listed(patterns: &[String], requested: &str) -> bool {
+    let req = requested.to_ascii_lowercase();
+    let norm = normalize(requested);
+    patterns.iter().any(|p| {
+        let p = p.to_ascii_lowercase();
+        match p.split_once('*') {
+            Some((head, tail)) => {
+                req.len() >= head.len() + tail.len() && req.starts_with(head) && req.ends_with(tail)
+            }
+            None => p == req || normalize(&p) == norm,
+        }
+    })
 }
 
 impl Catalog {
     pub fn new(config: &ModelsConfig, upstreams: &[UpstreamConfig]) -> Self {
         Self {
             config: config.clone(),
-            upstream_names: upstreams.iter().map(|u| u.name.clone()).collect(),
+            upstreams: upstreams
+                .iter()
+                .map(|u| Route {
+                    name: u.name.clone(),
+                    style: IdStyle::of(&u.provider),
+                    groups: u.groups.clone(),
+                    models: u.models.clone(),
+                })
+                .collect(),
         }
     }
 
+    /// Where `requested` can go for a caller without groups (a key or a workload).
     pub fn resolve(&self, requested: &str) -> Result<Resolution, ModelError> {
+        self.resolve_for(requested, &[])
+    }
+
+    /// Where `requested` can go for a caller in `groups`: upstreams restricted to other
+    /// groups, or whose `models` list leaves the model out, are skipped.
+    pub fn resolve_for(
+        &self,
+        requested: &str,
+        groups: &[String],
+    ) -> Result<Resolution, ModelError> {
         let norm = normalize(requested);
         let row = self
             .config
@@ -427,16 +480,32 @@ impl Catalog {
             targets: Vec::new(),
             not_configured: Vec::new(),
         };
-        for (i, name) in self.upstream_names.iter().enumerate() {
-            if let Some(target) = row.and_then(|r| r.upstream_model.get(name)) {
+        let mut group_barred = false;
+        for (i, up) in self.upstreams.iter().enumerate() {
+            if up
+                .groups
+                .as_ref()
+                .is_some_and(|g| !g.iter().any(|g| groups.contains(g)))
+            {
+                group_barred = true;
+                continue;
+            }
+            if up.models.as_ref().is_some_and(|m| !listed(m, requested)) {
+                res.not_configured.push(up.name.clone());
+                continue;
+            }
+            if let Some(target) = row.and_then(|r| r.upstream_model.get(&up.name)) {
                 res.targets.push((i, target.clone()));
             } else if builtin_ok || row.is_some_and(|_| family(requested).is_some()) {
-                res.targets.push((i, requested.to_owned()));
+                res.targets.push((i, up.style.id_for(requested)));
             } else {
-                res.not_configured.push(name.clone());
+                res.not_configured.push(up.name.clone());
             }
         }
         if res.targets.is_empty() {
+            if group_barred && res.not_configured.is_empty() {
+                return Err(ModelError::NoGroup);
+            }
             return Err(ModelError::NotConfigured(requested.to_owned()));
         }
         Ok(res)
@@ -490,6 +559,9 @@ mod tests {
             provider: Provider::Anthropic,
             base_url: "http://127.0.0.1:1/".parse().unwrap(),
             credential: None,
+            headers: Vec::new(),
+            groups: None,
+            models: None,
         }
     }
 
@@ -584,6 +656,62 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .starts_with("Claude ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod route_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::Provider;
+
+    fn up(name: &str, groups: Option<&[&str]>, models: Option<&[&str]>) -> UpstreamConfig {
+        let v = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect();
+        UpstreamConfig {
+            name: name.into(),
+            provider: Provider::Anthropic,
+            base_url: "http://127.0.0.1:1/".parse().unwrap(),
+            credential: None,
+            headers: Vec::new(),
+            groups: groups.map(v),
+            models: models.map(v),
+        }
+    }
+
+    #[test]
+    fn groups_and_model_lists_narrow_the_upstreams() {
+        let c = Catalog::new(
+            &ModelsConfig {
+                rows: vec![],
+                auto_include_builtin: true,
+            },
+            &[
+                up("research", Some(&["research"]), None),
+                up("haiku-only", None, Some(&["claude-haiku-*"])),
+                up("opus", None, Some(&["CLAUDE-OPUS-4-8"])),
+            ],
+        );
+        let r = c
+            .resolve_for("claude-opus-4-8", &["research".into()])
+            .unwrap();
+        assert_eq!(
+            r.targets.iter().map(|t| t.0).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert_eq!(r.not_configured, vec!["haiku-only".to_owned()]);
+        let r = c.resolve("claude-haiku-4-5").unwrap();
+        assert_eq!(r.targets.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1]);
+        let only_group = Catalog::new(
+            &ModelsConfig {
+                rows: vec![],
+                auto_include_builtin: true,
+            },
+            &[up("research", Some(&["research"]), None)],
+        );
+        assert_eq!(
+            only_group.resolve("claude-opus-4-8").unwrap_err(),
+            ModelError::NoGroup
         );
     }
 }

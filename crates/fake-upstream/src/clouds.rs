@@ -1,0 +1,388 @@
+//! The cloud faces of the fake: Amazon Bedrock (`/model/{id}/invoke`,
+//! `/model/{id}/invoke-with-response-stream` in AWS event-stream framing with CRCs,
+//! `/model/{id}/count-tokens`), Vertex AI (`.../publishers/anthropic/models/{m}:rawPredict`,
+//! `:streamRawPredict`, `count-tokens:rawPredict`, and a service-account token endpoint at
+//! `/token`) and Microsoft Foundry (`/anthropic/v1/messages`). Each checks what its real
+//! service requires before answering: a SigV4 `Authorization` or a bearer token (Bedrock),
+//! a bearer token (Vertex), `x-api-key` (Foundry), and the body shape (no `model`, an
+//! `anthropic_version`). Answers are the same rendered messages as the Anthropic face.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use aws_smithy_types::event_stream::{Header, HeaderValue as EsValue, Message};
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+use http_body::{Body, Frame};
+use serde_json::{Value, json};
+
+use crate::server::{Probe, Shared, error_response, inference, json_response};
+use crate::sse::{Abort, FakeBody};
+
+/// A request for one of the cloud faces.
+pub(crate) enum Cloud {
+    Bedrock { model: String, op: BedrockOp },
+    Vertex { model: String, op: VertexOp },
+    Foundry { count: bool },
+    Token,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BedrockOp {
+    Invoke,
+    Stream,
+    Count,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VertexOp {
+    Raw,
+    Stream,
+    Count,
+}
+
+/// A percent-decoded path segment (the SDK encodes `:` in model ids).
+fn decode(segment: &str) -> String {
+    let b = segment.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(v) if b[i] == b'%' => {
+                out.push(v);
+                i += 3;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The cloud face a path belongs to, if any.
+pub(crate) fn classify(path: &str) -> Option<Cloud> {
+    if path == "/token" {
+        return Some(Cloud::Token);
+    }
+    if let Some(rest) = path.strip_prefix("/anthropic/v1/messages") {
+        return match rest {
+            "" => Some(Cloud::Foundry { count: false }),
+            "/count_tokens" => Some(Cloud::Foundry { count: true }),
+            _ => None,
+        };
+    }
+    if let Some(rest) = path.strip_prefix("/model/") {
+        let (model, op) = rest.rsplit_once('/')?;
+        let op = match op {
+            "invoke" => BedrockOp::Invoke,
+            "invoke-with-response-stream" => BedrockOp::Stream,
+            "count-tokens" => BedrockOp::Count,
+            _ => return None,
+        };
+        return Some(Cloud::Bedrock {
+            model: decode(model),
+            op,
+        });
+    }
+    let (_, tail) = path.split_once("/publishers/anthropic/models/")?;
+    let (model, verb) = tail.rsplit_once(':')?;
+    let op = match (model, verb) {
+        ("count-tokens", "rawPredict") => VertexOp::Count,
+        (_, "rawPredict") => VertexOp::Raw,
+        (_, "streamRawPredict") => VertexOp::Stream,
+        _ => return None,
+    };
+    Some(Cloud::Vertex {
+        model: decode(model),
+        op,
+    })
+}
+
+/// An error as AWS services send it: the type in `x-amzn-errortype`, `{"message"}`.
+fn aws_error(status: StatusCode, kind: &str, message: &str) -> Response<FakeBody> {
+    let mut r = json_response(status, Bytes::from(json!({"message": message}).to_string()));
+    if let Ok(v) = HeaderValue::from_str(kind) {
+        r.headers_mut().insert("x-amzn-errortype", v);
+    }
+    r
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+fn body_shape_error(body: &Value, keeps_model: bool) -> Option<String> {
+    let obj = body.as_object()?;
+    if obj
+        .get("anthropic_version")
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        return Some("anthropic_version: field required".into());
+    }
+    if !keeps_model && obj.contains_key("model") {
+        return Some("model: extraneous key (the model is in the URL)".into());
+    }
+    None
+}
+
+pub(crate) async fn serve(
+    shared: &Shared,
+    cloud: Cloud,
+    headers: &HeaderMap,
+    body: &Value,
+    index: usize,
+) -> Result<Response<FakeBody>, Abort> {
+    match cloud {
+        Cloud::Token => Ok(token(shared)),
+        Cloud::Foundry { count } => {
+            if header(headers, "x-api-key").is_empty()
+                && !header(headers, "authorization").starts_with("Bearer ")
+            {
+                return Ok(error_response(
+                    StatusCode::UNAUTHORIZED,
+                    "authentication_error",
+                    "missing x-api-key",
+                ));
+            }
+            let probe = Probe::of(body);
+            inference(shared, count, index, probe).await
+        }
+        Cloud::Vertex { model, op } => {
+            if !header(headers, "authorization").starts_with("Bearer ") {
+                return Ok(error_response(
+                    StatusCode::UNAUTHORIZED,
+                    "authentication_error",
+                    "missing bearer token",
+                ));
+            }
+            if let Some(why) = body_shape_error(body, op == VertexOp::Count) {
+                return Ok(error_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &why,
+                ));
+            }
+            let probe = Probe {
+                model: Some(if op == VertexOp::Count {
+                    body["model"].as_str().unwrap_or_default().to_owned()
+                } else {
+                    model
+                }),
+                stream: Some(op == VertexOp::Stream),
+            };
+            inference(shared, op == VertexOp::Count, index, Some(probe)).await
+        }
+        Cloud::Bedrock { model, op } => {
+            let auth = header(headers, "authorization");
+            if !auth.starts_with("AWS4-HMAC-SHA256 Credential=") && !auth.starts_with("Bearer ") {
+                return Ok(aws_error(
+                    StatusCode::FORBIDDEN,
+                    "AccessDeniedException",
+                    "Missing Authentication Token",
+                ));
+            }
+            if op == BedrockOp::Count {
+                return Ok(bedrock_count(shared, body));
+            }
+            if let Some(why) = body_shape_error(body, false) {
+                return Ok(aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "ValidationException",
+                    &why,
+                ));
+            }
+            if body.get("stream").is_some() {
+                return Ok(aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "ValidationException",
+                    "extraneous key [stream] is not permitted",
+                ));
+            }
+            if model.starts_with("fake.unknown") {
+                return Ok(aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "ValidationException",
+                    "The provided model identifier is invalid.",
+                ));
+            }
+            let probe = Probe {
+                model: Some(model),
+                stream: Some(op == BedrockOp::Stream),
+            };
+            let resp = inference(shared, false, index, Some(probe)).await?;
+            Ok(bedrock_answer(resp))
+        }
+    }
+}
+
+/// `{"input":{"invokeModel":{"body":"<base64>"}}}` -> `{"inputTokens": N}`.
+fn bedrock_count(shared: &Shared, body: &Value) -> Response<FakeBody> {
+    let invoke = body["input"]["invokeModel"]["body"]
+        .as_str()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    let Some(inner) = invoke.and_then(|b| serde_json::from_slice::<Value>(&b).ok()) else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "input.invokeModel.body must be base64 JSON",
+        );
+    };
+    if let Some(why) = body_shape_error(&inner, false) {
+        return aws_error(StatusCode::BAD_REQUEST, "ValidationException", &why);
+    }
+    let n = shared.rendered().config.input_tokens;
+    json_response(
+        StatusCode::OK,
+        Bytes::from(json!({"inputTokens": n}).to_string()),
+    )
+}
+
+fn token(shared: &Shared) -> Response<FakeBody> {
+    let n = shared.rendered().config.input_tokens;
+    json_response(
+        StatusCode::OK,
+        Bytes::from(json!({"access_token": format!("fake-google-token-{n}"), "expires_in": 3600, "token_type": "Bearer"}).to_string()),
+    )
+}
+
+/// A Messages answer in Bedrock's shape: a stream re-framed as an event stream, an error
+/// in AWS's error shape.
+fn bedrock_answer(resp: Response<FakeBody>) -> Response<FakeBody> {
+    let (mut parts, body) = resp.into_parts();
+    if !parts.status.is_success() {
+        let kind = match parts.status.as_u16() {
+            429 => "ThrottlingException",
+            400 => "ValidationException",
+            403 => "AccessDeniedException",
+            404 => "ResourceNotFoundException",
+            503 | 529 => "ServiceUnavailableException",
+            _ => "InternalServerException",
+        };
+        let mut out = aws_error(
+            parts.status,
+            kind,
+            "upstream error for account 123456789012",
+        );
+        if let Some(v) = parts.headers.get(http::header::RETRY_AFTER) {
+            out.headers_mut()
+                .insert(http::header::RETRY_AFTER, v.clone());
+        }
+        return out;
+    }
+    let is_sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !is_sse {
+        return Response::from_parts(parts, body);
+    }
+    parts.headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/vnd.amazon.eventstream"),
+    );
+    parts.headers.insert(
+        "x-amzn-bedrock-content-type",
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(
+        parts,
+        FakeBody::EventStream(Box::new(EventStreamBody {
+            inner: body,
+            buf: BytesMut::new(),
+        })),
+    )
+}
+
+/// Re-frames an SSE body as AWS event-stream messages.
+pub(crate) struct EventStreamBody {
+    inner: FakeBody,
+    buf: BytesMut,
+}
+
+fn encode(message: &Message) -> Bytes {
+    let mut out = Vec::new();
+    match aws_smithy_eventstream::frame::write_message_to(message, &mut out) {
+        Ok(()) => Bytes::from(out),
+        Err(_) => Bytes::new(),
+    }
+}
+
+fn string(name: &'static str, value: &'static str) -> Header {
+    Header::new(name, EsValue::String(value.into()))
+}
+
+/// One SSE event (`event: x\ndata: {...}`) as an event-stream message; pings are dropped
+/// (Bedrock sends none), `error` becomes an exception.
+fn reframe(event: &[u8]) -> Option<Bytes> {
+    let text = std::str::from_utf8(event).ok()?;
+    let data = text.lines().find_map(|l| l.strip_prefix("data: "))?;
+    let kind = text
+        .lines()
+        .find_map(|l| l.strip_prefix("event: "))
+        .unwrap_or("message");
+    match kind {
+        "ping" => None,
+        "error" => {
+            let payload = json!({"message": "Model stream error for account 123456789012", "originalStatusCode": 529});
+            let m = Message::new(Bytes::from(payload.to_string()))
+                .add_header(string(":message-type", "exception"))
+                .add_header(string(":exception-type", "modelStreamErrorException"))
+                .add_header(string(":content-type", "application/json"));
+            Some(encode(&m))
+        }
+        _ => {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
+            let payload = json!({"bytes": b64, "p": "abcdefghij"});
+            let m = Message::new(Bytes::from(payload.to_string()))
+                .add_header(string(":event-type", "chunk"))
+                .add_header(string(":content-type", "application/json"))
+                .add_header(string(":message-type", "event"));
+            Some(encode(&m))
+        }
+    }
+}
+
+impl Body for EventStreamBody {
+    type Data = Bytes;
+    type Error = Abort;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Abort>>> {
+        let this = &mut *self;
+        loop {
+            // Whole events already buffered go out first.
+            let mut out = BytesMut::new();
+            while let Some(end) = this.buf.windows(2).position(|w| w == b"\n\n") {
+                let event = this.buf.split_to(end + 2);
+                if let Some(frame) = reframe(&event) {
+                    out.extend_from_slice(&frame);
+                }
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(out.freeze()))));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.buf.extend_from_slice(&data);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
