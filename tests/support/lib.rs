@@ -83,10 +83,20 @@ impl TestGateway {
     }
 
     pub async fn start_config(config: Config, fake: FakeUpstream, dir: tempfile::TempDir) -> Self {
+        Self::start_config_env(config, fake, dir, MapEnvironment::default()).await
+    }
+
+    /// As [`TestGateway::start_config`], with the gateway's environment.
+    pub async fn start_config_env(
+        config: Config,
+        fake: FakeUpstream,
+        dir: tempfile::TempDir,
+        env: MapEnvironment,
+    ) -> Self {
         let events = Arc::new(MemoryEventSink::default());
         let deps = Deps {
             clock: Arc::new(SystemClock),
-            env: Arc::new(MapEnvironment::default()),
+            env: Arc::new(env),
             credentials: Arc::new(NoCredentialStore),
             events: events.clone(),
         };

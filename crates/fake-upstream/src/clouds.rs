@@ -23,10 +23,20 @@ use crate::sse::{Abort, FakeBody};
 
 /// A request for one of the cloud faces.
 pub(crate) enum Cloud {
-    Bedrock { model: String, op: BedrockOp },
-    Vertex { model: String, op: VertexOp },
-    Foundry { count: bool },
+    Bedrock {
+        model: String,
+        op: BedrockOp,
+    },
+    Vertex {
+        model: String,
+        op: VertexOp,
+    },
+    Foundry {
+        count: bool,
+    },
     Token,
+    /// STS `AssumeRole` (form-encoded `POST /`).
+    Sts,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,6 +80,9 @@ fn decode(segment: &str) -> String {
 pub(crate) fn classify(path: &str) -> Option<Cloud> {
     if path == "/token" {
         return Some(Cloud::Token);
+    }
+    if path == "/" {
+        return Some(Cloud::Sts);
     }
     if let Some(rest) = path.strip_prefix("/anthropic/v1/messages") {
         return match rest {
@@ -140,11 +153,13 @@ pub(crate) async fn serve(
     shared: &Shared,
     cloud: Cloud,
     headers: &HeaderMap,
-    body: &Value,
+    raw: &[u8],
     index: usize,
 ) -> Result<Response<FakeBody>, Abort> {
+    let body = &serde_json::from_slice::<Value>(raw).unwrap_or(Value::Null);
     match cloud {
         Cloud::Token => Ok(token(shared)),
+        Cloud::Sts => Ok(assume_role(headers, raw)),
         Cloud::Foundry { count } => {
             if header(headers, "x-api-key").is_empty()
                 && !header(headers, "authorization").starts_with("Bearer ")
@@ -246,6 +261,43 @@ fn bedrock_count(shared: &Shared, body: &Value) -> Response<FakeBody> {
         StatusCode::OK,
         Bytes::from(json!({"inputTokens": n}).to_string()),
     )
+}
+
+/// STS AssumeRole: temporary keys whose id names the role session (`ASIA` + its hex), so
+/// a test can tell which session signed a later request.
+fn assume_role(headers: &HeaderMap, form: &[u8]) -> Response<FakeBody> {
+    if !header(headers, "authorization").starts_with("AWS4-HMAC-SHA256 Credential=") {
+        return aws_error(StatusCode::FORBIDDEN, "AccessDenied", "missing signature");
+    }
+    let text = String::from_utf8_lossy(form);
+    let field = |name: &str| {
+        text.split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .map(decode)
+    };
+    if field("Action").as_deref() != Some("AssumeRole") {
+        return aws_error(StatusCode::BAD_REQUEST, "InvalidAction", "only AssumeRole");
+    }
+    let session = field("RoleSessionName").unwrap_or_default();
+    let role = field("RoleArn").unwrap_or_default();
+    let key_id: String = format!(
+        "ASIA{}",
+        session
+            .bytes()
+            .map(|b| format!("{b:02X}"))
+            .collect::<String>()
+    );
+    let xml = format!(
+        "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><AssumeRoleResult>\
+         <Credentials><AccessKeyId>{key_id}</AccessKeyId><SecretAccessKey>fake-secret</SecretAccessKey>\
+         <SessionToken>fake-session-token</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration></Credentials>\
+         <AssumedRoleUser><AssumedRoleId>AROAFAKE:{session}</AssumedRoleId><Arn>{role}/{session}</Arn></AssumedRoleUser>\
+         </AssumeRoleResult><ResponseMetadata><RequestId>fake</RequestId></ResponseMetadata></AssumeRoleResponse>"
+    );
+    let mut r = json_response(StatusCode::OK, Bytes::from(xml));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+    r
 }
 
 fn token(shared: &Shared) -> Response<FakeBody> {

@@ -215,8 +215,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     if parts.method == Method::POST
         && let Some(cloud) = crate::clouds::classify(path)
     {
-        let body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
-        return crate::clouds::serve(&shared, cloud, &parts.headers, &body, index).await;
+        return crate::clouds::serve(&shared, cloud, &parts.headers, &bytes, index).await;
     }
     match (&parts.method, path) {
         (&Method::POST, "/v1/messages") => inference(&shared, false, index, probe).await,

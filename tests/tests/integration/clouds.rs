@@ -528,3 +528,90 @@ async fn claude_code_works_through_bedrock_vertex_and_foundry() {
         );
     }
 }
+
+#[tokio::test]
+async fn bedrock_guardrail_headers_tags_and_refusals() {
+    let gw = gateway(
+        FakeConfig::default(),
+        "  - {name: bedrock, provider: bedrock, region: us-east-1, base_url: \"{fake}\", guardrail: {id: gr-corp, version: \"3\", input_tagging: user_messages}, guardrail_trace: true, auth: {aws_access_key_id: AKIDFAKE0123, aws_secret_access_key: aws-secret-never-leaks-0123456789}}",
+        "",
+    )
+    .await;
+    let resp = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let req = &gw.fake.requests()[0];
+    assert_eq!(
+        header(req, "x-amzn-bedrock-guardrailidentifier"),
+        Some("gr-corp")
+    );
+    assert_eq!(header(req, "x-amzn-bedrock-guardrailversion"), Some("3"));
+    assert_eq!(header(req, "x-amzn-bedrock-trace"), Some("ENABLED"));
+    let suffix = req.body["amazon-bedrock-guardrailConfig"]["tagSuffix"]
+        .as_str()
+        .unwrap();
+    let tag = format!("amazon-bedrock-guardrails-guardContent_{suffix}");
+    assert_eq!(
+        req.body["messages"][0]["content"],
+        format!("<{tag}>hello</{tag}>")
+    );
+
+    let mut body = sonnet(false);
+    body["amazon-bedrock-guardrailConfig"] = json!({"tagSuffix": "mine"});
+    let resp = gw.messages(body).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("amazon-bedrock-guardrailConfig: not accepted")
+    );
+    assert_eq!(
+        gw.fake.requests().len(),
+        1,
+        "a refused body never reaches Bedrock"
+    );
+}
+
+#[tokio::test]
+async fn bedrock_assume_role_signs_with_the_role_session() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "listen: {{host: 127.0.0.1, port: 0}}\nstore: {{sqlite_path: \"{}\"}}\nupstreams:\n  - {{name: bedrock, provider: bedrock, region: us-east-1, base_url: \"{}\", assume_role: {{role_arn: \"arn:aws:iam::123456789012:role/claude\", external_id: ext-42}}, auth: {{aws_access_key_id: AKIDSOURCE01, aws_secret_access_key: {AWS_SECRET}}}}}\nclient_keys: [{{id: tester, key: \"{CLIENT_KEY}\"}}]\n",
+        dir.path().join("gatehouse.db").display(),
+        fake.url()
+    );
+    let config = gatehouse_tests::load(&yaml, dir.path());
+    let env = gatehouse_engine::deps::MapEnvironment::default()
+        .with_var("AWS_ENDPOINT_URL_STS", &fake.url());
+    let gw = TestGateway::start_config_env(config, fake, dir, env).await;
+    for _ in 0..2 {
+        let resp = gw.messages(sonnet(false)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let requests = gw.fake.requests();
+    let sts: Vec<_> = requests.iter().filter(|r| r.path == "/").collect();
+    assert_eq!(sts.len(), 1, "the role's credentials are cached");
+    assert!(
+        header(sts[0], "authorization")
+            .unwrap()
+            .contains("Credential=AKIDSOURCE01/"),
+        "STS is called with the source keys"
+    );
+    let session_hex: String = "claude-apps-gateway"
+        .bytes()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    for r in requests.iter().filter(|r| r.path.starts_with("/model/")) {
+        let auth = header(r, "authorization").unwrap();
+        assert!(
+            auth.contains(&format!("Credential=ASIA{session_hex}/")),
+            "{auth}"
+        );
+        assert_eq!(
+            header(r, "x-amz-security-token"),
+            Some("fake-session-token")
+        );
+    }
+}

@@ -33,8 +33,9 @@ use crate::secret::Secret;
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
-    AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource, FoundryAuth,
-    FoundryConfig, GoogleAuth, Provider, UpstreamConfig, UpstreamCredential, VertexConfig,
+    AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource,
+    FoundryAuth, FoundryConfig, GoogleAuth, Guardrail, InputTagging, Provider, SessionName,
+    UpstreamConfig, UpstreamCredential, VertexConfig,
 };
 
 /// A configuration error: where, and what is wrong there.

@@ -155,17 +155,40 @@ pub struct RawUpstream {
     pub auth: RawUpstreamAuth,
     /// Reserved: identity headers for operator-owned proxies.
     pub forward_user_identity: Option<bool>,
-    /// Bedrock guardrail (`id`, `version`, `input_tagging`).
-    pub guardrail: Option<serde_json::Value>,
+    /// Bedrock guardrail applied to every request.
+    pub guardrail: Option<RawGuardrail>,
+    /// Ask Bedrock for the guardrail trace and log it (bedrock).
     pub guardrail_trace: Option<bool>,
-    /// STS AssumeRole for bedrock (`role_arn`, `external_id`, `session_name`).
-    pub assume_role: Option<serde_json::Value>,
+    /// STS AssumeRole for bedrock.
+    pub assume_role: Option<RawAssumeRole>,
     /// Extra headers sent on every request to this upstream.
     pub headers: Option<std::collections::BTreeMap<String, String>>,
     /// Only people in one of these IdP groups are routed to this upstream.
     pub groups: Option<Vec<String>>,
     /// The only model ids sent to this upstream (case-insensitive, one `*` wildcard).
     pub models: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGuardrail {
+    /// Sent as `X-Amzn-Bedrock-GuardrailIdentifier`.
+    pub id: String,
+    /// Sent as `X-Amzn-Bedrock-GuardrailVersion`.
+    pub version: String,
+    /// `last_message`, `user_messages`, `all_messages` or `all_messages_and_system`.
+    pub input_tagging: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAssumeRole {
+    /// `arn:aws:iam::<12 digits>:role/<name>`.
+    pub role_arn: String,
+    pub external_id: Option<String>,
+    /// `email` or `sub`: one role session per person (CloudTrail shows who); default one
+    /// shared session `claude-apps-gateway`.
+    pub session_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]

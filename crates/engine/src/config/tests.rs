@@ -488,8 +488,8 @@ fn later_blocks_are_refused_not_ignored() {
         "not supported yet: upstreams[0].provider (provider openai)"
     );
     assert_eq!(
-        at("{name: b, provider: bedrock, region: us-east-1, assume_role: {role_arn: x}}"),
-        "not supported yet: upstreams[0].assume_role"
+        at("{name: p, provider: anthropic, base_url: 'https://proxy.corp.example', forward_user_identity: true}"),
+        "not supported yet: upstreams[0].forward_user_identity"
     );
     assert!(
         at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")

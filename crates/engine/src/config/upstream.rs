@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use url::Url;
 
 use super::ConfigError;
-use super::raw::{RawProvider, RawUpstream, RawUpstreamAuth};
+use super::raw::{RawAssumeRole, RawGuardrail, RawProvider, RawUpstream, RawUpstreamAuth};
 use super::validate::{ANTHROPIC_BASE_URL, http_url, non_empty_secret};
 use crate::deps::TokenSource;
 use crate::secret::Secret;
@@ -48,6 +48,41 @@ impl Provider {
 pub struct BedrockConfig {
     pub region: String,
     pub auth: AwsAuth,
+    /// STS AssumeRole on top of `auth` (or the chain).
+    pub assume_role: Option<AssumeRole>,
+    pub guardrail: Option<Guardrail>,
+    /// Ask Bedrock for the guardrail trace and log it for the operator.
+    pub guardrail_trace: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    pub external_id: Option<String>,
+    /// `None`: one shared role session; else one per person, named from this claim.
+    pub session_name: Option<SessionName>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionName {
+    Email,
+    Sub,
+}
+
+#[derive(Debug, Clone)]
+pub struct Guardrail {
+    pub id: String,
+    pub version: String,
+    pub input_tagging: Option<InputTagging>,
+}
+
+/// Which content a guardrail checks (the rest is left out of its evaluation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputTagging {
+    LastMessage,
+    UserMessages,
+    AllMessages,
+    AllMessagesAndSystem,
 }
 
 /// How Gatehouse authenticates to AWS.
@@ -223,15 +258,18 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
                 format!("duplicate upstream name `{}`", u.name),
             ));
         }
-        for (key, set) in [
-            ("forward_user_identity", u.forward_user_identity.is_some()),
+        if u.forward_user_identity.is_some() {
+            return Err(ConfigError::not_supported(&at("forward_user_identity")));
+        }
+        let bedrock_only = [
             ("guardrail", u.guardrail.is_some()),
             ("guardrail_trace", u.guardrail_trace.is_some()),
             ("assume_role", u.assume_role.is_some()),
-        ] {
-            if set {
-                return Err(ConfigError::not_supported(&at(key)));
-            }
+        ];
+        if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
+            && u.provider != RawProvider::Bedrock
+        {
+            return Err(ConfigError::at(&at(key), "only bedrock upstreams take it"));
         }
         let a = &u.auth;
         if a.federation_rule_id.is_some()
@@ -269,11 +307,30 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
                 let region = required_name(u.region.as_deref(), &at("region"))?;
                 let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
                 let auth = aws_auth(&u.auth, &at)?;
-                (
-                    Provider::Bedrock(BedrockConfig { region, auth }),
-                    base,
-                    None,
-                )
+                let assume_role = u
+                    .assume_role
+                    .as_ref()
+                    .map(|r| assume_role(r, &at))
+                    .transpose()?;
+                if assume_role.is_some() && matches!(auth, AwsAuth::Bearer(_)) {
+                    return Err(ConfigError::at(
+                        &at("auth.aws_bearer_token"),
+                        "not with assume_role",
+                    ));
+                }
+                let guardrail = u
+                    .guardrail
+                    .as_ref()
+                    .map(|g| guardrail(g, &at))
+                    .transpose()?;
+                let cfg = BedrockConfig {
+                    region,
+                    auth,
+                    assume_role,
+                    guardrail,
+                    guardrail_trace: u.guardrail_trace.unwrap_or(false),
+                };
+                (Provider::Bedrock(cfg), base, None)
             }
             RawProvider::Vertex => {
                 keys.only(
@@ -370,6 +427,7 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
             models: name_list(u.models.as_deref(), &at("models"), true)?,
         });
     }
+    guardrails_agree(&out)?;
     Ok(out)
 }
 
@@ -562,6 +620,117 @@ fn aws_auth(a: &RawUpstreamAuth, at: &dyn Fn(&str) -> String) -> Result<AwsAuth,
             "aws_access_key_id and aws_secret_access_key go together (a session token needs both)",
         )),
     }
+}
+
+fn assume_role(r: &RawAssumeRole, at: &dyn Fn(&str) -> String) -> Result<AssumeRole, ConfigError> {
+    let arn_ok = r
+        .role_arn
+        .strip_prefix("arn:aws:iam::")
+        .or_else(|| r.role_arn.strip_prefix("arn:aws-us-gov:iam::"))
+        .and_then(|rest| rest.split_once(":role/"))
+        .is_some_and(|(account, name)| {
+            account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-/".contains(&b))
+        });
+    if !arn_ok {
+        return Err(ConfigError::at(
+            &at("assume_role.role_arn"),
+            "must be an IAM role ARN: arn:aws:iam::<12 digits>:role/<name>",
+        ));
+    }
+    if let Some(id) = &r.external_id {
+        let ok = (2..=1224).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_+=,.@:/-".contains(&b));
+        if !ok {
+            return Err(ConfigError::at(
+                &at("assume_role.external_id"),
+                "2-1224 letters, digits or _+=,.@:/-",
+            ));
+        }
+    }
+    let session_name = match r.session_name.as_deref() {
+        None => None,
+        Some("email") => Some(SessionName::Email),
+        Some("sub") => Some(SessionName::Sub),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("assume_role.session_name"),
+                "must be `email` or `sub`",
+            ));
+        }
+    };
+    Ok(AssumeRole {
+        role_arn: r.role_arn.clone(),
+        external_id: r.external_id.clone(),
+        session_name,
+    })
+}
+
+fn guardrail(g: &RawGuardrail, at: &dyn Fn(&str) -> String) -> Result<Guardrail, ConfigError> {
+    let token = |v: &str, key: &str| -> Result<String, ConfigError> {
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ConfigError::at(
+                &at(&format!("guardrail.{key}")),
+                "printable ASCII without spaces",
+            ));
+        }
+        Ok(v.to_owned())
+    };
+    let input_tagging = match g.input_tagging.as_deref() {
+        None => None,
+        Some("last_message") => Some(InputTagging::LastMessage),
+        Some("user_messages") => Some(InputTagging::UserMessages),
+        Some("all_messages") => Some(InputTagging::AllMessages),
+        Some("all_messages_and_system") => Some(InputTagging::AllMessagesAndSystem),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("guardrail.input_tagging"),
+                "last_message, user_messages, all_messages or all_messages_and_system",
+            ));
+        }
+    };
+    Ok(Guardrail {
+        id: token(&g.id, "id")?,
+        version: token(&g.version, "version")?,
+        input_tagging,
+    })
+}
+
+/// Guardrails are all or nothing across Bedrock upstreams, with one `input_tagging`.
+fn guardrails_agree(out: &[UpstreamConfig]) -> Result<(), ConfigError> {
+    let bedrock: Vec<(usize, &BedrockConfig)> = out
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| match &u.provider {
+            Provider::Bedrock(b) => Some((i, b)),
+            _ => None,
+        })
+        .collect();
+    if bedrock.iter().any(|(_, b)| b.guardrail.is_some())
+        && let Some((i, _)) = bedrock.iter().find(|(_, b)| b.guardrail.is_none())
+    {
+        return Err(ConfigError::at(
+            &format!("upstreams[{i}].guardrail"),
+            "every bedrock upstream needs a guardrail when one has it",
+        ));
+    }
+    let taggings: HashSet<Option<InputTagging>> = bedrock
+        .iter()
+        .filter_map(|(_, b)| b.guardrail.as_ref().map(|g| g.input_tagging))
+        .collect();
+    if taggings.len() > 1 {
+        return Err(ConfigError::at(
+            "upstreams[].guardrail.input_tagging",
+            "must be the same on every bedrock upstream",
+        ));
+    }
+    Ok(())
 }
 
 /// A region or project: letters, digits, `-` and `_`.

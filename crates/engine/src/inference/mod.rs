@@ -30,8 +30,8 @@ use crate::gateway::Gateway;
 use crate::identity::UserIdentity;
 use crate::metering::RequestFacts;
 use crate::spend::admission::{Admitted, Held};
-use crate::upstream::Operation;
 use crate::upstream::router::{self, Leg};
+use crate::upstream::{Caller, Operation};
 use refusal::{Layer, refuse};
 
 /// Which inference endpoint.
@@ -100,11 +100,20 @@ pub async fn handle(
         stream: head.stream,
         reservation_id: None,
     };
+    let caller = match principal {
+        Principal::Session { user, .. } => Some(Caller {
+            request_id,
+            sub: &user.sub,
+            email: user.email.as_deref(),
+        }),
+        _ => None,
+    };
     let request = router::Request {
         op: endpoint.operation(),
         query: parts.uri.query(),
         headers: &parts.headers,
         stream: head.stream,
+        caller,
     };
     let routed = router::route(&gw.upstreams, &request, legs, &not_configured).await;
     // From here every path records usage, which settles the reservation.

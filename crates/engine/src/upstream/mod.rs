@@ -31,7 +31,7 @@ use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, StatusCode};
 
 use crate::config::{Config, CredentialScheme, Provider, UpstreamConfig};
-use crate::deps::Clock;
+use crate::deps::{Clock, Environment};
 use crate::events::EventSink;
 use crate::secret::Secret;
 
@@ -40,6 +40,15 @@ use crate::secret::Secret;
 pub enum Operation {
     Messages,
     CountTokens,
+}
+
+/// Who a call is for, as far as a provider may use it (AWS role sessions named after the
+/// person, guardrail trace lines).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    pub request_id: &'a str,
+    pub sub: &'a str,
+    pub email: Option<&'a str>,
 }
 
 /// One request to one upstream, as the router makes it.
@@ -58,6 +67,8 @@ pub struct Call<'a> {
     pub credential: Option<(CredentialScheme, &'a Secret)>,
     /// The upstream's configured extra headers (`upstreams[].headers`).
     pub extra_headers: &'a [(http::HeaderName, http::HeaderValue)],
+    /// The signed-in person, when there is one.
+    pub caller: Option<Caller<'a>>,
 }
 
 /// A failure reading an upstream body after its headers.
@@ -181,6 +192,7 @@ impl Upstreams {
         config: &Config,
         clock: Arc<dyn Clock>,
         events: Arc<dyn EventSink>,
+        env: Arc<dyn Environment>,
     ) -> Result<Self, SetupError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeouts.upstream_connect)
@@ -208,8 +220,11 @@ impl Upstreams {
                     bedrock::Bedrock::new(
                         up,
                         b,
-                        config.timeouts.upstream_connect,
-                        config.timeouts.stream_ping,
+                        bedrock::Timing {
+                            connect: config.timeouts.upstream_connect,
+                            ping: config.timeouts.stream_ping,
+                        },
+                        env.as_ref(),
                     )
                     .await
                     .map_err(fail)?,

@@ -73,6 +73,7 @@ pub struct Request<'a> {
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub stream: bool,
+    pub caller: Option<super::Caller<'a>>,
 }
 
 pub async fn route(
@@ -114,6 +115,7 @@ pub async fn route(
             stream: req.stream,
             credential,
             extra_headers: &up.headers,
+            caller: req.caller,
         };
         let started = Instant::now();
         let sent = tokio::time::timeout(upstreams.ttfb, upstreams.links[index].send(call)).await;

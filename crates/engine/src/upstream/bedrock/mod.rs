@@ -9,25 +9,31 @@
 //! ([`super::errors`]); an unknown model id becomes `model X is not available on bedrock`.
 
 mod count;
+mod guardrail;
+mod roles;
 mod stream;
+mod trace;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::SharedCredentialsProvider;
 use aws_sdk_bedrockruntime::config::{
-    BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig, Token, retry::RetryConfig,
+    Credentials, Region, StalledStreamProtectionConfig, Token, retry::RetryConfig,
     timeout::TimeoutConfig,
 };
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::types::Trace;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use bytes::Bytes;
 use http::StatusCode;
 
 use super::capabilities::{self, Plan};
 use super::{Answer, Call, Operation, SendError, Upstream, body, errors};
-use crate::config::{AwsAuth, BedrockConfig, UpstreamConfig};
+use crate::config::{AwsAuth, BedrockConfig, Guardrail, UpstreamConfig};
+use crate::deps::Environment;
 
 const VERSION: &str = "bedrock-2023-05-31";
 
@@ -35,60 +41,80 @@ pub struct Bedrock {
     name: String,
     client: Client,
     ping: Duration,
+    roles: Option<roles::Roles>,
+    guardrail: Option<Guardrail>,
+    trace: bool,
+}
+
+/// The timeouts a Bedrock upstream uses.
+pub struct Timing {
+    pub connect: Duration,
+    /// Silence after which the re-emitted stream gets a ping.
+    pub ping: Duration,
 }
 
 impl Bedrock {
     pub async fn new(
         config: &UpstreamConfig,
         bedrock: &BedrockConfig,
-        connect: Duration,
-        ping: Duration,
+        timing: Timing,
+        env: &dyn Environment,
     ) -> Result<Self, String> {
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
             .build_https();
         let endpoint = config.base_url.as_str().trim_end_matches('/').to_owned();
-        let region = Region::new(bedrock.region.clone());
-        let timeouts = TimeoutConfig::builder().connect_timeout(connect).build();
-        let builder = match &bedrock.auth {
-            AwsAuth::DefaultChain => {
-                let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                    .http_client(http.clone())
-                    .region(region.clone())
-                    .retry_config(RetryConfig::disabled())
-                    .timeout_config(timeouts.clone())
-                    .load()
-                    .await;
-                aws_sdk_bedrockruntime::config::Builder::from(&sdk)
-            }
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(http)
+            .region(Region::new(bedrock.region.clone()))
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(timing.connect)
+                    .build(),
+            )
+            // Thinking can pause a stream for minutes; the gateway pings instead.
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+        loader = match &bedrock.auth {
+            // The chain (environment, profile, SSO, web identity, containers, instances).
+            AwsAuth::DefaultChain => loader,
             AwsAuth::Keys {
                 access_key_id,
                 secret_access_key,
                 session_token,
-            } => aws_sdk_bedrockruntime::Config::builder().credentials_provider(Credentials::new(
+            } => loader.credentials_provider(Credentials::new(
                 access_key_id.expose(),
                 secret_access_key.expose(),
                 session_token.as_ref().map(|t| t.expose().to_owned()),
                 None,
                 "gatehouse-config",
             )),
-            AwsAuth::Bearer(key) => aws_sdk_bedrockruntime::Config::builder()
-                .bearer_token(Token::new(key.expose(), None)),
+            AwsAuth::Bearer(_) => loader.no_credentials(),
         };
-        let conf = builder
-            .behavior_version(BehaviorVersion::latest())
-            .http_client(http)
-            .region(region)
-            .endpoint_url(endpoint)
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(timeouts)
-            // Thinking can pause a stream for minutes; the gateway pings instead.
-            .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
-            .build();
+        let sdk = loader.load().await;
+        let mut conf = aws_sdk_bedrockruntime::config::Builder::from(&sdk).endpoint_url(endpoint);
+        if let AwsAuth::Bearer(key) = &bedrock.auth {
+            conf = conf.bearer_token(Token::new(key.expose(), None));
+        }
+        let roles = match &bedrock.assume_role {
+            Some(role) => {
+                let sts = match env.var("AWS_ENDPOINT_URL_STS") {
+                    Some(url) => sdk.to_builder().endpoint_url(url).build(),
+                    None => sdk.clone(),
+                };
+                let roles = roles::Roles::new(role.clone(), sts).await;
+                conf = conf.credentials_provider(roles.shared());
+                Some(roles)
+            }
+            None => None,
+        };
         Ok(Self {
             name: config.name.clone(),
-            client: Client::from_conf(conf),
-            ping,
+            client: Client::from_conf(conf.build()),
+            ping: timing.ping,
+            roles,
+            guardrail: bedrock.guardrail.clone(),
+            trace: bedrock.guardrail_trace,
         })
     }
 
@@ -127,7 +153,9 @@ impl Bedrock {
         }
     }
 
-    async fn messages(&self, call: Call<'_>, plan: Plan) -> Result<Answer, SendError> {
+    /// The InvokeModel body: no `model` or `stream` (nor the fields the table drops),
+    /// `anthropic_version`, the body betas merged into `anthropic_beta`, guard tags.
+    fn payload(&self, call: &Call<'_>, plan: &Plan) -> Result<(Vec<u8>, Vec<String>), SendError> {
         let fields: Vec<&str> = plan.drop_fields.iter().map(String::as_str).collect();
         let dropped: Vec<String> = body::present(&call.body, &fields)
             .into_iter()
@@ -147,8 +175,29 @@ impl Bedrock {
                 serde_json::to_string(&in_body).map_err(|e| SendError::Build(e.to_string()))?;
             set.push(("anthropic_beta", list));
         }
-        let payload = body::edit(&call.body, &remove, &set)
+        let edited = body::edit(&call.body, &remove, &set)
             .map_err(|e| SendError::Build(format!("request body: {e}")))?;
+        let tagging = self.guardrail.as_ref().and_then(|g| g.input_tagging);
+        let payload = match tagging {
+            Some(how) => guardrail::tag(&edited, how).map_err(SendError::Build)?,
+            None => edited.to_vec(),
+        };
+        Ok((payload, dropped))
+    }
+
+    async fn messages(&self, call: Call<'_>, plan: Plan) -> Result<Answer, SendError> {
+        if self.guardrail.is_some()
+            && let Some(key) = guardrail::caller_guardrail_key(&call.body)
+        {
+            let message =
+                format!("{key}: not accepted here; the gateway applies its own Bedrock guardrail");
+            let body = serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+            return Ok(Answer::json(
+                StatusCode::BAD_REQUEST,
+                Bytes::from(body.to_string()),
+            ));
+        }
+        let (payload, dropped) = self.payload(&call, &plan)?;
         // Header betas and the configured extra headers go on through the SDK's request hook.
         let mut extra: Vec<(String, String)> = call
             .extra_headers
@@ -163,37 +212,72 @@ impl Bedrock {
                 r.headers_mut().insert(n.clone(), v.clone());
             }
         };
-        let notes = plan.notes(&dropped);
+        // A per-person role session, when the role is named after people.
+        let creds = match (&self.roles, call.caller) {
+            (Some(roles), Some(c)) => Some(roles.for_caller(c.sub, c.email).await),
+            _ => None,
+        };
+        let overrides = |creds: Option<SharedCredentialsProvider>| {
+            let mut b = aws_sdk_bedrockruntime::config::Builder::default();
+            if let Some(p) = creds {
+                b = b.credentials_provider(p);
+            }
+            b
+        };
+        let guard_id = self.guardrail.as_ref().map(|g| g.id.clone());
+        let guard_version = self.guardrail.as_ref().map(|g| g.version.clone());
+        let trace = self.trace.then_some(Trace::Enabled);
+        let who = call.caller.map(|c| trace::Who::of(&c)).unwrap_or_default();
         let mut answer = if call.stream {
-            let req = self
+            let sent = self
                 .client
                 .invoke_model_with_response_stream()
                 .model_id(call.model)
                 .content_type("application/json")
                 .accept("application/json")
-                .body(Blob::new(payload.to_vec()))
+                .set_guardrail_identifier(guard_id)
+                .set_guardrail_version(guard_version)
+                .set_trace(trace)
+                .body(Blob::new(payload))
                 .customize()
-                .mutate_request(add);
-            match req.send().await {
-                Ok(out) => stream::answer(out, self.ping, self.name.clone()),
+                .mutate_request(add)
+                .config_override(overrides(creds))
+                .send()
+                .await;
+            match sent {
+                Ok(out) => {
+                    stream::answer(out, self.ping, self.name.clone(), self.trace.then_some(who))
+                }
                 Err(e) => self.failed(call.model, e)?,
             }
         } else {
-            let req = self
+            let sent = self
                 .client
                 .invoke_model()
                 .model_id(call.model)
                 .content_type("application/json")
                 .accept("application/json")
-                .body(Blob::new(payload.to_vec()))
+                .set_guardrail_identifier(guard_id)
+                .set_guardrail_version(guard_version)
+                .set_trace(trace)
+                .body(Blob::new(payload))
                 .customize()
-                .mutate_request(add);
-            match req.send().await {
-                Ok(out) => Answer::json(StatusCode::OK, Bytes::from(out.body.into_inner())),
+                .mutate_request(add)
+                .config_override(overrides(creds))
+                .send()
+                .await;
+            match sent {
+                Ok(out) => {
+                    let bytes = out.body.into_inner();
+                    if self.trace {
+                        trace::log_json(&self.name, &who, &bytes);
+                    }
+                    Answer::json(StatusCode::OK, Bytes::from(bytes))
+                }
                 Err(e) => self.failed(call.model, e)?,
             }
         };
-        answer.notes = notes;
+        answer.notes = plan.notes(&dropped);
         Ok(answer)
     }
 }

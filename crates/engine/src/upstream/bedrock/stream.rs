@@ -37,14 +37,17 @@ enum State {
     Done,
 }
 
-/// The 200 answer whose body is the re-encoded stream.
+/// The 200 answer whose body is the re-encoded stream; `trace` names who to log when a
+/// chunk carries a guardrail trace (with `guardrail_trace`).
 pub fn answer(
     out: InvokeModelWithResponseStreamOutput,
     ping: Duration,
     upstream: String,
+    trace: Option<super::trace::Who>,
 ) -> Answer {
     let frames = futures_util::stream::unfold(State::Open(Box::new(out.body)), move |state| {
         let upstream = upstream.clone();
+        let trace = trace.clone();
         async move {
             let State::Open(mut rx) = state else {
                 return None;
@@ -53,6 +56,9 @@ pub fn answer(
                 match rx.recv().await {
                     Ok(Some(ResponseStream::Chunk(part))) => {
                         let Some(json) = part.bytes() else { continue };
+                        if let Some(who) = &trace {
+                            super::trace::log_json(&upstream, who, json.as_ref());
+                        }
                         return Some((Ok(sse::frame(json.as_ref())), State::Open(rx)));
                     }
                     Ok(Some(_)) => continue,
