@@ -81,6 +81,26 @@ export type LoginState = {
   error: string | null;
 };
 
+export type ProviderTest = {
+  ok: boolean;
+  status: number | null;
+  message: string;
+  at: string;
+};
+
+export type Provider = {
+  name: string;
+  kind: 'anthropic' | 'bedrock' | 'vertex' | 'foundry';
+  key_stored: boolean;
+  region?: string | null;
+  project_id?: string | null;
+  resource?: string | null;
+  aws_profile?: string | null;
+  /** The running gateway routes to it (false while it restarts). */
+  active?: boolean;
+  last_test?: ProviderTest | null;
+};
+
 export type AppState = {
   mode: 'standalone' | 'connected';
   paused: boolean;
@@ -103,7 +123,7 @@ export type AppState = {
   login: LoginState;
   central_spend: null | { fetched_at: string; limits: Meter[] };
   policy: null | { fetched_at: string; checksum: string; available_models: string[] | null };
-  providers: { name: string; kind: 'anthropic'; key_stored: boolean }[];
+  providers: Provider[];
   budgets: { daily_cents: number | null; weekly_cents: number | null; monthly_cents: number | null };
   start_at_login: boolean;
   /** The saved port (applies at the next start). */

@@ -317,3 +317,265 @@ async fn without_a_keychain_nothing_is_stored_and_a_bad_bootstrap_is_reported() 
         assert!(!bytes.windows(10).any(|w| w == b"sk-ant-nev"));
     }
 }
+
+/// Waits (bounded) until `n` providers are in use by the running engine.
+async fn active_providers(desk: &Desk, n: usize) {
+    for _ in 0..100 {
+        // The listener is briefly closed while the engine restarts.
+        let sent = desk
+            .http
+            .get(format!("{}/gatehouse/app/state", desk.app.base_url()))
+            .header("x-gatehouse-app-token", &desk.token)
+            .send()
+            .await;
+        let Ok(resp) = sent else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let status = resp.status().as_u16();
+        let state: Value = resp.json().await.unwrap_or(Value::Null);
+        let active = state["providers"]
+            .as_array()
+            .map_or(0, |ps| ps.iter().filter(|p| p["active"] == true).count());
+        if status == 200 && active == n && state["providers"].as_array().map_or(0, Vec::len) == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the engine did not come up with {n} providers");
+}
+
+/// Cloud providers from the app: Bedrock with AWS keys and Vertex with a service-account
+/// token kept in the keychain, the engine restarted with them, requests reaching each
+/// provider's face of the fake, the Test button's real request and its result in the state,
+/// and no secret outside the keychain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_providers_are_added_tested_and_used() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let token = app
+        .dashboard_url()
+        .split("#token=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let desk = Desk {
+        app: app.clone(),
+        token,
+        http: reqwest::Client::new(),
+    };
+    const AWS_SECRET: &str = "desk-aws-secret-0123456789abcdef";
+    const VERTEX_TOKEN: &str = "ya29.desk-vertex-token-0123456789";
+
+    // The server's own rules refuse a bad region, resource or missing credential.
+    for body in [
+        json!({"kind": "bedrock", "region": "us east", "aws_access_key_id": "AKID", "aws_secret_access_key": "x"}),
+        json!({"kind": "bedrock", "region": "us-east-1"}),
+        json!({"kind": "foundry", "resource": "-bad-", "api_key": "abcdefghijk"}),
+        json!({"kind": "vertex", "region": "us-east5", "project_id": "p", "service_account_json": "{\"type\":\"user\"}"}),
+    ] {
+        let (status, v) = desk.post("providers", body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {v}");
+    }
+
+    let fake_url = fake.url();
+    let (status, state) = desk
+        .post(
+            "providers",
+            json!({"kind": "bedrock", "region": "us-west-2", "base_url": fake_url,
+            "aws_access_key_id": "AKIDDESK0001", "aws_secret_access_key": AWS_SECRET}),
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    active_providers(&desk, 1).await;
+    let (status, state) = desk
+        .post(
+            "providers",
+            json!({"kind": "vertex", "region": "us-east5", "project_id": "proj-d",
+            "base_url": format!("{fake_url}/v1"), "access_token": VERTEX_TOKEN}),
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    let kinds: Vec<&str> = state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["bedrock", "vertex"]);
+    // The engine restarts with them after the answer; the state says when they are in use.
+    active_providers(&desk, 2).await;
+
+    // Test buttons: one real minimal request each, the result kept for the view.
+    for name in ["bedrock", "vertex"] {
+        let (status, state) = desk
+            .post(&format!("providers/{name}/test"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{state}");
+        let p = state["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()
+            .clone();
+        assert_eq!(p["last_test"]["ok"], true, "{p}");
+        assert_eq!(p["last_test"]["status"], 200);
+    }
+    let paths: Vec<String> = fake.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        paths
+            .iter()
+            .any(|p| p == "/model/us.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke"),
+        "{paths:?}"
+    );
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.ends_with("/models/claude-haiku-4-5@20251001:rawPredict")),
+        "{paths:?}"
+    );
+
+    // Claude Code's requests (the local token) go to Bedrock: no Anthropic key is stored.
+    let local = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .unwrap();
+    let before = fake.requests().len();
+    let r = desk
+        .http
+        .post(format!("{}/v1/messages", app.base_url()))
+        .bearer_auth(local.expose())
+        .json(&sonnet(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-gatehouse-upstream"], "bedrock");
+    let req = fake.requests()[before].clone();
+    assert_eq!(req.path, "/model/us.anthropic.claude-sonnet-4-6/invoke");
+    let auth = req
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDDESK0001/"),
+        "{auth}"
+    );
+
+    // Removing Bedrock leaves Vertex.
+    let (status, _) = desk
+        .call(reqwest::Method::DELETE, "providers/bedrock", None)
+        .await;
+    assert_eq!(status, 200);
+    active_providers(&desk, 1).await;
+    let r = desk
+        .http
+        .post(format!("{}/v1/messages", app.base_url()))
+        .bearer_auth(local.expose())
+        .json(&sonnet(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-gatehouse-upstream"], "vertex");
+    app.shutdown().await;
+
+    let secrets = parts.keychain.values();
+    assert!(secrets.iter().any(|s| s.contains(VERTEX_TOKEN)));
+    assert!(
+        !secrets.iter().any(|s| s.contains(AWS_SECRET)),
+        "a removed provider's key is deleted"
+    );
+    let events = serde_json::to_string(&parts.events.events()).unwrap();
+    for e in std::fs::read_dir(dir.path().join("data")).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        for s in [VERTEX_TOKEN, AWS_SECRET] {
+            assert!(
+                !bytes.windows(s.len()).any(|w| w == s.as_bytes()),
+                "a secret reached a file"
+            );
+            assert!(!events.contains(s));
+        }
+    }
+}
+
+/// The Settings tab in headless Chromium: a Bedrock provider added through the form, its
+/// secret in the keychain and nowhere in the page afterwards, and the Test button's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    const SECRET: &str = "ui-aws-secret-0123456789abcdef01";
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = tokio::process::Command::new("node")
+        .arg(gatehouse_tests::e2e_dir().join("cloud_provider.mjs"))
+        .current_dir(gatehouse_tests::e2e_dir())
+        .env("APP_URL", app.dashboard_url())
+        .env("REGION", "us-east-1")
+        .env("KEY_ID", "AKIDUI000001")
+        .env("SECRET", SECRET)
+        .env("ENDPOINT", fake.url())
+        .env("SCREENSHOT_DIR", &shots)
+        .env("TIMEOUT_SECS", "60")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), out)
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(
+        v["test_result"]
+            .as_str()
+            .unwrap()
+            .starts_with("works (200)"),
+        "{v}"
+    );
+    assert_eq!(v["key_field_after"], "", "the page keeps no secret");
+    assert_eq!(v["console_errors"], json!([]));
+    assert!(parts.keychain.values().iter().any(|s| s.contains(SECRET)));
+    let auth = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/model/"))
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == "authorization")
+                .map(|(_, v)| v.clone())
+        })
+        .next()
+        .unwrap();
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDUI000001/"),
+        "{auth}"
+    );
+    app.shutdown().await;
+}

@@ -1,5 +1,6 @@
-// Settings (desktop only): mode and central URL, provider keys (kept in the keychain,
-// never shown again), personal budgets, start at login and Claude Code's configuration.
+// Settings (desktop only): mode and central URL, providers (Anthropic, Bedrock, Vertex,
+// Foundry; secrets kept in the keychain, never shown again, with a Test button), personal
+// budgets, start at login and Claude Code's configuration.
 // Choices the IT bootstrap locked are shown disabled with a lock badge.
 
 import { useEffect, useState } from 'preact/hooks';
@@ -109,11 +110,29 @@ function Providers({ app, act }: { app: AppState; act: Act }) {
               <button
                 type="button"
                 class="secondary"
+                data-testid="test-provider"
+                onClick={() => void act('POST', `providers/${encodeURIComponent(p.name)}/test`, {})}
+              >
+                Test
+              </button>
+              <button
+                type="button"
+                class="secondary"
                 disabled={locked}
                 onClick={() => void act('DELETE', `providers/${encodeURIComponent(p.name)}`)}
               >
                 Remove
               </button>
+              {p.last_test && (
+                <span
+                  class={p.last_test.ok ? 'badge ok' : 'badge bad'}
+                  data-testid="test-result"
+                  title={p.last_test.at}
+                >
+                  {p.last_test.ok ? 'works' : 'failed'}
+                  {p.last_test.status !== null ? ` (${p.last_test.status})` : ''}: {p.last_test.message}
+                </span>
+              )}
             </li>
           ))}
         </ul>
@@ -135,7 +154,115 @@ function Providers({ app, act }: { app: AppState; act: Act }) {
           Add key
         </button>
       </form>
+      <CloudProvider app={app} act={act} />
     </section>
+  );
+}
+
+type CloudKind = 'bedrock' | 'vertex' | 'foundry';
+
+type Field = { name: string; label: string; secret?: boolean; multiline?: boolean };
+
+/** The form fields each cloud provider takes; `secret` ones are sent once and forgotten. */
+const CLOUD_FIELDS: Record<CloudKind, Field[]> = {
+  bedrock: [
+    { name: 'region', label: 'AWS region' },
+    { name: 'aws_access_key_id', label: 'Access key id' },
+    { name: 'aws_secret_access_key', label: 'Secret access key', secret: true },
+    { name: 'aws_bearer_token', label: 'or a Bedrock API key', secret: true },
+    { name: 'aws_profile', label: 'or an AWS profile' },
+    { name: 'base_url', label: 'Endpoint URL (optional: a VPC endpoint or proxy)' },
+  ],
+  vertex: [
+    { name: 'region', label: 'Region' },
+    { name: 'project_id', label: 'Project' },
+    { name: 'service_account_json', label: 'Service-account key (JSON)', secret: true, multiline: true },
+    { name: 'access_token', label: 'or an access token', secret: true },
+    { name: 'base_url', label: 'Endpoint URL (optional)' },
+  ],
+  foundry: [
+    { name: 'resource', label: 'Azure resource' },
+    { name: 'api_key', label: 'API key', secret: true },
+    { name: 'base_url', label: 'Endpoint URL (optional)' },
+  ],
+};
+
+/** Bedrock, Vertex or Foundry: the secrets go to the keychain, the gateway restarts. */
+function CloudProvider({ app, act }: { app: AppState; act: Act }) {
+  const [kind, setKind] = useState<CloudKind>('bedrock');
+  const [values, setValues] = useState<Record<string, string>>({});
+  const locked = app.locks.local_providers || !app.keychain.available;
+  const set = (name: string, v: string) => setValues({ ...values, [name]: v });
+  const add = async (e: Event) => {
+    e.preventDefault();
+    const body: Record<string, string> = { kind };
+    for (const f of CLOUD_FIELDS[kind]) {
+      const v = (values[f.name] ?? '').trim();
+      if (v !== '') body[f.name] = v;
+    }
+    // Secrets are not kept in the page, whatever the answer.
+    setValues({});
+    await act('POST', 'providers', body);
+  };
+  return (
+    <form class="stack" data-testid="cloud-provider" onSubmit={(e) => void add(e)}>
+      <label>
+        Cloud provider
+        <select
+          value={kind}
+          disabled={locked}
+          data-testid="cloud-kind"
+          onChange={(e) => {
+            setKind(e.currentTarget.value as CloudKind);
+            setValues({});
+          }}
+        >
+          <option value="bedrock">Amazon Bedrock</option>
+          <option value="vertex">Google Vertex AI</option>
+          <option value="foundry">Microsoft Foundry</option>
+        </select>
+      </label>
+      {CLOUD_FIELDS[kind].map((f) => (
+        <label key={`${kind}-${f.name}`}>
+          {f.label}
+          {f.multiline ? (
+            <textarea
+              rows={3}
+              spellcheck={false}
+              disabled={locked}
+              data-testid={`cloud-${f.name}`}
+              value={values[f.name] ?? ''}
+              onInput={(e) => set(f.name, e.currentTarget.value)}
+            />
+          ) : f.secret ? (
+            <input
+              type="password"
+              autocomplete="off"
+              spellcheck={false}
+              disabled={locked}
+              data-testid={`cloud-${f.name}`}
+              value={values[f.name] ?? ''}
+              onInput={(e) => set(f.name, e.currentTarget.value)}
+            />
+          ) : (
+            <input
+              type="text"
+              autocomplete="off"
+              spellcheck={false}
+              disabled={locked}
+              data-testid={`cloud-${f.name}`}
+              value={values[f.name] ?? ''}
+              onInput={(e) => set(f.name, e.currentTarget.value)}
+            />
+          )}
+        </label>
+      ))}
+      <div class="row">
+        <button type="submit" disabled={locked} data-testid="cloud-add">
+          Add provider
+        </button>
+      </div>
+    </form>
   );
 }
 

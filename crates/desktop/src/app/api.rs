@@ -10,7 +10,6 @@ use std::sync::Weak;
 use async_trait::async_trait;
 use axum::body::Body;
 use gatehouse_engine::local_control::{APP_PREFIX, AppRoutes};
-use gatehouse_engine::secret::Secret;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -160,8 +159,11 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
         }
         (Method::POST, "providers") => {
             let body = json_body(req).await?;
-            let key = Secret::new(text(&body, "api_key")?);
-            done(app.add_provider(text(&body, "kind")?, key).await)
+            done(app.add_provider(&body).await)
+        }
+        (Method::POST, p) if p.starts_with("providers/") && p.ends_with("/test") => {
+            let name = &p["providers/".len()..p.len() - "/test".len()];
+            done(app.test_provider(name).await)
         }
         (Method::DELETE, p) if p.starts_with("providers/") => {
             done(app.remove_provider(&p["providers/".len()..]).await)

@@ -133,7 +133,11 @@ pub fn load_keys(app: &App) {
     }
 }
 
-fn config(app: &App, port: u16) -> Result<Config, AppError> {
+fn config(
+    app: &App,
+    port: u16,
+    secrets: &std::collections::HashMap<String, Secret>,
+) -> Result<Config, AppError> {
     let inner = app.inner();
     let settings = app.settings();
     let mut cfg = embedded_default(inner.deps.env.as_ref(), &inner.deps.data_dir, Some(port))
@@ -163,6 +167,15 @@ fn config(app: &App, port: u16) -> Result<Config, AppError> {
                         up.name
                     ),
                 });
+            }
+            // The user's cloud providers, after Anthropic, in the order they were added. One
+            // that no longer validates (a key removed from the keychain) is left out.
+            for p in settings.providers.iter().filter(|p| p.kind != "anthropic") {
+                let index = cfg.upstreams.len();
+                match super::providers::upstream(p, secrets.get(&p.name), index) {
+                    Ok(up) => cfg.upstreams.push(up),
+                    Err(e) => tracing::warn!(provider = %p.name, error = %e, "provider left out"),
+                }
             }
         }
         Mode::Connected => {
@@ -203,7 +216,8 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         old.shutdown().await;
     }
     let port = inner.port.load(std::sync::atomic::Ordering::Relaxed);
-    let cfg = config(app, port)?;
+    let secrets = super::providers::cloud_secrets(app).await;
+    let cfg = config(app, port, &secrets)?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .map_err(|e| AppError::Engine(format!("cannot listen on 127.0.0.1:{port}: {e}")))?;

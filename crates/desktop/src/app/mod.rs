@@ -16,6 +16,7 @@
 pub mod api;
 mod connected;
 mod engine;
+mod providers;
 mod state;
 
 use std::path::PathBuf;
@@ -147,6 +148,8 @@ pub(crate) struct Inner {
     login: Mutex<LoginState>,
     central: Mutex<connected::CentralState>,
     notes: Gate,
+    /// The last "Test" result per provider, for the UI.
+    tests: Mutex<std::collections::HashMap<String, serde_json::Value>>,
 }
 
 /// The running desktop app. Cheap to clone.
@@ -211,6 +214,7 @@ impl App {
             port: std::sync::atomic::AtomicU16::new(port),
             session,
             keys: Default::default(),
+            tests: Default::default(),
             paused: Default::default(),
             login: Mutex::new(if signed_in {
                 LoginState::SignedIn
@@ -354,8 +358,14 @@ impl App {
         state::update_settings(self, patch).await
     }
 
-    pub async fn add_provider(&self, kind: &str, api_key: Secret) -> Result<(), AppError> {
-        state::add_provider(self, kind, api_key).await
+    /// Adds (or replaces) a provider from the UI's form: `kind` and its fields.
+    pub async fn add_provider(&self, body: &serde_json::Value) -> Result<(), AppError> {
+        state::add_provider(self, body).await
+    }
+
+    /// Sends one minimal real request to a provider; the result shows in the app state.
+    pub async fn test_provider(&self, name: &str) -> Result<(), AppError> {
+        providers::test(self, name).await
     }
 
     pub async fn remove_provider(&self, name: &str) -> Result<(), AppError> {

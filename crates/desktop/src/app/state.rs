@@ -3,7 +3,6 @@
 //! are enforced here, not only greyed out in the UI.
 
 use chrono::Utc;
-use gatehouse_engine::secret::Secret;
 use gatehouse_engine::spend::{Period, ScopeType};
 use serde_json::{Value, json};
 
@@ -12,11 +11,8 @@ use super::{App, AppError};
 use crate::claude_settings::{ClaudeSettings, Status, Target, settings_path};
 use crate::keychain::SERVICE;
 use crate::settings::{
-    Budgets, Mode, POLICY_KEY, ProviderEntry, SETTINGS_KEY, SPEND_KEY, Settings, provider_account,
+    Budgets, Mode, POLICY_KEY, SETTINGS_KEY, SPEND_KEY, Settings, provider_account,
 };
-
-/// Providers the engine can use today.
-const PROVIDER_KINDS: &[&str] = &["anthropic"];
 
 fn claude(app: &App) -> (ClaudeSettings, Result<Target, AppError>) {
     let inner = app.inner();
@@ -108,14 +104,42 @@ pub async fn build(app: &App) -> Value {
         })
     });
     // From the keys loaded at start or stored since: no keychain round trip per view.
+    let tests = inner.tests.lock().map(|t| t.clone()).unwrap_or_default();
+    // Which providers the running engine routes to (none while it restarts).
+    let active: Vec<String> = match inner.engine.try_lock() {
+        Ok(guard) => guard
+            .as_ref()
+            .map(|h| {
+                h.gateway()
+                    .upstreams
+                    .list
+                    .iter()
+                    .map(|u| u.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
     let providers: Vec<Value> = settings
         .providers
         .iter()
         .map(|p| {
+            let stored = if p.kind == "anthropic" {
+                inner.keys.slot(&p.name).has_stored()
+            } else {
+                // A cloud provider is an engine upstream only with what it needs.
+                p.aws_profile.is_none()
+            };
             json!({
                 "name": p.name,
                 "kind": p.kind,
-                "key_stored": inner.keys.slot(&p.name).has_stored(),
+                "key_stored": stored,
+                "region": p.region,
+                "project_id": p.project_id,
+                "resource": p.resource,
+                "aws_profile": p.aws_profile,
+                "last_test": tests.get(&p.name),
+                "active": active.contains(&p.name),
             })
         })
         .collect();
@@ -331,7 +355,18 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
     Ok(())
 }
 
-pub async fn add_provider(app: &App, kind: &str, api_key: Secret) -> Result<(), AppError> {
+/// Restarts the engine after this answer: the restart drains in-flight requests, the one
+/// that asked for it included. The view follows through `app.state`.
+fn restart_soon(app: &App) {
+    let app = app.clone();
+    tokio::spawn(async move {
+        if let Err(e) = app.restart_engine().await {
+            tracing::error!(error = %e, "could not restart the gateway");
+        }
+    });
+}
+
+pub async fn add_provider(app: &App, body: &Value) -> Result<(), AppError> {
     if app
         .bootstrap()
         .get()
@@ -339,51 +374,49 @@ pub async fn add_provider(app: &App, kind: &str, api_key: Secret) -> Result<(), 
     {
         return Err(AppError::Locked("local providers are not allowed".into()));
     }
-    if !PROVIDER_KINDS.contains(&kind) {
-        return Err(AppError::BadInput(format!(
-            "provider kind `{kind}` is not supported yet (supported: {})",
-            PROVIDER_KINDS.join(", ")
-        )));
-    }
-    let key = api_key.expose().trim();
-    if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(AppError::BadInput(
-            "the API key must be at least 8 printable characters without spaces".into(),
-        ));
-    }
+    let (entry, secret) = super::providers::parse(body)?;
     if let Err(e) = &app.inner().deps.keychain {
         return Err(AppError::Keychain(format!(
             "no keychain reachable ({e}); Gatehouse does not store keys elsewhere"
         )));
     }
     let creds = super::engine::credentials(&app.inner().deps.keychain);
-    let (account, secret) = (provider_account(kind), Secret::new(key));
-    super::keychain(move || creds.set(SERVICE, &account, &secret)).await?;
-    let mut next = app.settings();
-    if !next.providers.iter().any(|p| p.name == kind) {
-        next.providers.push(ProviderEntry {
-            name: kind.to_owned(),
-            kind: kind.to_owned(),
-        });
+    let account = provider_account(&entry.name);
+    match secret.clone() {
+        Some(secret) => super::keychain(move || creds.set(SERVICE, &account, &secret)).await?,
+        // An AWS profile: nothing secret to keep, and no older key left behind.
+        None => super::keychain(move || creds.delete(SERVICE, &account)).await?,
     }
+    let mut next = app.settings();
+    let cloud = entry.kind != "anthropic";
+    let name = entry.name.clone();
+    next.providers.retain(|p| p.name != name);
+    next.providers.push(entry);
     save(app, next).await?;
-    app.inner().keys.slot(kind).set(Some(Secret::new(key)));
+    if cloud {
+        // A cloud provider's client is built with the engine: restart it.
+        restart_soon(app);
+    } else {
+        app.inner().keys.slot(&name).set(secret);
+    }
     app.publish("app.state");
     Ok(())
 }
 
 pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
     let mut next = app.settings();
-    let before = next.providers.len();
-    next.providers.retain(|p| p.name != name);
-    if next.providers.len() == before {
+    let Some(removed) = next.providers.iter().find(|p| p.name == name).cloned() else {
         return Err(AppError::BadInput(format!("no provider named `{name}`")));
-    }
+    };
+    next.providers.retain(|p| p.name != name);
     let creds = super::engine::credentials(&app.inner().deps.keychain);
     let account = provider_account(name);
     super::keychain(move || creds.delete(SERVICE, &account)).await?;
     save(app, next).await?;
     app.inner().keys.slot(name).set(None);
+    if removed.kind != "anthropic" {
+        restart_soon(app);
+    }
     app.publish("app.state");
     Ok(())
 }

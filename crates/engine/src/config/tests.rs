@@ -488,7 +488,9 @@ fn later_blocks_are_refused_not_ignored() {
         "not supported yet: upstreams[0].provider (provider openai)"
     );
     assert_eq!(
-        at("{name: p, provider: anthropic, base_url: 'https://proxy.corp.example', forward_user_identity: true}"),
+        at(
+            "{name: p, provider: anthropic, base_url: 'https://proxy.corp.example', forward_user_identity: true}"
+        ),
         "not supported yet: upstreams[0].forward_user_identity"
     );
     assert!(

@@ -91,6 +91,8 @@ pub enum AwsAuth {
     /// The AWS default credential chain (environment, profile, SSO, web identity, ECS,
     /// instance metadata), refreshed by the SDK.
     DefaultChain,
+    /// The chain with this named profile (`~/.aws/config`; the desktop's "AWS profile").
+    Profile(String),
     /// SigV4 with static keys.
     Keys {
         access_key_id: Secret,
@@ -115,6 +117,8 @@ pub enum GoogleAuth {
     ApplicationDefault,
     /// A service-account key file (its `token_uri` is honoured).
     ServiceAccountFile(PathBuf),
+    /// A service-account key's JSON itself (the desktop keeps it in the keychain).
+    ServiceAccountJson(Secret),
     /// A fixed access token.
     AccessToken(Secret),
 }
@@ -245,17 +249,27 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(raw.len());
     for (i, u) in raw.iter().enumerate() {
+        if !names.insert(u.name.as_str()) {
+            return Err(ConfigError::at(
+                &format!("upstreams[{i}].name"),
+                format!("duplicate upstream name `{}`", u.name),
+            ));
+        }
+        out.push(from_raw(u, i)?);
+    }
+    guardrails_agree(&out)?;
+    Ok(out)
+}
+
+/// One `upstreams[index]` entry, validated (the desktop app builds its cloud upstreams
+/// through here too, so its rules are the server's).
+pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError> {
+    {
         let at = |field: &str| format!("upstreams[{i}].{field}");
         if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
             return Err(ConfigError::at(
                 &at("name"),
                 "must be a non-empty name without spaces",
-            ));
-        }
-        if !names.insert(u.name.as_str()) {
-            return Err(ConfigError::at(
-                &at("name"),
-                format!("duplicate upstream name `{}`", u.name),
             ));
         }
         if u.forward_user_identity.is_some() {
@@ -417,7 +431,7 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
                 at("auth.use_azure_ad")
             )));
         }
-        out.push(UpstreamConfig {
+        Ok(UpstreamConfig {
             name: u.name.clone(),
             provider,
             base_url,
@@ -425,10 +439,8 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
             headers: extra_headers(u.headers.as_ref(), &at)?,
             groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
             models: name_list(u.models.as_deref(), &at("models"), true)?,
-        });
+        })
     }
-    guardrails_agree(&out)?;
-    Ok(out)
 }
 
 /// Header names the gateway or the provider's SDK sets or signs.

@@ -78,6 +78,7 @@ impl Bedrock {
         loader = match &bedrock.auth {
             // The chain (environment, profile, SSO, web identity, containers, instances).
             AwsAuth::DefaultChain => loader,
+            AwsAuth::Profile(name) => loader.profile_name(name),
             AwsAuth::Keys {
                 access_key_id,
                 secret_access_key,

@@ -29,6 +29,13 @@ impl Tokens {
         Ok(Tokens::Provider(Arc::new(sa)))
     }
 
+    /// A service-account key given as its JSON (never written to disk).
+    pub fn service_account_json(json: &Secret) -> Result<Self, String> {
+        let sa = gcp_auth::CustomServiceAccount::from_json(json.expose())
+            .map_err(|e| format!("the service-account key is not usable: {e}"))?;
+        Ok(Tokens::Provider(Arc::new(sa)))
+    }
+
     /// Application Default Credentials, found now.
     pub async fn application_default() -> Result<Self, String> {
         let provider = gcp_auth::provider()

@@ -42,6 +42,7 @@ impl Vertex {
         let tokens = match &vertex.auth {
             GoogleAuth::AccessToken(t) => google::Tokens::fixed(t.clone()),
             GoogleAuth::ServiceAccountFile(path) => google::Tokens::service_account(path)?,
+            GoogleAuth::ServiceAccountJson(json) => google::Tokens::service_account_json(json)?,
             GoogleAuth::ApplicationDefault => google::Tokens::application_default().await?,
         };
         Ok(Self {
