@@ -327,6 +327,21 @@ pub fn sign_in_yaml(
     secrets: &[&str],
     extra: &str,
 ) -> String {
+    let upstreams = format!(
+        "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
+    );
+    sign_in_yaml_with(origin, issuer, &upstreams, store, secrets, extra)
+}
+
+/// [`sign_in_yaml`] with its own `upstreams:` list items.
+pub fn sign_in_yaml_with(
+    origin: &str,
+    issuer: &str,
+    upstreams: &str,
+    store: &str,
+    secrets: &[&str],
+    extra: &str,
+) -> String {
     let secrets = secrets
         .iter()
         .map(|s| format!("\"{s}\""))
@@ -337,7 +352,7 @@ pub fn sign_in_yaml(
 listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
 {store}
 upstreams:
-  - {{name: primary, provider: anthropic, base_url: "{fake_url}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+{upstreams}
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
 session: {{jwt_secret: [{secrets}], ttl_hours: 1}}
 oidc:
@@ -353,6 +368,22 @@ oidc:
 }
 
 pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
+    let setup = |fake_url: &str| {
+        let ups = format!(
+            "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
+        );
+        (ups, MapEnvironment::default())
+    };
+    sign_in_gateway_with(secrets, extra, &setup).await
+}
+
+/// [`sign_in_gateway`] with its own upstream list and gateway environment, both made from
+/// the fake's URL.
+pub async fn sign_in_gateway_with(
+    secrets: &[&str],
+    extra: &str,
+    setup: &dyn Fn(&str) -> (String, MapEnvironment),
+) -> SignInGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
     let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
@@ -362,13 +393,14 @@ pub async fn sign_in_gateway(secrets: &[&str], extra: &str) -> SignInGateway {
         "store: {{sqlite_path: \"{}\"}}",
         dir.path().join("gatehouse.db").display()
     );
-    let yaml = sign_in_yaml(&origin, &idp.issuer, &fake.url(), &store, secrets, extra);
+    let (ups, env) = setup(&fake.url());
+    let yaml = sign_in_yaml_with(&origin, &idp.issuer, &ups, &store, secrets, extra);
     let config = load(&yaml, dir.path());
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());
     let deps = Deps {
         clock: clock.clone(),
-        env: Arc::new(MapEnvironment::default()),
+        env: Arc::new(env),
         credentials: Arc::new(NoCredentialStore),
         events: events.clone(),
     };

@@ -172,6 +172,29 @@ async fn bedrock_json_bearer_key_and_count_tokens() {
 }
 
 #[tokio::test]
+async fn bedrock_cannot_count_an_inference_profile_and_says_so() {
+    let gw = gateway(
+        FakeConfig::default(),
+        BEDROCK_KEYS,
+        "models:\n  - {id: corp-sonnet, upstream_model: {bedrock: \"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/p1\"}}\n",
+    )
+    .await;
+    let resp = gw
+        .client
+        .post(gw.url("/v1/messages/count_tokens"))
+        .header("x-api-key", CLIENT_KEY)
+        .json(&json!({"model": "corp-sonnet", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 501);
+    assert_eq!(resp.headers()["x-should-retry"], "false");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "not_supported");
+    assert!(gw.fake.requests().is_empty(), "nothing was sent to Bedrock");
+}
+
+#[tokio::test]
 async fn bedrock_errors_are_cleaned_and_unknown_models_named() {
     let gw = gateway(
         FakeConfig::default(),
@@ -593,6 +616,10 @@ async fn bedrock_assume_role_signs_with_the_role_session() {
     let requests = gw.fake.requests();
     let sts: Vec<_> = requests.iter().filter(|r| r.path == "/").collect();
     assert_eq!(sts.len(), 1, "the role's credentials are cached");
+    let inferred = requests
+        .iter()
+        .filter(|r| r.path.starts_with("/model/"))
+        .count();
     assert!(
         header(sts[0], "authorization")
             .unwrap()
@@ -614,4 +641,84 @@ async fn bedrock_assume_role_signs_with_the_role_session() {
             Some("fake-session-token")
         );
     }
+
+    // Bedrock refuses the role's credentials once: new ones are fetched and the request is
+    // sent again, before any failover.
+    gw.fake.push_fault(Fault::Status {
+        status: 403,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    let resp = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let requests = gw.fake.requests();
+    assert_eq!(
+        requests.iter().filter(|r| r.path == "/").count(),
+        2,
+        "STS asked again"
+    );
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.path.starts_with("/model/"))
+            .count(),
+        inferred + 2
+    );
+    let rows = gw.usage_rows(3).await;
+    assert_eq!(rows[0].status, 200);
+}
+
+/// Signed-in people on Bedrock: each gets a role session named after their email (so
+/// CloudTrail shows who), and a person at their cap is refused before anything reaches AWS.
+#[tokio::test]
+async fn bedrock_role_sessions_per_person_and_caps_before_the_sdk() {
+    use gatehouse_tests::caps::{ADMIN, msg, set_limit, token};
+    let setup = |url: &str| {
+        let ups = format!(
+            "  - {{name: bedrock, provider: bedrock, region: us-east-1, base_url: \"{url}\", assume_role: {{role_arn: \"arn:aws:iam::123456789012:role/claude\", session_name: email}}, auth: {{aws_access_key_id: AKIDSOURCE01, aws_secret_access_key: {AWS_SECRET}}}}}"
+        );
+        let env =
+            gatehouse_engine::deps::MapEnvironment::default().with_var("AWS_ENDPOINT_URL_STS", url);
+        (ups, env)
+    };
+    let s =
+        gatehouse_tests::sign_in_gateway_with(&[gatehouse_tests::SESSION_SECRET_A], ADMIN, &setup)
+            .await;
+    let base = s.gw.url("");
+    let hex = |t: &str| t.bytes().map(|b| format!("{b:02X}")).collect::<String>();
+    for who in ["alice", "bob"] {
+        let t = token(&s.origin, who, &["engineering"]);
+        let r = gatehouse_tests::caps::infer(&s.gw.client, &base, &t, &msg(16)).await;
+        assert_eq!(r.status(), 200, "{who}");
+        let req =
+            s.gw.fake
+                .requests()
+                .into_iter()
+                .rev()
+                .find(|r| r.path.starts_with("/model/"))
+                .unwrap();
+        let auth = header(&req, "authorization").unwrap().to_owned();
+        let session = hex(&format!("{who}@corp.example"));
+        assert!(
+            auth.contains(&format!("Credential=ASIA{session}/")),
+            "{who}: {auth}"
+        );
+    }
+    // A person with a zero cap: refused with the spend 429, nothing sent to STS or Bedrock.
+    set_limit(
+        &s.gw.client,
+        &base,
+        json!({"scope": {"type": "user", "user_id": "carol"}, "amount": "0", "period": "daily"}),
+    )
+    .await;
+    let before = s.gw.fake.requests().len();
+    let t = token(&s.origin, "carol", &["engineering"]);
+    let r = gatehouse_tests::caps::infer(&s.gw.client, &base, &t, &msg(16)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(
+        s.gw.fake.requests().len(),
+        before,
+        "the refusal came before the SDK"
+    );
 }

@@ -4,7 +4,8 @@
 //! the TTFB timeout; never on other 4xx (400 and 413 describe the request, not the
 //! upstream), which pass through as they are. Failover only happens before the first byte
 //! reached the caller: a leg is done once its headers are accepted. When every leg fails,
-//! the highest-priority retained answer is returned (429 with its `retry-after`, then 404);
+//! the highest-priority retained answer is returned (429 with its `retry-after`, then 404,
+//! then 501);
 //! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
 //! the caller would take them for its own credential failing. Every decision is written
 //! into a `route_reason`, and every attempt's outcome into the upstream health ([`super::health`]).
@@ -58,8 +59,11 @@ pub fn fails_over(status: StatusCode) -> bool {
 /// Retained-answer priority; `None` means never relayed.
 fn retain_rank(status: StatusCode) -> Option<u8> {
     match status.as_u16() {
-        429 => Some(2),
-        404 => Some(1),
+        429 => Some(3),
+        404 => Some(2),
+        // `count_tokens` an upstream cannot answer (Bedrock with a profile): the client
+        // falls back on it, where a 502 would be an outage.
+        501 => Some(1),
         _ => None,
     }
 }

@@ -83,6 +83,8 @@ pub async fn count(bedrock: &Bedrock, call: Call<'_>) -> Result<Answer, SendErro
         .build()
         .map_err(|e| SendError::Build(e.to_string()))?;
     let sent = bedrock
+        .clients
+        .current()
         .client
         .count_tokens()
         .model_id(&model)

@@ -8,6 +8,7 @@
 //! ([`stream`]). SDK retries are off: the router does failover. Errors are cleaned
 //! ([`super::errors`]); an unknown model id becomes `model X is not available on bedrock`.
 
+mod client;
 mod count;
 mod guardrail;
 mod roles;
@@ -17,33 +18,25 @@ mod trace;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_bedrockruntime::Client;
-use aws_sdk_bedrockruntime::config::SharedCredentialsProvider;
-use aws_sdk_bedrockruntime::config::{
-    Credentials, Region, StalledStreamProtectionConfig, Token, retry::RetryConfig,
-    timeout::TimeoutConfig,
-};
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::Trace;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use bytes::Bytes;
 use http::StatusCode;
 
 use super::capabilities::{self, Plan};
 use super::{Answer, Call, Operation, SendError, Upstream, body, errors};
-use crate::config::{AwsAuth, BedrockConfig, Guardrail, UpstreamConfig};
+use crate::config::{BedrockConfig, Guardrail, UpstreamConfig};
 use crate::deps::Environment;
 
 const VERSION: &str = "bedrock-2023-05-31";
 
 pub struct Bedrock {
     name: String,
-    client: Client,
     ping: Duration,
-    roles: Option<roles::Roles>,
     guardrail: Option<Guardrail>,
     trace: bool,
+    clients: client::Clients,
 }
 
 /// The timeouts a Bedrock upstream uses.
@@ -60,62 +53,18 @@ impl Bedrock {
         timing: Timing,
         env: &dyn Environment,
     ) -> Result<Self, String> {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https();
-        let endpoint = config.base_url.as_str().trim_end_matches('/').to_owned();
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(http)
-            .region(Region::new(bedrock.region.clone()))
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(timing.connect)
-                    .build(),
-            )
-            // Thinking can pause a stream for minutes; the gateway pings instead.
-            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
-        loader = match &bedrock.auth {
-            // The chain (environment, profile, SSO, web identity, containers, instances).
-            AwsAuth::DefaultChain => loader,
-            AwsAuth::Profile(name) => loader.profile_name(name),
-            AwsAuth::Keys {
-                access_key_id,
-                secret_access_key,
-                session_token,
-            } => loader.credentials_provider(Credentials::new(
-                access_key_id.expose(),
-                secret_access_key.expose(),
-                session_token.as_ref().map(|t| t.expose().to_owned()),
-                None,
-                "gatehouse-config",
-            )),
-            AwsAuth::Bearer(_) => loader.no_credentials(),
-        };
-        let sdk = loader.load().await;
-        let mut conf = aws_sdk_bedrockruntime::config::Builder::from(&sdk).endpoint_url(endpoint);
-        if let AwsAuth::Bearer(key) = &bedrock.auth {
-            conf = conf.bearer_token(Token::new(key.expose(), None));
-        }
-        let roles = match &bedrock.assume_role {
-            Some(role) => {
-                let sts = match env.var("AWS_ENDPOINT_URL_STS") {
-                    Some(url) => sdk.to_builder().endpoint_url(url).build(),
-                    None => sdk.clone(),
-                };
-                let roles = roles::Roles::new(role.clone(), sts).await;
-                conf = conf.credentials_provider(roles.shared());
-                Some(roles)
-            }
-            None => None,
+        let setup = client::Setup {
+            endpoint: config.base_url.as_str().trim_end_matches('/').to_owned(),
+            bedrock: bedrock.clone(),
+            connect: timing.connect,
+            sts_endpoint: env.var("AWS_ENDPOINT_URL_STS"),
         };
         Ok(Self {
             name: config.name.clone(),
-            client: Client::from_conf(conf.build()),
             ping: timing.ping,
-            roles,
             guardrail: bedrock.guardrail.clone(),
             trace: bedrock.guardrail_trace,
+            clients: client::Clients::new(setup).await,
         })
     }
 
@@ -213,70 +162,84 @@ impl Bedrock {
                 r.headers_mut().insert(n.clone(), v.clone());
             }
         };
-        // A per-person role session, when the role is named after people.
-        let creds = match (&self.roles, call.caller) {
-            (Some(roles), Some(c)) => Some(roles.for_caller(c.sub, c.email).await),
-            _ => None,
-        };
-        let overrides = |creds: Option<SharedCredentialsProvider>| {
-            let mut b = aws_sdk_bedrockruntime::config::Builder::default();
-            if let Some(p) = creds {
-                b = b.credentials_provider(p);
-            }
-            b
-        };
         let guard_id = self.guardrail.as_ref().map(|g| g.id.clone());
         let guard_version = self.guardrail.as_ref().map(|g| g.version.clone());
         let trace = self.trace.then_some(Trace::Enabled);
         let who = call.caller.map(|c| trace::Who::of(&c)).unwrap_or_default();
-        let mut answer = if call.stream {
-            let sent = self
-                .client
-                .invoke_model_with_response_stream()
-                .model_id(call.model)
-                .content_type("application/json")
-                .accept("application/json")
-                .set_guardrail_identifier(guard_id)
-                .set_guardrail_version(guard_version)
-                .set_trace(trace)
-                .body(Blob::new(payload))
-                .customize()
-                .mutate_request(add)
-                .config_override(overrides(creds))
-                .send()
-                .await;
-            match sent {
-                Ok(out) => {
-                    stream::answer(out, self.ping, self.name.clone(), self.trace.then_some(who))
-                }
-                Err(e) => self.failed(call.model, e)?,
+        let mut refreshed = false;
+        let mut answer = loop {
+            let clients = self.clients.current();
+            // A per-person role session, when the role is named after people.
+            let creds = match (&clients.roles, call.caller) {
+                (Some(roles), Some(c)) => Some(roles.for_caller(c.sub, c.email).await),
+                _ => None,
+            };
+            let mut overrides = aws_sdk_bedrockruntime::config::Builder::default();
+            if let Some(p) = creds {
+                overrides = overrides.credentials_provider(p);
             }
-        } else {
-            let sent = self
-                .client
-                .invoke_model()
-                .model_id(call.model)
-                .content_type("application/json")
-                .accept("application/json")
-                .set_guardrail_identifier(guard_id)
-                .set_guardrail_version(guard_version)
-                .set_trace(trace)
-                .body(Blob::new(payload))
-                .customize()
-                .mutate_request(add)
-                .config_override(overrides(creds))
-                .send()
-                .await;
-            match sent {
-                Ok(out) => {
-                    let bytes = out.body.into_inner();
-                    if self.trace {
-                        trace::log_json(&self.name, &who, &bytes);
+            let answer = if call.stream {
+                let sent = clients
+                    .client
+                    .invoke_model_with_response_stream()
+                    .model_id(call.model)
+                    .content_type("application/json")
+                    .accept("application/json")
+                    .set_guardrail_identifier(guard_id.clone())
+                    .set_guardrail_version(guard_version.clone())
+                    .set_trace(trace.clone())
+                    .body(Blob::new(payload.clone()))
+                    .customize()
+                    .mutate_request(add.clone())
+                    .config_override(overrides)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(out) => {
+                        let who = self.trace.then(|| who.clone());
+                        stream::answer(out, self.ping, self.name.clone(), who)
                     }
-                    Answer::json(StatusCode::OK, Bytes::from(bytes))
+                    Err(e) => self.failed(call.model, e)?,
                 }
-                Err(e) => self.failed(call.model, e)?,
+            } else {
+                let sent = clients
+                    .client
+                    .invoke_model()
+                    .model_id(call.model)
+                    .content_type("application/json")
+                    .accept("application/json")
+                    .set_guardrail_identifier(guard_id.clone())
+                    .set_guardrail_version(guard_version.clone())
+                    .set_trace(trace.clone())
+                    .body(Blob::new(payload.clone()))
+                    .customize()
+                    .mutate_request(add.clone())
+                    .config_override(overrides)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(out) => {
+                        let bytes = out.body.into_inner();
+                        if self.trace {
+                            trace::log_json(&self.name, &who, &bytes);
+                        }
+                        Answer::json(StatusCode::OK, Bytes::from(bytes))
+                    }
+                    Err(e) => self.failed(call.model, e)?,
+                }
+            };
+            // Credentials the chain or STS gave may have gone stale: drop them once and
+            // try again before the router fails over.
+            if matches!(answer.status.as_u16(), 401 | 403)
+                && !refreshed
+                && self.clients.refreshable()
+            {
+                refreshed = true;
+                tracing::warn!(upstream = %self.name, status = answer.status.as_u16(), "Bedrock refused the credentials; fetching new ones once");
+                self.clients.refresh().await;
+                continue;
             }
+            break answer;
         };
         answer.notes = plan.notes(&dropped);
         Ok(answer)

@@ -1,0 +1,131 @@
+//! The AWS SDK client of a Bedrock upstream (rustls with ring, SDK retries off, no stalled
+//! stream protection: thinking pauses a stream and the gateway pings instead) and its role
+//! sessions. Credentials from the AWS chain or STS can go stale or be revoked: on a 401/403
+//! the client and its credential caches are built anew once ([`Clients::refresh`]); static
+//! keys and Bedrock API keys cannot get better by asking again.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::{
+    Credentials, Region, StalledStreamProtectionConfig, Token, retry::RetryConfig,
+    timeout::TimeoutConfig,
+};
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+
+use super::roles::Roles;
+use crate::config::{AwsAuth, BedrockConfig};
+
+/// What a client is built from.
+pub struct Setup {
+    /// Bedrock's endpoint (the upstream's `base_url`, without the trailing `/`).
+    pub endpoint: String,
+    pub bedrock: BedrockConfig,
+    pub connect: Duration,
+    /// `AWS_ENDPOINT_URL_STS` from the gateway's environment.
+    pub sts_endpoint: Option<String>,
+}
+
+/// A built client and its role sessions.
+pub struct Built {
+    pub client: Client,
+    pub roles: Option<Roles>,
+}
+
+/// The current client, replaced as a whole by [`Clients::refresh`].
+pub struct Clients {
+    setup: Setup,
+    current: RwLock<Arc<Built>>,
+}
+
+impl Clients {
+    pub async fn new(setup: Setup) -> Self {
+        let built = build(&setup).await;
+        Self {
+            setup,
+            current: RwLock::new(Arc::new(built)),
+        }
+    }
+
+    pub fn current(&self) -> Arc<Built> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Whether asking again can give other credentials (the chain or a role).
+    pub fn refreshable(&self) -> bool {
+        self.setup.bedrock.assume_role.is_some()
+            || matches!(
+                self.setup.bedrock.auth,
+                AwsAuth::DefaultChain | AwsAuth::Profile(_)
+            )
+    }
+
+    /// Builds the client anew: fresh credential caches, fresh role sessions.
+    pub async fn refresh(&self) {
+        let built = Arc::new(build(&self.setup).await);
+        match self.current.write() {
+            Ok(mut c) => *c = built,
+            Err(poisoned) => *poisoned.into_inner() = built,
+        }
+    }
+}
+
+async fn build(setup: &Setup) -> Built {
+    let b = &setup.bedrock;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+        .build_https();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .region(Region::new(b.region.clone()))
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(setup.connect)
+                .build(),
+        )
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+    loader = match &b.auth {
+        // The chain (environment, profile, SSO, web identity, containers, instances).
+        AwsAuth::DefaultChain => loader,
+        AwsAuth::Profile(name) => loader.profile_name(name),
+        AwsAuth::Keys {
+            access_key_id,
+            secret_access_key,
+            session_token,
+        } => loader.credentials_provider(Credentials::new(
+            access_key_id.expose(),
+            secret_access_key.expose(),
+            session_token.as_ref().map(|t| t.expose().to_owned()),
+            None,
+            "gatehouse-config",
+        )),
+        AwsAuth::Bearer(_) => loader.no_credentials(),
+    };
+    let sdk = loader.load().await;
+    let mut conf =
+        aws_sdk_bedrockruntime::config::Builder::from(&sdk).endpoint_url(setup.endpoint.clone());
+    if let AwsAuth::Bearer(key) = &b.auth {
+        conf = conf.bearer_token(Token::new(key.expose(), None));
+    }
+    let roles = match &b.assume_role {
+        Some(role) => {
+            let sts = match &setup.sts_endpoint {
+                Some(url) => sdk.to_builder().endpoint_url(url.clone()).build(),
+                None => sdk.clone(),
+            };
+            let roles = Roles::new(role.clone(), sts).await;
+            conf = conf.credentials_provider(roles.shared());
+            Some(roles)
+        }
+        None => None,
+    };
+    Built {
+        client: Client::from_conf(conf.build()),
+        roles,
+    }
+}
