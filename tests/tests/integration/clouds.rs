@@ -722,3 +722,49 @@ async fn bedrock_role_sessions_per_person_and_caps_before_the_sdk() {
         "the refusal came before the SDK"
     );
 }
+
+/// `upstreams[].groups` and `models` narrow where requests go and what `/v1/models` lists:
+/// a key caller (no groups) never reaches a group's upstream, and only the models an
+/// upstream it can reach serves are listed. Extra `headers` reach the upstream.
+#[tokio::test]
+async fn upstream_groups_models_and_headers() {
+    let gw = gateway(
+        FakeConfig::default(),
+        "  - {name: research, provider: anthropic, base_url: \"{fake}\", groups: [research], auth: {api_key: k-research-0123456789}}\n  - {name: haiku, provider: anthropic, base_url: \"{fake}\", models: [\"claude-haiku-*\"], headers: {x-team: platform}, auth: {api_key: k-haiku-0123456789}}",
+        "",
+    )
+    .await;
+    let list: Value = gw
+        .client
+        .get(gw.url("/v1/models"))
+        .header("x-api-key", CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(!ids.is_empty());
+    assert!(
+        ids.iter().all(|id| id.starts_with("claude-haiku-")),
+        "{ids:?}"
+    );
+
+    let resp = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(gw.fake.requests().is_empty());
+    let mut haiku = sonnet(false);
+    haiku["model"] = json!("claude-haiku-4-5");
+    let resp = gw.messages(haiku).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-gatehouse-upstream"], "haiku");
+    let req = &gw.fake.requests()[0];
+    assert_eq!(header(req, "x-team"), Some("platform"));
+    assert_eq!(header(req, "x-api-key"), Some("k-haiku-0123456789"));
+}

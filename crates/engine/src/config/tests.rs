@@ -557,6 +557,42 @@ fn cloud_upstreams_take_their_own_keys() {
             "{name: a, provider: anthropic, region: us-east-1}",
             "upstreams[0].region: not a key of this provider",
         ),
+        (
+            "{name: a, provider: anthropic, headers: {Authorization: x}}",
+            "upstreams[0].headers.Authorization: set by the gateway or the provider",
+        ),
+        (
+            "{name: a, provider: anthropic, headers: {x-amz-date: x}}",
+            "upstreams[0].headers.x-amz-date: set by the gateway or the provider",
+        ),
+        (
+            "{name: a, provider: anthropic, headers: {x-team: ' padded '}}",
+            "upstreams[0].headers.x-team: printable ASCII",
+        ),
+        (
+            "{name: a, provider: anthropic, groups: []}",
+            "upstreams[0].groups: must list at least one entry",
+        ),
+        (
+            "{name: a, provider: anthropic, models: ['a*b*']}",
+            "upstreams[0].models[0]: a non-empty name with at most one `*`",
+        ),
+        (
+            "{name: b, provider: bedrock, region: us-east-1, assume_role: {role_arn: x}}",
+            "upstreams[0].assume_role.role_arn: must be an IAM role ARN",
+        ),
+        (
+            "{name: b, provider: bedrock, region: us-east-1, assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r', session_name: name}}",
+            "upstreams[0].assume_role.session_name: must be `email` or `sub`",
+        ),
+        (
+            "{name: b, provider: bedrock, region: us-east-1, auth: {aws_bearer_token: t}, assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r'}}",
+            "upstreams[0].auth.aws_bearer_token: not with assume_role",
+        ),
+        (
+            "{name: v, provider: vertex, region: us-east5, project_id: p, guardrail: {id: g, version: '1'}}",
+            "upstreams[0].guardrail: only bedrock upstreams take it",
+        ),
     ] {
         let got = err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
         assert!(got.starts_with(want), "{u}\nexpected {want}\ngot {got}");

@@ -96,7 +96,7 @@ pub fn user_bootstrap(
         .identity
         .as_ref()
         .ok_or_else(|| deny("sign_in_not_configured"))?;
-    let models = super::routes::visible_models(gw, Some(policy));
+    let models = super::routes::visible_models(gw, Some(policy), &who.groups);
     let origin = identity.origin();
     let ttl = chrono::Duration::from_std(identity.cfg.session_ttl).unwrap_or_default();
     let doc = bootstrap::document(
@@ -121,11 +121,26 @@ pub fn user_bootstrap(
     Ok(resp)
 }
 
-/// The model list a caller may use: the operator's catalog, filtered by the policy's
-/// `availableModels` when it has one.
-pub fn visible_models(gw: &Gateway, policy: Option<&super::ResolvedPolicy>) -> Vec<Value> {
+/// The model list a caller in `groups` may use: the operator's catalog, without models no
+/// upstream the caller can reach serves (`upstreams[].groups` and `models`), filtered by the
+/// policy's `availableModels` when it has one.
+pub fn visible_models(
+    gw: &Gateway,
+    policy: Option<&super::ResolvedPolicy>,
+    groups: &[String],
+) -> Vec<Value> {
     let list = gw.catalog.list();
-    let data = list["data"].as_array().cloned().unwrap_or_default();
+    let data: Vec<Value> = list["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| {
+            m["id"]
+                .as_str()
+                .is_some_and(|id| gw.catalog.resolve_for(id, groups).is_ok())
+        })
+        .collect();
     match policy.and_then(super::ResolvedPolicy::available_models) {
         Some(allowed) => data
             .into_iter()
@@ -141,11 +156,11 @@ pub fn visible_models(gw: &Gateway, policy: Option<&super::ResolvedPolicy>) -> V
 
 /// `/v1/models` for this caller.
 pub fn models_response(gw: &Gateway, principal: &Principal) -> Response<Body> {
-    let policy = match principal {
-        Principal::Session { user, .. } => gw.policies.matched(user),
-        _ => None,
+    let (policy, groups): (_, &[String]) = match principal {
+        Principal::Session { user, .. } => (gw.policies.matched(user), &user.groups),
+        _ => (None, &[]),
     };
-    let data = visible_models(gw, policy);
+    let data = visible_models(gw, policy, groups);
     let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
     let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
     crate::edge::json_response(

@@ -178,22 +178,25 @@ impl Bedrock {
             if let Some(p) = creds {
                 overrides = overrides.credentials_provider(p);
             }
+            // Both InvokeModel operations take the same inputs (their builders are two types).
+            macro_rules! invoke {
+                ($op:expr) => {
+                    $op.model_id(call.model)
+                        .content_type("application/json")
+                        .accept("application/json")
+                        .set_guardrail_identifier(guard_id.clone())
+                        .set_guardrail_version(guard_version.clone())
+                        .set_trace(trace.clone())
+                        .body(Blob::new(payload.clone()))
+                        .customize()
+                        .mutate_request(add.clone())
+                        .config_override(overrides)
+                        .send()
+                        .await
+                };
+            }
             let answer = if call.stream {
-                let sent = clients
-                    .client
-                    .invoke_model_with_response_stream()
-                    .model_id(call.model)
-                    .content_type("application/json")
-                    .accept("application/json")
-                    .set_guardrail_identifier(guard_id.clone())
-                    .set_guardrail_version(guard_version.clone())
-                    .set_trace(trace.clone())
-                    .body(Blob::new(payload.clone()))
-                    .customize()
-                    .mutate_request(add.clone())
-                    .config_override(overrides)
-                    .send()
-                    .await;
+                let sent = invoke!(clients.client.invoke_model_with_response_stream());
                 match sent {
                     Ok(out) => {
                         let who = self.trace.then(|| who.clone());
@@ -202,21 +205,7 @@ impl Bedrock {
                     Err(e) => self.failed(call.model, e)?,
                 }
             } else {
-                let sent = clients
-                    .client
-                    .invoke_model()
-                    .model_id(call.model)
-                    .content_type("application/json")
-                    .accept("application/json")
-                    .set_guardrail_identifier(guard_id.clone())
-                    .set_guardrail_version(guard_version.clone())
-                    .set_trace(trace.clone())
-                    .body(Blob::new(payload.clone()))
-                    .customize()
-                    .mutate_request(add.clone())
-                    .config_override(overrides)
-                    .send()
-                    .await;
+                let sent = invoke!(clients.client.invoke_model());
                 match sent {
                     Ok(out) => {
                         let bytes = out.body.into_inner();
