@@ -166,12 +166,11 @@ pub trait Upstream: Send + Sync {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError>;
 }
 
-/// The configured upstreams, their translations and the one HTTP client they share.
+/// The configured upstreams and their translations (the HTTP ones share one client).
 pub struct Upstreams {
     pub list: Vec<UpstreamConfig>,
     /// One translation per upstream, in `list` order.
     pub links: Vec<Arc<dyn Upstream>>,
-    pub client: reqwest::Client,
     pub ttfb: Duration,
     /// Per-upstream state from real outcomes, in `list` order.
     pub health: health::UpstreamHealth,
@@ -235,7 +234,6 @@ impl Upstreams {
         Ok(Self {
             list: config.upstreams.clone(),
             links,
-            client,
             ttfb: config.timeouts.upstream_ttfb,
             health: health::UpstreamHealth::new(&config.upstreams, clock, events),
         })
