@@ -220,6 +220,33 @@ fn reason(e: &CredentialError) -> String {
     }
 }
 
+/// The keychain, or a store that refuses every write with the reason none is reachable.
+pub fn credentials(
+    keychain: &Result<Arc<dyn CredentialStore>, String>,
+) -> Arc<dyn CredentialStore> {
+    match keychain {
+        Ok(k) => k.clone(),
+        Err(reason) => Arc::new(NoKeychain(reason.clone())),
+    }
+}
+
+struct NoKeychain(String);
+
+impl CredentialStore for NoKeychain {
+    fn get(&self, _: &str, _: &str) -> Result<Option<Secret>, CredentialError> {
+        Err(CredentialError::Unavailable(self.0.clone()))
+    }
+    fn set(&self, _: &str, _: &str, _: &Secret) -> Result<(), CredentialError> {
+        Err(CredentialError::Unavailable(format!(
+            "no keychain reachable ({}); Gatehouse does not store secrets elsewhere",
+            self.0
+        )))
+    }
+    fn delete(&self, _: &str, _: &str) -> Result<(), CredentialError> {
+        Err(CredentialError::Unavailable(self.0.clone()))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

@@ -12,11 +12,11 @@ use gatehouse_engine::config::{
     Config, CredentialRole, CredentialScheme, CredentialSource, SpendConfig, UpstreamConfig,
     UpstreamCredential, embedded_default,
 };
-use gatehouse_engine::deps::{CredentialError, CredentialStore, Deps, TokenSource};
+use gatehouse_engine::deps::{Deps, TokenSource};
 use gatehouse_engine::secret::Secret;
 
 use super::{App, AppError};
-use crate::keychain::{LOCAL_TOKEN_ACCOUNT, SERVICE};
+use crate::keychain::{LOCAL_TOKEN_ACCOUNT, SERVICE, credentials};
 use crate::settings::{Mode, provider_account};
 
 pub fn db_path(data_dir: &Path) -> PathBuf {
@@ -27,33 +27,6 @@ pub fn new_app_token() -> Secret {
     let mut bytes = [0u8; 32];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
     Secret::new(hex::encode(bytes))
-}
-
-/// The keychain, or a store that refuses every write with the reason none is reachable.
-pub fn credentials(
-    keychain: &Result<Arc<dyn CredentialStore>, String>,
-) -> Arc<dyn CredentialStore> {
-    match keychain {
-        Ok(k) => k.clone(),
-        Err(reason) => Arc::new(NoKeychain(reason.clone())),
-    }
-}
-
-struct NoKeychain(String);
-
-impl CredentialStore for NoKeychain {
-    fn get(&self, _: &str, _: &str) -> Result<Option<Secret>, CredentialError> {
-        Err(CredentialError::Unavailable(self.0.clone()))
-    }
-    fn set(&self, _: &str, _: &str, _: &Secret) -> Result<(), CredentialError> {
-        Err(CredentialError::Unavailable(format!(
-            "no keychain reachable ({}); Gatehouse does not store secrets elsewhere",
-            self.0
-        )))
-    }
-    fn delete(&self, _: &str, _: &str) -> Result<(), CredentialError> {
-        Err(CredentialError::Unavailable(self.0.clone()))
-    }
 }
 
 /// The local client token lives in the keychain and its hash in the store, so the engine

@@ -191,7 +191,7 @@ impl App {
                 settings.mode = Mode::Connected;
             }
         }
-        let creds = engine::credentials(&deps.keychain);
+        let creds = crate::keychain::credentials(&deps.keychain);
         let central_origin = settings
             .central_url
             .as_deref()

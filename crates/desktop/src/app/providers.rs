@@ -179,7 +179,7 @@ pub fn upstream(
 
 /// The keychain secrets of the cloud providers (read off the async workers).
 pub async fn cloud_secrets(app: &App) -> HashMap<String, Secret> {
-    let creds = super::engine::credentials(&app.inner().deps.keychain);
+    let creds = crate::keychain::credentials(&app.inner().deps.keychain);
     let names: Vec<String> = app
         .settings()
         .providers

@@ -380,7 +380,7 @@ pub async fn add_provider(app: &App, body: &Value) -> Result<(), AppError> {
             "no keychain reachable ({e}); Gatehouse does not store keys elsewhere"
         )));
     }
-    let creds = super::engine::credentials(&app.inner().deps.keychain);
+    let creds = crate::keychain::credentials(&app.inner().deps.keychain);
     let account = provider_account(&entry.name);
     match secret.clone() {
         Some(secret) => super::keychain(move || creds.set(SERVICE, &account, &secret)).await?,
@@ -409,7 +409,7 @@ pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
         return Err(AppError::BadInput(format!("no provider named `{name}`")));
     };
     next.providers.retain(|p| p.name != name);
-    let creds = super::engine::credentials(&app.inner().deps.keychain);
+    let creds = crate::keychain::credentials(&app.inner().deps.keychain);
     let account = provider_account(name);
     super::keychain(move || creds.delete(SERVICE, &account)).await?;
     save(app, next).await?;

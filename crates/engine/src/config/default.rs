@@ -8,8 +8,9 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
+use super::upstream::ANTHROPIC_BASE_URL;
 use super::validate::{
-    ANTHROPIC_BASE_URL, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_URL_LENGTH,
+    DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_URL_LENGTH,
 };
 use super::{
     AccessControl, Config, ConfigError, CredentialRole, CredentialScheme, CredentialSource, Limits,

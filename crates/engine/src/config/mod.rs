@@ -5,6 +5,7 @@
 //! Every error names the field path (`upstreams[1].base_url: ...`); the binary prints it
 //! with a `gatehouse:` prefix and exits with status 1.
 
+mod check;
 mod default;
 mod expand;
 mod identity;

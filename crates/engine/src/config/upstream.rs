@@ -15,8 +15,8 @@ use std::collections::HashSet;
 use url::Url;
 
 use super::ConfigError;
+use super::check::{http_url, non_empty_secret};
 use super::raw::{RawAssumeRole, RawGuardrail, RawProvider, RawUpstream, RawUpstreamAuth};
-use super::validate::{ANTHROPIC_BASE_URL, http_url, non_empty_secret};
 use crate::deps::TokenSource;
 use crate::secret::Secret;
 
@@ -136,6 +136,9 @@ pub enum FoundryAuth {
     /// Entra ID tokens for `https://cognitiveservices.azure.com/.default`.
     AzureAd,
 }
+
+/// The Anthropic API's origin (the default `base_url` of `provider: anthropic`).
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
 #[derive(Debug, Clone)]
 pub struct UpstreamConfig {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use url::Url;
 
+use super::check::http_url;
 use super::raw::{RawConfig, RawPriceOverride};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
@@ -20,7 +21,6 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
     reject_reserved(&raw)?;
@@ -191,23 +191,6 @@ fn origin_url(s: &str, path: &str) -> Result<Url, ConfigError> {
     Ok(url)
 }
 
-pub(super) fn http_url(s: &str, path: &str) -> Result<Url, ConfigError> {
-    let url = Url::parse(s).map_err(|e| ConfigError::at(path, format!("invalid URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(ConfigError::at(path, "URL scheme must be http or https"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(ConfigError::at(path, "URL must have a host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(ConfigError::at(
-            path,
-            "URL must not carry credentials; use the auth block",
-        ));
-    }
-    Ok(url)
-}
-
 fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigError> {
     let s = &raw.store;
     if let Some(url) = &s.postgres_url {
@@ -262,17 +245,6 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
         None => ctx.default_data_dir.join("gatehouse.db"),
     };
     Ok(StoreConfig::Sqlite { path })
-}
-
-pub(super) fn non_empty_secret(value: &str, path: &str) -> Result<Secret, ConfigError> {
-    let v = value.trim();
-    if v.is_empty() {
-        return Err(ConfigError::at(path, "must not be empty"));
-    }
-    if v.chars().any(|c| c.is_control()) {
-        return Err(ConfigError::at(path, "must not contain control characters"));
-    }
-    Ok(Secret::new(v))
 }
 
 fn models(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<ModelsConfig, ConfigError> {
