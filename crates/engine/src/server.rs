@@ -111,14 +111,9 @@ pub async fn start_on(
         issued_local_key = issued;
         key_entries.push((local_key::LOCAL_KEY_ID.into(), hash));
     }
-    let upstreams = Upstreams::new(
-        &config,
-        deps.clock.clone(),
-        deps.events.clone(),
-        deps.env.clone(),
-    )
-    .await
-    .map_err(StartError::Upstream)?;
+    let upstreams = Upstreams::new(&config, &deps)
+        .await
+        .map_err(StartError::Upstream)?;
     // Every outbound call to an operator-configured URL goes through the safe-fetch helper.
     let fetch = |allow_loopback: bool, timeout: Duration| {
         SafeFetch::try_new(FetchPolicy {

@@ -198,47 +198,57 @@ pub(crate) async fn serve(
             };
             inference(shared, op == VertexOp::Count, index, Some(probe)).await
         }
-        Cloud::Bedrock { model, op } => {
-            let auth = header(headers, "authorization");
-            if !auth.starts_with("AWS4-HMAC-SHA256 Credential=") && !auth.starts_with("Bearer ") {
-                return Ok(aws_error(
-                    StatusCode::FORBIDDEN,
-                    "AccessDeniedException",
-                    "Missing Authentication Token",
-                ));
-            }
-            if op == BedrockOp::Count {
-                return Ok(bedrock_count(shared, body));
-            }
-            if let Some(why) = body_shape_error(body, false) {
-                return Ok(aws_error(
-                    StatusCode::BAD_REQUEST,
-                    "ValidationException",
-                    &why,
-                ));
-            }
-            if body.get("stream").is_some() {
-                return Ok(aws_error(
-                    StatusCode::BAD_REQUEST,
-                    "ValidationException",
-                    "extraneous key [stream] is not permitted",
-                ));
-            }
-            if model.starts_with("fake.unknown") {
-                return Ok(aws_error(
-                    StatusCode::BAD_REQUEST,
-                    "ValidationException",
-                    "The provided model identifier is invalid.",
-                ));
-            }
-            let probe = Probe {
-                model: Some(model),
-                stream: Some(op == BedrockOp::Stream),
-            };
-            let resp = inference(shared, false, index, Some(probe)).await?;
-            Ok(bedrock_answer(resp))
-        }
+        Cloud::Bedrock { model, op } => bedrock(shared, headers, body, index, model, op).await,
     }
+}
+
+/// Bedrock: a SigV4 signature or a bearer key, an InvokeModel body, AWS-style errors.
+async fn bedrock(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: &Value,
+    index: usize,
+    model: String,
+    op: BedrockOp,
+) -> Result<Response<FakeBody>, Abort> {
+    let auth = header(headers, "authorization");
+    if !auth.starts_with("AWS4-HMAC-SHA256 Credential=") && !auth.starts_with("Bearer ") {
+        return Ok(aws_error(
+            StatusCode::FORBIDDEN,
+            "AccessDeniedException",
+            "Missing Authentication Token",
+        ));
+    }
+    if op == BedrockOp::Count {
+        return Ok(bedrock_count(shared, body));
+    }
+    if let Some(why) = body_shape_error(body, false) {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            &why,
+        ));
+    }
+    if body.get("stream").is_some() {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "extraneous key [stream] is not permitted",
+        ));
+    }
+    if model.starts_with("fake.unknown") {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "The provided model identifier is invalid.",
+        ));
+    }
+    let probe = Probe {
+        model: Some(model),
+        stream: Some(op == BedrockOp::Stream),
+    };
+    let resp = inference(shared, false, index, Some(probe)).await?;
+    Ok(bedrock_answer(resp))
 }
 
 /// `{"input":{"invokeModel":{"body":"<base64>"}}}` -> `{"inputTokens": N}`.

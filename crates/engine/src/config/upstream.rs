@@ -5,7 +5,7 @@
 //! (a value from the config, a value read at each request, or none yet) and a
 //! [`CredentialRole`] that says whether the upstream is a provider or the central
 //! Gatehouse the desktop is signed in to. Cloud providers carry their own credentials in
-//! their settings ([`AwsAuth`], [`GoogleAuth`], [`FoundryAuth`]).
+//! their settings ([`AwsAuth`], [`GoogleAuth`]); Foundry's key is a `credential`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -123,18 +123,11 @@ pub enum GoogleAuth {
     AccessToken(Secret),
 }
 
+/// Foundry's key is the upstream's `credential` (sent as `x-api-key`); Entra ID sign-in
+/// (`use_azure_ad`) is refused as not supported yet.
 #[derive(Debug, Clone)]
 pub struct FoundryConfig {
     pub resource: String,
-    pub auth: FoundryAuth,
-}
-
-#[derive(Debug, Clone)]
-pub enum FoundryAuth {
-    /// Sent as `x-api-key` (the upstream's `credential`).
-    ApiKey,
-    /// Entra ID tokens for `https://cognitiveservices.azure.com/.default`.
-    AzureAd,
 }
 
 /// The Anthropic API's origin (the default `base_url` of `provider: anthropic`).
@@ -267,183 +260,193 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
 /// One `upstreams[index]` entry, validated (the desktop app builds its cloud upstreams
 /// through here too, so its rules are the server's).
 pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError> {
+    let at = |field: &str| format!("upstreams[{i}].{field}");
+    if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
+        return Err(ConfigError::at(
+            &at("name"),
+            "must be a non-empty name without spaces",
+        ));
+    }
+    if u.forward_user_identity.is_some() {
+        return Err(ConfigError::not_supported(&at("forward_user_identity")));
+    }
+    let bedrock_only = [
+        ("guardrail", u.guardrail.is_some()),
+        ("guardrail_trace", u.guardrail_trace.is_some()),
+        ("assume_role", u.assume_role.is_some()),
+    ];
+    if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
+        && u.provider != RawProvider::Bedrock
     {
-        let at = |field: &str| format!("upstreams[{i}].{field}");
-        if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
-            return Err(ConfigError::at(
-                &at("name"),
-                "must be a non-empty name without spaces",
-            ));
+        return Err(ConfigError::at(&at(key), "only bedrock upstreams take it"));
+    }
+    let a = &u.auth;
+    if a.federation_rule_id.is_some()
+        || a.organization_id.is_some()
+        || a.identity_token_file.is_some()
+        || a.service_account_id.is_some()
+        || a.workspace_id.is_some()
+    {
+        return Err(ConfigError::not_supported(&format!(
+            "{} (workload-identity federation with Anthropic)",
+            at("auth.federation_rule_id")
+        )));
+    }
+    let (provider, default_base, credential) = provider(u, &at)?;
+    let base_url = base_url(
+        u.base_url.as_deref().unwrap_or(&default_base),
+        &at("base_url"),
+    )?;
+    Ok(UpstreamConfig {
+        name: u.name.clone(),
+        provider,
+        base_url,
+        credential,
+        headers: extra_headers(u.headers.as_ref(), &at)?,
+        groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
+        models: name_list(u.models.as_deref(), &at("models"), true)?,
+    })
+}
+
+/// The provider's settings, its default base URL and the raw HTTP credential, each key
+/// checked against what this provider takes.
+fn provider(
+    u: &RawUpstream,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    let keys = Keys::of(u);
+    Ok(match u.provider {
+        RawProvider::Anthropic => {
+            keys.only(at, &["api_key", "auth_token", "oauth_token"])?;
+            (
+                Provider::Anthropic,
+                ANTHROPIC_BASE_URL.to_owned(),
+                anthropic_credential(u, at)?,
+            )
         }
-        if u.forward_user_identity.is_some() {
-            return Err(ConfigError::not_supported(&at("forward_user_identity")));
-        }
-        let bedrock_only = [
-            ("guardrail", u.guardrail.is_some()),
-            ("guardrail_trace", u.guardrail_trace.is_some()),
-            ("assume_role", u.assume_role.is_some()),
-        ];
-        if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
-            && u.provider != RawProvider::Bedrock
-        {
-            return Err(ConfigError::at(&at(key), "only bedrock upstreams take it"));
-        }
-        let a = &u.auth;
-        if a.federation_rule_id.is_some()
-            || a.organization_id.is_some()
-            || a.identity_token_file.is_some()
-            || a.service_account_id.is_some()
-            || a.workspace_id.is_some()
-        {
+        RawProvider::Bedrock => bedrock(u, &keys, at)?,
+        RawProvider::Vertex => vertex(u, &keys, at)?,
+        RawProvider::Foundry => foundry(u, &keys, at)?,
+        other @ (RawProvider::AnthropicAws | RawProvider::OpenAi) => {
             return Err(ConfigError::not_supported(&format!(
-                "{} (workload-identity federation with Anthropic)",
-                at("auth.federation_rule_id")
+                "{} (provider {})",
+                at("provider"),
+                other.as_str()
             )));
         }
-        let keys = Keys::of(u);
-        let (provider, default_base, credential) = match u.provider {
-            RawProvider::Anthropic => {
-                keys.only(&at, &["api_key", "auth_token", "oauth_token"])?;
-                (
-                    Provider::Anthropic,
-                    ANTHROPIC_BASE_URL.to_owned(),
-                    anthropic_credential(u, &at)?,
-                )
-            }
-            RawProvider::Bedrock => {
-                keys.only(
-                    &at,
-                    &[
-                        "region",
-                        "aws_access_key_id",
-                        "aws_secret_access_key",
-                        "aws_session_token",
-                        "aws_bearer_token",
-                    ],
-                )?;
-                let region = required_name(u.region.as_deref(), &at("region"))?;
-                let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
-                let auth = aws_auth(&u.auth, &at)?;
-                let assume_role = u
-                    .assume_role
-                    .as_ref()
-                    .map(|r| assume_role(r, &at))
-                    .transpose()?;
-                if assume_role.is_some() && matches!(auth, AwsAuth::Bearer(_)) {
-                    return Err(ConfigError::at(
-                        &at("auth.aws_bearer_token"),
-                        "not with assume_role",
-                    ));
-                }
-                let guardrail = u
-                    .guardrail
-                    .as_ref()
-                    .map(|g| guardrail(g, &at))
-                    .transpose()?;
-                let cfg = BedrockConfig {
-                    region,
-                    auth,
-                    assume_role,
-                    guardrail,
-                    guardrail_trace: u.guardrail_trace.unwrap_or(false),
-                };
-                (Provider::Bedrock(cfg), base, None)
-            }
-            RawProvider::Vertex => {
-                keys.only(
-                    &at,
-                    &[
-                        "region",
-                        "project_id",
-                        "service_account_json",
-                        "access_token",
-                    ],
-                )?;
-                let region = required_name(u.region.as_deref(), &at("region"))?;
-                let project_id = required_name(u.project_id.as_deref(), &at("project_id"))?;
-                let base = vertex_base(&region);
-                let auth = match (&u.auth.service_account_json, &u.auth.access_token) {
-                    (Some(_), Some(_)) => {
-                        return Err(ConfigError::at(
-                            &at("auth"),
-                            "set either service_account_json or access_token, not both",
-                        ));
-                    }
-                    (Some(p), None) if !p.trim().is_empty() => {
-                        GoogleAuth::ServiceAccountFile(PathBuf::from(p.trim()))
-                    }
-                    (None, Some(t)) => {
-                        GoogleAuth::AccessToken(non_empty_secret(t, &at("auth.access_token"))?)
-                    }
-                    _ => GoogleAuth::ApplicationDefault,
-                };
-                let cfg = VertexConfig {
-                    region,
-                    project_id,
-                    auth,
-                };
-                (Provider::Vertex(cfg), base, None)
-            }
-            RawProvider::Foundry => {
-                keys.only(&at, &["resource", "api_key", "use_azure_ad"])?;
-                let resource = foundry_resource(u.resource.as_deref(), &at("resource"))?;
-                let base = format!("https://{resource}.services.ai.azure.com/anthropic");
-                let (auth, credential) = match (&u.auth.api_key, u.auth.use_azure_ad) {
-                    (Some(k), None | Some(false)) => (
-                        FoundryAuth::ApiKey,
-                        Some(UpstreamCredential::fixed(
-                            CredentialScheme::ApiKey,
-                            non_empty_secret(k, &at("auth.api_key"))?,
-                        )),
-                    ),
-                    (None, Some(true)) => (FoundryAuth::AzureAd, None),
-                    _ => {
-                        return Err(ConfigError::at(
-                            &at("auth"),
-                            "set exactly one of api_key or use_azure_ad: true",
-                        ));
-                    }
-                };
-                (
-                    Provider::Foundry(FoundryConfig { resource, auth }),
-                    base,
-                    credential,
-                )
-            }
-            other @ (RawProvider::AnthropicAws | RawProvider::OpenAi) => {
-                return Err(ConfigError::not_supported(&format!(
-                    "{} (provider {})",
-                    at("provider"),
-                    other.as_str()
-                )));
-            }
-        };
-        let base_url = base_url(
-            u.base_url.as_deref().unwrap_or(&default_base),
-            &at("base_url"),
-        )?;
-        if matches!(
-            provider,
-            Provider::Foundry(FoundryConfig {
-                auth: FoundryAuth::AzureAd,
-                ..
-            })
-        ) {
+    })
+}
+
+/// `provider: bedrock`: region, AWS credentials, an assumed role, a guardrail.
+fn bedrock(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(
+        at,
+        &[
+            "region",
+            "aws_access_key_id",
+            "aws_secret_access_key",
+            "aws_session_token",
+            "aws_bearer_token",
+        ],
+    )?;
+    let region = required_name(u.region.as_deref(), &at("region"))?;
+    let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
+    let auth = aws_auth(&u.auth, at)?;
+    let assume_role = u
+        .assume_role
+        .as_ref()
+        .map(|r| assume_role(r, at))
+        .transpose()?;
+    if assume_role.is_some() && matches!(auth, AwsAuth::Bearer(_)) {
+        return Err(ConfigError::at(
+            &at("auth.aws_bearer_token"),
+            "not with assume_role",
+        ));
+    }
+    let guardrail = u.guardrail.as_ref().map(|g| guardrail(g, at)).transpose()?;
+    let cfg = BedrockConfig {
+        region,
+        auth,
+        assume_role,
+        guardrail,
+        guardrail_trace: u.guardrail_trace.unwrap_or(false),
+    };
+    Ok((Provider::Bedrock(cfg), base, None))
+}
+
+/// `provider: vertex`: region, project and Google credentials.
+fn vertex(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(
+        at,
+        &[
+            "region",
+            "project_id",
+            "service_account_json",
+            "access_token",
+        ],
+    )?;
+    let region = required_name(u.region.as_deref(), &at("region"))?;
+    let project_id = required_name(u.project_id.as_deref(), &at("project_id"))?;
+    let base = vertex_base(&region);
+    let auth = match (&u.auth.service_account_json, &u.auth.access_token) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::at(
+                &at("auth"),
+                "set either service_account_json or access_token, not both",
+            ));
+        }
+        (Some(p), None) if !p.trim().is_empty() => {
+            GoogleAuth::ServiceAccountFile(PathBuf::from(p.trim()))
+        }
+        (None, Some(t)) => GoogleAuth::AccessToken(non_empty_secret(t, &at("auth.access_token"))?),
+        _ => GoogleAuth::ApplicationDefault,
+    };
+    let cfg = VertexConfig {
+        region,
+        project_id,
+        auth,
+    };
+    Ok((Provider::Vertex(cfg), base, None))
+}
+
+/// `provider: foundry`: the Azure resource and its key.
+fn foundry(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(at, &["resource", "api_key", "use_azure_ad"])?;
+    let resource = foundry_resource(u.resource.as_deref(), &at("resource"))?;
+    let base = format!("https://{resource}.services.ai.azure.com/anthropic");
+    let key = match (&u.auth.api_key, u.auth.use_azure_ad) {
+        (Some(k), None | Some(false)) => non_empty_secret(k, &at("auth.api_key"))?,
+        (None, Some(true)) => {
             return Err(ConfigError::not_supported(&format!(
                 "{} (Entra ID sign-in for Foundry; use auth.api_key)",
                 at("auth.use_azure_ad")
             )));
         }
-        Ok(UpstreamConfig {
-            name: u.name.clone(),
-            provider,
-            base_url,
-            credential,
-            headers: extra_headers(u.headers.as_ref(), &at)?,
-            groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
-            models: name_list(u.models.as_deref(), &at("models"), true)?,
-        })
-    }
+        _ => {
+            return Err(ConfigError::at(
+                &at("auth"),
+                "set exactly one of api_key or use_azure_ad: true",
+            ));
+        }
+    };
+    let credential = UpstreamCredential::fixed(CredentialScheme::ApiKey, key);
+    Ok((
+        Provider::Foundry(FoundryConfig { resource }),
+        base,
+        Some(credential),
+    ))
 }
 
 /// Header names the gateway or the provider's SDK sets or signs.

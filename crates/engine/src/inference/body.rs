@@ -61,28 +61,11 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
     })
 }
 
-/// The same body with `model` replaced.
+/// The same body with `model` replaced, everything else byte for byte.
 pub fn with_model(bytes: &[u8], model: &str) -> Result<Bytes, ApiError> {
-    let top = top_level(bytes)?;
-    let mut out = Vec::with_capacity(bytes.len() + model.len());
-    out.push(b'{');
-    let mut first = true;
     let model_json = serde_json::to_string(model).map_err(|_| ApiError::Internal)?;
-    for (k, v) in &top {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        serde_json::to_writer(&mut out, k.as_ref()).map_err(|_| ApiError::Internal)?;
-        out.push(b':');
-        if k == "model" {
-            out.extend_from_slice(model_json.as_bytes());
-        } else {
-            out.extend_from_slice(v.get().as_bytes());
-        }
-    }
-    out.push(b'}');
-    Ok(Bytes::from(out))
+    crate::upstream::body::edit(bytes, &[], &[("model", model_json)])
+        .map_err(|_| ApiError::InvalidRequest("request body must be a JSON object".into()))
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use crate::auth::Principal;
 use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts};
 use crate::spend::Standing;
 use crate::spend::admission::Held;
-use crate::upstream::headers;
 use crate::upstream::router::Routed;
+use crate::upstream::{Answer, headers};
 
 /// The most of an upstream error body read to clean it for a workload caller.
 const SANITIZE_LIMIT: usize = 64 * 1024;
@@ -25,7 +25,6 @@ pub(super) async fn respond(
     held: Option<Held>,
     upstream_models: &[(usize, String)],
 ) -> Response<Body> {
-    let gw = call.gw;
     let (facts, standings): (RequestFacts, Vec<Standing>) = match held {
         Some(h) => {
             let (id, standings) = h.hand_over();
@@ -37,10 +36,21 @@ pub(super) async fn respond(
         }
         None => (facts, Vec::new()),
     };
-    let leg_facts = |leg: usize| {
-        let (i, model) = &upstream_models[leg];
-        let name = gw.upstreams.list[*i].name.clone();
-        (Some(name), Some(model.clone()))
+    // Which upstream (by name) and model id a leg was.
+    let route = |leg: Option<usize>, status: StatusCode, route_reason: String, attempts| {
+        let (upstream, upstream_model) = leg.map_or((None, None), |leg| {
+            let (i, model) = &upstream_models[leg];
+            let name = call.gw.upstreams.list[*i].name.clone();
+            (Some(name), Some(model.clone()))
+        });
+        RouteFacts {
+            upstream,
+            upstream_model,
+            status: status.as_u16(),
+            route_reason,
+            ttfb: None,
+            attempts,
+        }
     };
     match routed {
         Routed::Answer {
@@ -50,53 +60,11 @@ pub(super) async fn respond(
             ttfb,
             route_reason,
         } => {
-            let (upstream, upstream_model) = leg_facts(leg);
-            let status = response.status;
-            let mut out_headers = headers::to_caller(&response.headers);
-            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
-            if matches!(call.principal, Principal::Workload(_)) && !status.is_success() {
-                // Workload callers get a stable reason, never the upstream's wording (which
-                // can carry account ids, ARNs or hosts).
-                let body = response.read_limited(SANITIZE_LIMIT).await;
-                let route = RouteFacts {
-                    upstream,
-                    upstream_model,
-                    status: status.as_u16(),
-                    route_reason,
-                    ttfb: None,
-                    attempts,
-                };
-                record_without_body(call, facts, route);
-                return sanitized(status, out_headers, &body);
-            }
-            if status.is_success() {
-                crate::spend::headers::on_success(&mut out_headers, &standings);
-            }
-            let format = BodyFormat::from_content_type(
-                response
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok()),
-            );
             let route = RouteFacts {
-                upstream,
-                upstream_model,
-                status: status.as_u16(),
-                route_reason,
                 ttfb: Some(ttfb),
-                attempts,
+                ..route(Some(leg), response.status, route_reason, attempts)
             };
-            let meter = Meter::new(facts, route, format, gw.recorder.clone());
-            let stream = MeteredStream::new(
-                response.body,
-                meter,
-                gw.config.timeouts.disconnect_drain,
-                gw.tracker.clone(),
-            );
-            let mut resp = Response::new(Body::from_stream(stream));
-            *resp.status_mut() = status;
-            *resp.headers_mut() = out_headers;
-            resp
+            relay(call, response, route, facts, &standings).await
         }
         Routed::Retained {
             status,
@@ -106,20 +74,12 @@ pub(super) async fn respond(
             attempts,
             route_reason,
         } => {
-            let (upstream, upstream_model) = leg_facts(leg);
             central_spend_block(call, upstream_models[leg].0, &facts.model, status, &body);
+            let route = route(Some(leg), status, route_reason, attempts);
             let mut out_headers = headers::to_caller(&upstream_headers);
             // The retained body may have been cut to the retention limit.
             out_headers.remove(header::CONTENT_LENGTH);
-            add_route_headers(&mut out_headers, upstream.as_deref(), attempts);
-            let route = RouteFacts {
-                upstream,
-                upstream_model,
-                status: status.as_u16(),
-                route_reason,
-                ttfb: None,
-                attempts,
-            };
+            add_route_headers(&mut out_headers, route.upstream.as_deref(), attempts);
             record_without_body(call, facts, route);
             let mut resp = Response::new(Body::from(body));
             *resp.status_mut() = status;
@@ -131,20 +91,59 @@ pub(super) async fn respond(
             attempts,
             route_reason,
         } => {
-            let route = RouteFacts {
-                upstream: None,
-                upstream_model: None,
-                status: error.outcome().0.as_u16(),
-                route_reason,
-                ttfb: None,
-                attempts,
-            };
-            record_without_body(call, facts, route);
+            record_without_body(
+                call,
+                facts,
+                route(None, error.outcome().0, route_reason, attempts),
+            );
             let mut resp = error.into_response();
             add_route_headers(resp.headers_mut(), None, attempts);
             resp
         }
     }
+}
+
+/// An upstream's answer, relayed as it arrives and metered on the side (a workload
+/// caller's error is cleaned first).
+async fn relay(
+    call: &Call<'_>,
+    response: Answer,
+    mut route: RouteFacts,
+    facts: RequestFacts,
+    standings: &[Standing],
+) -> Response<Body> {
+    let gw = call.gw;
+    let status = response.status;
+    let mut out_headers = headers::to_caller(&response.headers);
+    add_route_headers(&mut out_headers, route.upstream.as_deref(), route.attempts);
+    if matches!(call.principal, Principal::Workload(_)) && !status.is_success() {
+        // Workload callers get a stable reason, never the upstream's wording (which can
+        // carry account ids, ARNs or hosts).
+        let body = response.read_limited(SANITIZE_LIMIT).await;
+        route.ttfb = None;
+        record_without_body(call, facts, route);
+        return sanitized(status, out_headers, &body);
+    }
+    if status.is_success() {
+        crate::spend::headers::on_success(&mut out_headers, standings);
+    }
+    let format = BodyFormat::from_content_type(
+        response
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let meter = Meter::new(facts, route, format, gw.recorder.clone());
+    let stream = MeteredStream::new(
+        response.body,
+        meter,
+        gw.config.timeouts.disconnect_drain,
+        gw.tracker.clone(),
+    );
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = out_headers;
+    resp
 }
 
 fn add_route_headers(h: &mut HeaderMap, upstream: Option<&str>, attempts: usize) {
@@ -169,13 +168,7 @@ fn sanitized(status: StatusCode, mut out_headers: HeaderMap, body: &[u8]) -> Res
     let kind = upstream["error"]["type"]
         .as_str()
         .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-        .unwrap_or(match status.as_u16() {
-            400 => "invalid_request_error",
-            413 => "request_too_large",
-            429 => "rate_limit_error",
-            529 => "overloaded_error",
-            _ => "api_error",
-        })
+        .unwrap_or(crate::upstream::errors::error_type(status))
         .to_owned();
     let message = upstream["error"]["message"]
         .as_str()

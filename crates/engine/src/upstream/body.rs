@@ -10,8 +10,8 @@ use serde_json::value::RawValue;
 
 type TopLevel<'a> = IndexMap<Cow<'a, str>, &'a RawValue>;
 
-/// The body without the `remove` keys, then with each `(key, JSON value)` of `set`
-/// replacing a key of that name or appended.
+/// The body without the `remove` keys, with each `(key, JSON value)` of `set` in place of
+/// a key of that name (where it stood) or appended.
 pub fn edit(bytes: &[u8], remove: &[&str], set: &[(&str, String)]) -> Result<Bytes, String> {
     let top: TopLevel<'_> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(bytes.len() + 64);
@@ -28,12 +28,15 @@ pub fn edit(bytes: &[u8], remove: &[&str], set: &[(&str, String)]) -> Result<Byt
         Ok(())
     };
     for (k, v) in &top {
-        if remove.contains(&k.as_ref()) || set.iter().any(|(s, _)| s == k) {
+        if remove.contains(&k.as_ref()) {
             continue;
         }
-        put(&mut out, k, v.get())?;
+        match set.iter().find(|(s, _)| s == k) {
+            Some((_, new)) => put(&mut out, k, new)?,
+            None => put(&mut out, k, v.get())?,
+        }
     }
-    for (k, v) in set {
+    for (k, v) in set.iter().filter(|(k, _)| !top.contains_key(*k)) {
         put(&mut out, k, v)?;
     }
     out.push(b'}');

@@ -96,6 +96,11 @@ fn answer_with_type(
         .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
         .unwrap_or(error_type(status));
     let message = caller_message(status, upstream_message, anthropic_type);
+    envelope(status, kind, &message)
+}
+
+/// An answer in Anthropic's error envelope that a translation makes itself.
+pub fn envelope(status: StatusCode, kind: &str, message: &str) -> Answer {
     let body = json!({"type": "error", "error": {"type": kind, "message": message}});
     Answer::json(status, Bytes::from(body.to_string()))
 }

@@ -27,21 +27,12 @@ pub const OAUTH_BETA: &str = "oauth-2025-04-20";
 
 /// Adds `beta` to `anthropic-beta` unless it is there already.
 fn add_beta(out: &mut HeaderMap, beta: &str) {
-    let current: Vec<String> = out
-        .get_all("anthropic-beta")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|b| b.trim().to_owned()))
-        .filter(|b| !b.is_empty())
-        .collect();
+    let mut current = super::capabilities::betas(out);
     if current.iter().any(|b| b == beta) {
         return;
     }
-    let joined = current
-        .into_iter()
-        .chain(std::iter::once(beta.to_owned()))
-        .collect::<Vec<_>>()
-        .join(",");
+    current.push(beta.to_owned());
+    let joined = current.join(",");
     if let Ok(v) = HeaderValue::from_str(&joined) {
         out.insert(HeaderName::from_static("anthropic-beta"), v);
     }
@@ -64,7 +55,8 @@ fn api_key(out: &mut HeaderMap, key: &crate::secret::Secret) {
     }
 }
 
-fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
+/// `Authorization: Bearer <token>`, marked sensitive.
+pub fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
     if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
         v.set_sensitive(true);
         out.insert(header::AUTHORIZATION, v);

@@ -31,8 +31,7 @@ use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, StatusCode};
 
 use crate::config::{Config, CredentialScheme, Provider, UpstreamConfig};
-use crate::deps::{Clock, Environment};
-use crate::events::EventSink;
+use crate::deps::Deps;
 use crate::secret::Secret;
 
 /// Which Messages operation a call is.
@@ -90,17 +89,15 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// A reqwest response as it is.
+    /// A reqwest response as it is (its headers moved, not copied).
     pub fn from_http(response: reqwest::Response) -> Self {
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .bytes_stream()
+        let (parts, body) = http::Response::from(response).into_parts();
+        let body = http_body_util::BodyDataStream::new(body)
             .map(|r| r.map_err(|e| BodyError(e.to_string())))
             .boxed();
         Self {
-            status,
-            headers,
+            status: parts.status,
+            headers: parts.headers,
             body,
             notes: Vec::new(),
         }
@@ -186,13 +183,9 @@ pub enum SetupError {
 }
 
 impl Upstreams {
-    /// `events` receives `upstream.state` on every change of an upstream's state.
-    pub async fn new(
-        config: &Config,
-        clock: Arc<dyn Clock>,
-        events: Arc<dyn EventSink>,
-        env: Arc<dyn Environment>,
-    ) -> Result<Self, SetupError> {
+    /// `deps.events` receives `upstream.state` on every change of an upstream's state;
+    /// `deps.env` may point STS elsewhere (`AWS_ENDPOINT_URL_STS`).
+    pub async fn new(config: &Config, deps: &Deps) -> Result<Self, SetupError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeouts.upstream_connect)
             .tcp_nodelay(true)
@@ -223,7 +216,7 @@ impl Upstreams {
                             connect: config.timeouts.upstream_connect,
                             ping: config.timeouts.stream_ping,
                         },
-                        env.as_ref(),
+                        deps.env.as_ref(),
                     )
                     .await
                     .map_err(fail)?,
@@ -235,7 +228,11 @@ impl Upstreams {
             list: config.upstreams.clone(),
             links,
             ttfb: config.timeouts.upstream_ttfb,
-            health: health::UpstreamHealth::new(&config.upstreams, clock, events),
+            health: health::UpstreamHealth::new(
+                &config.upstreams,
+                deps.clock.clone(),
+                deps.events.clone(),
+            ),
         })
     }
 }

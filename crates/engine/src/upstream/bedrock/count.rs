@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 use serde_json::{Value, json};
 
-use super::super::{Answer, Call, SendError, capabilities};
+use super::super::{Answer, Call, SendError, capabilities, errors};
 use super::{Bedrock, VERSION};
 
 /// `us.anthropic.claude-...` -> `anthropic.claude-...`; `None` for an ARN (a profile).
@@ -63,8 +63,8 @@ pub fn count_body(call_body: &[u8], betas: &[String]) -> Result<Vec<u8>, String>
 }
 
 fn not_supported(why: &str) -> Answer {
-    let body = json!({"type": "error", "error": {"type": "not_supported", "message": format!("count_tokens is not supported by this upstream: {why}")}});
-    let mut a = Answer::json(StatusCode::NOT_IMPLEMENTED, Bytes::from(body.to_string()));
+    let message = format!("count_tokens is not supported by this upstream: {why}");
+    let mut a = errors::envelope(StatusCode::NOT_IMPLEMENTED, "not_supported", &message);
     a.headers
         .insert("x-should-retry", HeaderValue::from_static("false"));
     a

@@ -88,8 +88,7 @@ impl Bedrock {
                     tracing::warn!(upstream = %self.name, model, message = ?message,
                         "Bedrock does not know this model id; map it under models[].upstream_model");
                     let text = format!("model `{model}` is not available on bedrock");
-                    let body = serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": text}});
-                    return Ok(Answer::json(status, Bytes::from(body.to_string())));
+                    return Ok(errors::envelope(status, "invalid_request_error", &text));
                 }
                 Ok(errors::answer(&self.name, status, message.as_deref()))
             }
@@ -141,24 +140,50 @@ impl Bedrock {
         {
             let message =
                 format!("{key}: not accepted here; the gateway applies its own Bedrock guardrail");
-            let body = serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
-            return Ok(Answer::json(
+            return Ok(errors::envelope(
                 StatusCode::BAD_REQUEST,
-                Bytes::from(body.to_string()),
+                "invalid_request_error",
+                &message,
             ));
         }
         let (payload, dropped) = self.payload(&call, &plan)?;
         // Header betas and the configured extra headers go on through the SDK's request hook.
-        let mut extra: Vec<(String, String)> = call
+        let mut headers: Vec<(String, String)> = call
             .extra_headers
             .iter()
             .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
             .collect();
         if !plan.header.is_empty() {
-            extra.push(("anthropic-beta".to_owned(), plan.header.join(",")));
+            headers.push(("anthropic-beta".to_owned(), plan.header.join(",")));
         }
+        let mut answer = self.invoke(&call, &payload, &headers).await?;
+        // Credentials the chain or STS gave may have gone stale: drop them once and try
+        // again before the router fails over.
+        if matches!(answer.status.as_u16(), 401 | 403) && self.clients.refreshable() {
+            tracing::warn!(upstream = %self.name, status = answer.status.as_u16(), "Bedrock refused the credentials; fetching new ones once");
+            self.clients.refresh().await;
+            answer = self.invoke(&call, &payload, &headers).await?;
+        }
+        answer.notes = plan.notes(&dropped);
+        Ok(answer)
+    }
+
+    /// One InvokeModel (streaming or not) with the current client and, when the role is
+    /// named after people, the caller's own role session.
+    async fn invoke(
+        &self,
+        call: &Call<'_>,
+        payload: &[u8],
+        headers: &[(String, String)],
+    ) -> Result<Answer, SendError> {
+        let clients = self.clients.current();
+        let mut overrides = aws_sdk_bedrockruntime::config::Builder::default();
+        if let (Some(roles), Some(c)) = (&clients.roles, call.caller) {
+            overrides = overrides.credentials_provider(roles.for_caller(c.sub, c.email).await);
+        }
+        let headers = headers.to_vec();
         let add = move |r: &mut aws_smithy_runtime_api::client::orchestrator::HttpRequest| {
-            for (n, v) in &extra {
+            for (n, v) in &headers {
                 r.headers_mut().insert(n.clone(), v.clone());
             }
         };
@@ -166,72 +191,43 @@ impl Bedrock {
         let guard_version = self.guardrail.as_ref().map(|g| g.version.clone());
         let trace = self.trace.then_some(Trace::Enabled);
         let who = call.caller.map(|c| trace::Who::of(&c)).unwrap_or_default();
-        let mut refreshed = false;
-        let mut answer = loop {
-            let clients = self.clients.current();
-            // A per-person role session, when the role is named after people.
-            let creds = match (&clients.roles, call.caller) {
-                (Some(roles), Some(c)) => Some(roles.for_caller(c.sub, c.email).await),
-                _ => None,
+        // Both InvokeModel operations take the same inputs (their builders are two types).
+        macro_rules! invoke {
+            ($op:expr) => {
+                $op.model_id(call.model)
+                    .content_type("application/json")
+                    .accept("application/json")
+                    .set_guardrail_identifier(guard_id)
+                    .set_guardrail_version(guard_version)
+                    .set_trace(trace)
+                    .body(Blob::new(payload.to_vec()))
+                    .customize()
+                    .mutate_request(add)
+                    .config_override(overrides)
+                    .send()
+                    .await
             };
-            let mut overrides = aws_sdk_bedrockruntime::config::Builder::default();
-            if let Some(p) = creds {
-                overrides = overrides.credentials_provider(p);
-            }
-            // Both InvokeModel operations take the same inputs (their builders are two types).
-            macro_rules! invoke {
-                ($op:expr) => {
-                    $op.model_id(call.model)
-                        .content_type("application/json")
-                        .accept("application/json")
-                        .set_guardrail_identifier(guard_id.clone())
-                        .set_guardrail_version(guard_version.clone())
-                        .set_trace(trace.clone())
-                        .body(Blob::new(payload.clone()))
-                        .customize()
-                        .mutate_request(add.clone())
-                        .config_override(overrides)
-                        .send()
-                        .await
-                };
-            }
-            let answer = if call.stream {
-                let sent = invoke!(clients.client.invoke_model_with_response_stream());
-                match sent {
-                    Ok(out) => {
-                        let who = self.trace.then(|| who.clone());
-                        stream::answer(out, self.ping, self.name.clone(), who)
-                    }
-                    Err(e) => self.failed(call.model, e)?,
+        }
+        if call.stream {
+            match invoke!(clients.client.invoke_model_with_response_stream()) {
+                Ok(out) => {
+                    let who = self.trace.then_some(who);
+                    Ok(stream::answer(out, self.ping, self.name.clone(), who))
                 }
-            } else {
-                let sent = invoke!(clients.client.invoke_model());
-                match sent {
-                    Ok(out) => {
-                        let bytes = out.body.into_inner();
-                        if self.trace {
-                            trace::log_json(&self.name, &who, &bytes);
-                        }
-                        Answer::json(StatusCode::OK, Bytes::from(bytes))
-                    }
-                    Err(e) => self.failed(call.model, e)?,
-                }
-            };
-            // Credentials the chain or STS gave may have gone stale: drop them once and
-            // try again before the router fails over.
-            if matches!(answer.status.as_u16(), 401 | 403)
-                && !refreshed
-                && self.clients.refreshable()
-            {
-                refreshed = true;
-                tracing::warn!(upstream = %self.name, status = answer.status.as_u16(), "Bedrock refused the credentials; fetching new ones once");
-                self.clients.refresh().await;
-                continue;
+                Err(e) => self.failed(call.model, e),
             }
-            break answer;
-        };
-        answer.notes = plan.notes(&dropped);
-        Ok(answer)
+        } else {
+            match invoke!(clients.client.invoke_model()) {
+                Ok(out) => {
+                    let bytes = out.body.into_inner();
+                    if self.trace {
+                        trace::log_json(&self.name, &who, &bytes);
+                    }
+                    Ok(Answer::json(StatusCode::OK, Bytes::from(bytes)))
+                }
+                Err(e) => self.failed(call.model, e),
+            }
+        }
     }
 }
 

@@ -91,10 +91,7 @@ impl Upstream for Vertex {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
-            v.set_sensitive(true);
-            headers.insert(header::AUTHORIZATION, v);
-        }
+        super::headers::bearer(&mut headers, &token);
         if !plan.header.is_empty()
             && let Ok(v) = HeaderValue::from_str(&plan.header.join(","))
         {
