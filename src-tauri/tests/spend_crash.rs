@@ -6,9 +6,10 @@
 //! mid-stream (one of them a retry reusing a finished request's `x-client-request-id`),
 //! one waits for upstream headers, and one more is refused because the open reservations
 //! fill the cap. A usage row and its settlement are one transaction, so a request the
-//! crash interrupted has neither; at restart each of its reservations is released with a
-//! `spend.reservation_released` event, nothing is charged twice, and what is charged is
-//! exactly the usage of the finished requests, never above the cap.
+//! crash interrupted has neither; at restart each of its reservations is charged its
+//! reserved worst case with a `spend.reservation_estimated` event (the upstream may have
+//! served it), nothing is charged twice, the total never passes the cap, and the next
+//! request is refused: crashing the gateway cannot lift a cap.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -277,6 +278,7 @@ admin:
         MODEL,
         serde_json::to_vec(&body(OVER)).unwrap().len(),
         Some(MAX_TOKENS),
+        &Default::default(),
     );
     let done = [
         (DONE[0], finished(420, 37, 600, 120, 80, 2)),
@@ -396,48 +398,46 @@ admin:
     }
     assert!(gatehouse_tests::stream_for(&fake, HANG).is_none());
 
-    // Restart on the same database: every interrupted reservation is released, with its
-    // event; the retry is not settled from the usage of the request whose id it reused.
+    // Restart on the same database: every interrupted reservation is charged its worst
+    // case, with its event; the retry is not settled from the usage of the request whose
+    // id it reused.
     let mut second = Serve::start(&config_path).await;
-    let released = second.events("spend.reservation_released");
-    let mut released_tags: Vec<&str> = released
+    let estimated = second.events("spend.reservation_estimated");
+    let mut estimated_tags: Vec<&str> = estimated
         .iter()
         .map(|e| e["request_id"].as_str().unwrap())
         .collect();
-    released_tags.sort_unstable();
+    estimated_tags.sort_unstable();
     assert_eq!(
-        released_tags,
+        estimated_tags,
         [DONE[0], HANG, LIVE[0].1, LIVE[1].1, LIVE[2].1],
-        "{released:?}"
+        "{estimated:?}"
     );
-    let mut reservations: Vec<&str> = released
+    let mut reservations: Vec<&str> = estimated
         .iter()
         .map(|e| e["reservation"].as_str().unwrap())
         .collect();
     reservations.sort_unstable();
     reservations.dedup();
     assert_eq!(reservations.len(), LIVE.len() + 1);
-    assert!(
-        released
-            .iter()
-            .all(|e| e["reason"].as_str().is_some_and(|r| !r.is_empty()))
-    );
+    assert!(estimated.iter().all(|e| e["charged_micro_usd"] == worst));
+    let total = spent_before_crash + HELD * worst;
     assert_eq!(
         caller.daily(&second).await,
-        (spent_before_crash, 0),
-        "charged exactly the finished requests; nothing held"
+        (total, 0),
+        "the finished requests plus each interrupted one's worst case; nothing held"
     );
-    assert!(spent_before_crash <= cap_cents * 10_000);
-
-    // The released reservations no longer hold the cap: a new stream is admitted and
-    // charged its reported usage.
-    let after = finished(90, 64, 10, 0, 0, 0);
-    let after_cost = caller
-        .finish(&second, &fake, &pricing, "crash-post-0", after)
-        .await;
-    let total = spent_before_crash + after_cost;
-    caller.wait_daily(&second, (total, 0)).await;
     assert!(total <= cap_cents * 10_000);
+
+    // The estimates fill the cap: the next request is refused before any upstream.
+    let upstream_calls = fake.requests().len();
+    let r = caller
+        .messages(&second, "crash-post-0", "crash-post-0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(fake.requests().len(), upstream_calls);
 
     // Stop it and read the books directly.
     let _ = Command::new("kill")
@@ -453,11 +453,7 @@ admin:
     for ((tag, _), cost) in done.iter().zip(&expected_done) {
         assert_eq!(store.usage_cost(tag).await.unwrap(), Some(*cost), "{tag}");
     }
-    assert_eq!(
-        store.usage_cost("crash-post-0").await.unwrap(),
-        Some(after_cost)
-    );
-    for id in [LIVE[0].1, LIVE[1].1, LIVE[2].1, HANG, OVER] {
+    for id in [LIVE[0].1, LIVE[1].1, LIVE[2].1, HANG, OVER, "crash-post-0"] {
         assert_eq!(store.usage_cost(id).await.unwrap(), None, "{id}");
     }
     let standings = store

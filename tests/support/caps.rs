@@ -65,5 +65,6 @@ pub fn worst_case(body: &Value) -> u64 {
         model,
         serde_json::to_vec(body).unwrap().len(),
         body["max_tokens"].as_u64(),
+        &Default::default(),
     )
 }

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::deps::Deps;
 use crate::events::live::Live;
 use crate::inference::blocks::Refusals;
+use crate::memo::Memo;
 use crate::metering::Recorder;
 use crate::metering::pricing::Pricing;
 use crate::models::Catalog;
@@ -51,4 +52,9 @@ pub struct Gateway {
     pub live: Live,
     /// The last refusals, for the Policy blocks view.
     pub refusals: Refusals,
+    /// `/readyz`'s answer (ready, reason): one probe at a time, shared by its waiters.
+    pub readiness: Memo<(bool, &'static str)>,
+    /// The status snapshots without detail (reused for a second) and with detail (one
+    /// at a time, shared by its waiters), so no traffic can queue store reads.
+    pub snapshots: [Memo<serde_json::Value>; 2],
 }

@@ -17,6 +17,7 @@ pub mod gateway;
 pub mod identity;
 pub mod inference;
 pub mod local_control;
+pub mod memo;
 pub mod metering;
 pub mod models;
 pub mod outbound;

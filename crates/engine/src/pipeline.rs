@@ -377,21 +377,29 @@ async fn dispatch(
     }
 }
 
+/// A real store read and write; concurrent probes share one (see [`crate::memo`]).
 async fn readiness(gw: &Gateway) -> Response<Body> {
     let store = gw.store.backend();
-    match tokio::time::timeout(Duration::from_secs(2), gw.store.ready()).await {
-        Ok(Ok(())) => json_response(StatusCode::OK, json!({"status": "ready", "store": store})),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness probe: store read failed");
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                json!({"status": "unavailable", "store": store, "reason": "store read failed"}),
-            )
-        }
-        Err(_) => json_response(
+    let (ready, reason) = gw
+        .readiness
+        .get(|| async {
+            match tokio::time::timeout(Duration::from_secs(2), gw.store.ready()).await {
+                Ok(Ok(())) => (true, ""),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "readiness probe: store failed");
+                    (false, "store failed")
+                }
+                Err(_) => (false, "store timed out"),
+            }
+        })
+        .await;
+    if ready {
+        json_response(StatusCode::OK, json!({"status": "ready", "store": store}))
+    } else {
+        json_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "unavailable", "store": store, "reason": "store read timed out"}),
-        ),
+            json!({"status": "unavailable", "store": store, "reason": reason}),
+        )
     }
 }
 

@@ -195,6 +195,8 @@ pub async fn start_on(
         local: Default::default(),
         live,
         refusals: Refusals::default(),
+        readiness: crate::memo::Memo::new(Duration::ZERO),
+        snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),
         config,
         deps,
         store,
@@ -212,7 +214,8 @@ pub async fn start_on(
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
     spawn_retention(gateway.clone(), stop_jobs.clone());
-    // Reservations a crash left open are released (one that was settled has its usage row).
+    // Reservations a crash left open are charged as estimated (one that was settled has
+    // its usage row).
     crate::spend::admission::reconcile(&gateway).await;
     spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
     spawn_revocation_sync(gateway.clone(), stop_jobs.clone());

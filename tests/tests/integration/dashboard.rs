@@ -261,22 +261,51 @@ async fn snapshot_matches_the_store_and_blocks_name_their_layer() {
     assert!(!text.contains("key:") && !text.contains("tester"), "{text}");
 }
 
+async fn status(gw: &TestGateway, path: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut req = gw.client.get(gw.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    drain(req.send().await.unwrap()).await
+}
+
 #[tokio::test]
 async fn detail_only_for_loopback_or_an_admin_key() {
-    let (gw, local) = desktop_like(
-        FakeConfig::default(),
-        Some("listen: {host: 127.0.0.1, port: 0, trusted_proxies: [127.0.0.0/8]}"),
-    )
-    .await;
+    const LISTEN: &str = "listen: {host: 127.0.0.1, port: 0, trusted_proxies: [127.0.0.0/8]}";
+    let remote = ("x-forwarded-for", "203.0.113.9");
+    // By default the status data is private off loopback: no key, a client key or a
+    // wrong key gets 401 on both data routes; the page itself stays public.
+    let (private, local) = desktop_like(FakeConfig::default(), Some(LISTEN)).await;
+    for key in [
+        None,
+        Some(CLIENT_KEY),
+        Some(local.as_str()),
+        Some("not-a-key"),
+    ] {
+        let h: Vec<(&str, &str)> = std::iter::once(remote)
+            .chain(key.map(|k| ("x-api-key", k)))
+            .collect();
+        assert_eq!(status(&private, "/gatehouse/api/dashboard", &h).await, 401);
+        assert_eq!(status(&private, "/gatehouse/api/events", &h).await, 401);
+    }
+    assert_eq!(status(&private, "/", &[remote]).await, 200);
+
+    // `dashboard.public: true`: aggregates for anyone, detail and hosts only for admins.
+    let listen = format!("{LISTEN}\ndashboard: {{public: true}}");
+    let (gw, local) = desktop_like(FakeConfig::default(), Some(&listen)).await;
     assert_eq!(drain(infer(&gw, &local, sonnet(false)).await).await, 200);
     assert_eq!(drain(infer(&gw, &local, model("gpt-4o")).await).await, 400);
     gw.usage_rows(1).await;
-    let remote = ("x-forwarded-for", "203.0.113.9");
     let snap = snapshot(&gw, &[remote]).await;
     assert_eq!(snap["detail"], false);
     assert_eq!(snap["recent"], json!([]));
     assert_eq!(snap["blocks"], json!([]));
     assert_eq!(snap["usage"]["today"]["requests"], 1, "aggregates stay");
+    assert_eq!(snap["upstreams"][0]["state"], "healthy");
+    assert!(
+        snap["upstreams"][0].get("host").is_none(),
+        "no upstream host for the public: {snap}"
+    );
     for key in [CLIENT_KEY, local.as_str(), "not-a-key"] {
         let snap = snapshot(&gw, &[remote, ("x-api-key", key)]).await;
         assert_eq!(snap["detail"], false, "a client key is not an admin key");
@@ -286,6 +315,7 @@ async fn detail_only_for_loopback_or_an_admin_key() {
         assert_eq!(snap["detail"], true);
         assert_eq!(snap["recent"].as_array().unwrap().len(), 1);
         assert_eq!(snap["blocks"][0]["layer"], "catalog");
+        assert!(snap["upstreams"][0]["host"].is_string());
     }
     // A loopback client behind the trusted proxy is still local.
     let snap = snapshot(&gw, &[("x-forwarded-for", "127.0.0.1")]).await;

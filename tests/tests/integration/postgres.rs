@@ -12,7 +12,7 @@ use chrono::Utc;
 use gatehouse_engine::spend::{
     GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, windows,
 };
-use gatehouse_engine::store::{PostgresStore, Store, StoreError};
+use gatehouse_engine::store::{PostgresStore, SettleAs, Store, StoreError};
 use gatehouse_tests::postgres::TestDatabase;
 use gatehouse_tests::{PASSWORD, browser_login, replicas, sonnet};
 use serde_json::Value;
@@ -99,18 +99,37 @@ async fn a_live_replicas_reservations_are_not_reconciled_by_another() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    assert_eq!(orphans, vec![("rsv_a".to_owned(), "req-rsv_a".to_owned())]);
-    assert!(b.settle("rsv_a", 0, true, Utc::now()).await.unwrap());
+    let found: Vec<_> = orphans
+        .iter()
+        .map(|o| (o.id.as_str(), o.request_id.as_str(), o.amount_micro))
+        .collect();
+    assert_eq!(found, [("rsv_a", "req-rsv_a", 5_000)]);
+    // Reconciled as the gateway does: charged the reserved worst case, flagged estimated.
+    assert!(
+        b.settle("rsv_a", 5_000, SettleAs::Estimated, Utc::now())
+            .await
+            .unwrap()
+    );
     let st = b
         .standings("alice", &[], GroupMode::Min, Utc::now())
         .await
         .unwrap();
     assert_eq!(st[0].reserved_micro, 5_000, "only B's hold is left");
+    assert_eq!(st[0].spent_micro, 5_000, "A's hold is charged as estimated");
 
-    // Had A been alive after all and finished its request, its usage still counts.
+    // Had A been alive after all and finished its request, its metered cost replaces the
+    // estimate, once.
     let c = PostgresStore::open(&db.config(), Utc::now()).await.unwrap();
-    assert!(c.settle("rsv_a", 1_234, false, Utc::now()).await.unwrap());
-    assert!(!c.settle("rsv_a", 1_234, false, Utc::now()).await.unwrap());
+    assert!(
+        c.settle("rsv_a", 1_234, SettleAs::Charged, Utc::now())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !c.settle("rsv_a", 1_234, SettleAs::Charged, Utc::now())
+            .await
+            .unwrap()
+    );
     let st = c
         .standings("alice", &[], GroupMode::Min, Utc::now())
         .await
@@ -147,7 +166,12 @@ async fn reservations_from_two_replicas_never_overshoot() {
             let out = store.reserve(reserve(&id, sub, 7_000)).await.unwrap();
             let held = matches!(out, ReserveOutcome::Reserved(_));
             if held && i.is_multiple_of(3) {
-                assert!(store.settle(&id, 7_000, false, Utc::now()).await.unwrap());
+                assert!(
+                    store
+                        .settle(&id, 7_000, SettleAs::Charged, Utc::now())
+                        .await
+                        .unwrap()
+                );
             }
             (sub, held)
         }

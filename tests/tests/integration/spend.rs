@@ -48,6 +48,7 @@ async fn concurrent_requests_never_overshoot_a_cap() {
         "claude-sonnet-4-6",
         serde_json::to_vec(&body).unwrap().len(),
         Some(256),
+        &Default::default(),
     );
     let fits = (2 * 10_000 / worst) as usize;
     assert!(fits >= 2, "test premise: {worst}");
@@ -467,23 +468,25 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
     let config = handle.gateway().config.clone();
     handle.shutdown().await;
     let restarted = gatehouse_tests::TestGateway::start_config(config, fake, dir).await;
-    // Both are released: a usage row settles its own reservation in its transaction, so
-    // the row under `req-a` is another request's (a reused request id), never charged again.
-    let mut released: Vec<String> = restarted
-        .events
-        .named("spend.reservation_released")
+    // Both are charged their reserved worst case, flagged estimated: the upstream may have
+    // served them before the crash. The usage row under `req-a` is another request's (a
+    // reused request id: a usage row settles its own reservation in its transaction), so
+    // it neither settles `rsv_a` nor is charged again.
+    let estimated = restarted.events.named("spend.reservation_estimated");
+    let mut ids: Vec<String> = estimated
         .iter()
         .map(|e| e["reservation"].as_str().unwrap().to_owned())
         .collect();
-    released.sort();
-    assert_eq!(released, ["rsv_a", "rsv_b"]);
+    ids.sort();
+    assert_eq!(ids, ["rsv_a", "rsv_b"]);
+    assert!(estimated.iter().all(|e| e["charged_micro_usd"] == 50_000));
     let standing = restarted
         .handle
         .store()
         .standings("zed", &[], gatehouse_engine::spend::GroupMode::Min, now)
         .await
         .unwrap();
-    assert_eq!(standing[0].spent_micro, 0);
+    assert_eq!(standing[0].spent_micro, 100_000);
     assert_eq!(standing[0].reserved_micro, 0);
     assert!(
         restarted

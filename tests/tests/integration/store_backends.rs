@@ -14,7 +14,7 @@ use gatehouse_engine::identity::UserIdentity;
 use gatehouse_engine::spend::{
     GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, windows,
 };
-use gatehouse_engine::store::{PostgresStore, SqliteStore, Store, UsageRecord};
+use gatehouse_engine::store::{PostgresStore, SettleAs, SqliteStore, Store, UsageRecord};
 use gatehouse_tests::postgres::TestDatabase;
 use serde_json::Value;
 
@@ -28,7 +28,7 @@ struct Backend {
 impl Backend {
     /// Stops this store and opens the same database again, as a gateway restart after a
     /// crash would; returns the open reservations the new store finds nobody holding.
-    async fn restart(&mut self) -> Vec<(String, String)> {
+    async fn restart(&mut self) -> Vec<gatehouse_engine::store::OpenReservation> {
         let now = Utc::now();
         match &self._db {
             None => {
@@ -322,8 +322,14 @@ async fn reservations_hold_settle_and_release() {
         ));
         // Nobody will settle these until the store is opened again after a stop.
         let mut b = b;
+        let open: Vec<_> = b
+            .restart()
+            .await
+            .into_iter()
+            .map(|o| (o.id, o.request_id))
+            .collect();
         assert_eq!(
-            b.restart().await,
+            open,
             vec![
                 ("rsv_1".to_owned(), "req-rsv_1".to_owned()),
                 ("rsv_b".to_owned(), "req-rsv_b".to_owned())
@@ -337,7 +343,9 @@ async fn reservations_hold_settle_and_release() {
             .await
             .unwrap();
         assert!(
-            !s.settle("rsv_1", 9_999, false, now).await.unwrap(),
+            !s.settle("rsv_1", 9_999, SettleAs::Charged, now)
+                .await
+                .unwrap(),
             "{n}: settles once"
         );
         let st = s
@@ -360,8 +368,16 @@ async fn reservations_hold_settle_and_release() {
             .unwrap();
         assert!(matches!(held, ReserveOutcome::Reserved(_)), "{n}");
         // Released (the client left before any upstream answered): nothing is charged.
-        assert!(s.settle("rsv_4", 0, true, now).await.unwrap(), "{n}");
-        assert!(s.settle("rsv_b", 1_000, false, now).await.unwrap(), "{n}");
+        assert!(
+            s.settle("rsv_4", 0, SettleAs::Released, now).await.unwrap(),
+            "{n}"
+        );
+        assert!(
+            s.settle("rsv_b", 1_000, SettleAs::Charged, now)
+                .await
+                .unwrap(),
+            "{n}"
+        );
         let st = s
             .standings("alice", &[], GroupMode::Min, now)
             .await

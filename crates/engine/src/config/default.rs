@@ -110,5 +110,6 @@ pub fn embedded_default(
         webhook: None,
         telemetry: Default::default(),
         spend: None,
+        dashboard_public: false,
     })
 }

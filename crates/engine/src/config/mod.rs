@@ -98,6 +98,8 @@ pub struct Config {
     pub telemetry: telemetry::TelemetryConfig,
     /// Spend caps and the admin API, when `admin` is configured.
     pub spend: Option<SpendConfig>,
+    /// `dashboard.public`: the status page's data is readable by anyone past the edge.
+    pub dashboard_public: bool,
 }
 
 #[derive(Debug, Clone)]

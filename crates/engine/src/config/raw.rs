@@ -61,6 +61,18 @@ pub struct RawConfig {
     /// Workload-token admission ("customer-routed inference"): machine callers with ES256
     /// JWTs from a fixed issuer.
     pub cri: Option<RawCri>,
+    /// The status page's data routes (Gatehouse addition).
+    pub dashboard: Option<RawDashboard>,
+}
+
+/// `dashboard`: who may read the status page's data off loopback.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDashboard {
+    /// Serve usage aggregates and upstream health (`/gatehouse/api/dashboard`, the event
+    /// stream) to callers that are neither on loopback nor presenting an admin key
+    /// (default false: off loopback those routes need an admin read or write key).
+    pub public: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -87,6 +87,8 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
             .enforcement
             .as_ref()
             .and_then(|e| e.fail_closed_on_error)
-            .unwrap_or(false),
+            // Caps are configured here (this block exists only with `admin`): when they
+            // cannot be read, refusing is the default, so no outage lifts them.
+            .unwrap_or(true),
     }))
 }

@@ -111,6 +111,11 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         webhook,
         telemetry,
         spend,
+        dashboard_public: raw
+            .dashboard
+            .as_ref()
+            .and_then(|d| d.public)
+            .unwrap_or(false),
     })
 }
 

@@ -2,9 +2,12 @@
 //! `/gatehouse/api/dashboard` and its live event stream at `/gatehouse/api/events`.
 //!
 //! The same page is the desktop window and a headless server's read-only status page. The
-//! routes are public (no credential); what they show is guarded instead: request-level
-//! detail (recent requests, refusals) only for callers on loopback or presenting an admin
-//! key ([`detail`]); aggregates and upstream health for anyone past the edge guards.
+//! page itself is public; its data is not: callers on loopback or presenting an admin key
+//! ([`detail`]) see everything, including request-level detail (recent requests,
+//! refusals); anyone else is refused unless the operator sets `dashboard.public`, and then
+//! sees aggregates and upstream health without hosts. Snapshots go through
+//! [`crate::memo`] (one computation at a time; the public one reused for a second), so
+//! no amount of traffic queues store reads.
 //!
 //! The dashboard owns no engine state: it reads the store, the refusal ring
 //! (`inference::refusal`), upstream health (`upstream::health`) and live events
@@ -49,9 +52,18 @@ pub async fn serve(
     path: &str,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
+    let detail = detail(gw, client_ip, headers);
+    if matches!(path, API_DASHBOARD | API_EVENTS) && !detail && !gw.config.dashboard_public {
+        return Err(ApiError::Unauthenticated {
+            message: "the status data needs an admin key in x-api-key off loopback (or dashboard.public: true)",
+            reason: "dashboard_private",
+        });
+    }
     match path {
         API_DASHBOARD => {
-            let body = snapshot::build(gw, detail(gw, client_ip, headers)).await;
+            let body = gw.snapshots[usize::from(detail)]
+                .get(|| snapshot::build(gw, detail))
+                .await;
             let mut resp = crate::edge::json_response(StatusCode::OK, body);
             resp.headers_mut().insert(
                 http::header::CONTENT_SECURITY_POLICY,

@@ -29,7 +29,7 @@ const DASHBOARD_EVENTS: &[&str] = &[
     "admin.limit.upsert",
     "admin.limit.delete",
     "spend.reservation_settled",
-    "spend.reservation_released",
+    "spend.reservation_estimated",
 ];
 
 struct StreamState {

@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
+use crate::spend::CostDrivers;
 
 /// What the gateway reads from a Messages request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub struct Head {
     pub model: String,
     pub stream: bool,
     pub max_tokens: Option<u64>,
+    /// What can make the request cost more than its bytes (for the spend worst case).
+    pub drivers: CostDrivers,
 }
 
 type TopLevel<'a> = IndexMap<Cow<'a, str>, &'a RawValue>;
@@ -58,7 +61,77 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
         model,
         stream,
         max_tokens,
+        drivers: cost_drivers(&top),
     })
+}
+
+/// Server tools (run and billed on the upstream), by the prefix of their `type`. Typed
+/// tools the client runs are listed in [`CLIENT_TOOLS`]; any other typed tool counts as a
+/// server tool, so a new one is never under-reserved.
+const WEB_SEARCH: &str = "web_search";
+const CLIENT_TOOLS: [&str; 5] = ["custom", "bash_", "text_editor_", "computer_", "memory_"];
+
+/// Reads the tools, MCP servers and content sources that can raise a request's cost.
+fn cost_drivers(top: &TopLevel<'_>) -> CostDrivers {
+    #[derive(serde::Deserialize)]
+    struct Tool {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        max_uses: Option<u64>,
+    }
+    let mut d = CostDrivers::default();
+    let tools = top
+        .get("tools")
+        .and_then(|raw| serde_json::from_str::<Vec<Tool>>(raw.get()).ok())
+        .unwrap_or_default();
+    for t in tools {
+        let Some(kind) = t.kind.as_deref() else {
+            continue;
+        };
+        if CLIENT_TOOLS.iter().any(|c| kind.starts_with(c)) {
+            continue;
+        }
+        let uses = t
+            .max_uses
+            .unwrap_or(crate::spend::worst_case::DEFAULT_TOOL_USES);
+        d.server_tool_uses = d.server_tool_uses.saturating_add(uses);
+        if kind.starts_with(WEB_SEARCH) {
+            d.web_searches = d.web_searches.saturating_add(uses);
+        }
+    }
+    d.fetched_input = top.contains_key("mcp_servers")
+        || ["messages", "system"]
+            .iter()
+            .filter_map(|k| top.get(*k))
+            .any(|raw| fetches(raw.get()));
+    d
+}
+
+/// Whether content blocks take a source the upstream fetches (`url` or `file`), or name a
+/// `file_id`. A `source` or `file_id` key can only be spelled literally or with `\u`
+/// escapes, so content with neither is passed over without parsing it.
+fn fetches(json: &str) -> bool {
+    let b = json.as_bytes();
+    let finder = |n: &str| memchr::memmem::find(b, n.as_bytes()).is_some();
+    if !finder("\"source\"") && !finder("\"file_id\"") && !finder("\\u") {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(json).is_ok_and(|v| fetching_source(&v))
+}
+
+fn fetching_source(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Array(items) => items.iter().any(fetching_source),
+        serde_json::Value::Object(o) => {
+            let by_source = o
+                .get("source")
+                .and_then(|s| s.get("type"))
+                .and_then(|t| t.as_str())
+                .is_some_and(|t| matches!(t, "url" | "file"));
+            by_source || o.contains_key("file_id") || o.values().any(fetching_source)
+        }
+        _ => false,
+    }
 }
 
 /// The same body with `model` replaced, everything else byte for byte.
@@ -73,6 +146,37 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn drivers(body: &str) -> CostDrivers {
+        parse_head(body.as_bytes()).unwrap().drivers
+    }
+
+    #[test]
+    fn cost_drivers_find_fetched_content_mcp_and_server_tools() {
+        let plain = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a \"source\" in text"}]}],
+            "tools":[{"name":"t","input_schema":{}},{"type":"bash_20250124","name":"bash"}]}"#;
+        assert_eq!(drivers(plain), CostDrivers::default());
+        let by_url = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}"#;
+        assert!(drivers(by_url).fetched_input);
+        let escaped = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image","\u0073ource":{"type":"url","url":"https://x/a.png"}}]}]}"#;
+        assert!(
+            drivers(escaped).fetched_input,
+            "an escaped key is still read"
+        );
+        let file = r#"{"model":"m","system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f_1"}}]}]}"#;
+        assert!(drivers(file).fetched_input);
+        let mcp = r#"{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp","name":"x"}]}"#;
+        assert!(drivers(mcp).fetched_input);
+        let search = r#"{"model":"m","messages":[],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3},{"type":"web_fetch_20250910","name":"web_fetch"}]}"#;
+        let d = drivers(search);
+        assert_eq!((d.server_tool_uses, d.web_searches), (13, 3));
+        let unknown = r#"{"model":"m","messages":[],"tools":[{"type":"brand_new_server_tool_20270101","name":"n"}]}"#;
+        assert_eq!(
+            drivers(unknown).server_tool_uses,
+            10,
+            "unknown typed tools count"
+        );
+    }
+
     #[test]
     fn head_fields() {
         let h = parse_head(
@@ -84,7 +188,8 @@ mod tests {
             Head {
                 model: "claude-sonnet-4-6".into(),
                 stream: true,
-                max_tokens: Some(10)
+                max_tokens: Some(10),
+                drivers: CostDrivers::default(),
             }
         );
         let h = parse_head(br#"{"model":"m","stream":null}"#).unwrap();

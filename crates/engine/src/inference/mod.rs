@@ -57,6 +57,17 @@ impl Endpoint {
     }
 }
 
+/// Whether the caller asks for the 1M-token context window (`anthropic-beta:
+/// context-1m-…`), which raises the input bound of the spend worst case.
+fn long_context(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|b| b.trim().starts_with("context-1m"))
+}
+
 /// One inference request on its way through the steps.
 struct Call<'a> {
     gw: &'a Arc<Gateway>,
@@ -89,8 +100,10 @@ pub async fn handle(
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
         .collect();
+    let mut head = head;
+    head.drivers.long_context = long_context(&parts.headers);
     let held = call.reserve(&head, &upstream_models, bytes.len()).await?;
-    let facts = RequestFacts {
+    let mut facts = RequestFacts {
         request_id: request_id.to_owned(),
         created_at: gw.deps.clock.now(),
         started,
@@ -99,6 +112,7 @@ pub async fn handle(
         model: head.model.clone(),
         stream: head.stream,
         reservation_id: None,
+        abandoned_micro: 0,
     };
     let caller = match principal {
         Principal::Session { user, .. } => Some(Caller {
@@ -115,7 +129,30 @@ pub async fn handle(
         stream: head.stream,
         caller,
     };
-    let routed = router::route(&gw.upstreams, &request, legs, &not_configured).await;
+    let mut abandoned = Vec::new();
+    let routed = router::route(
+        &gw.upstreams,
+        &request,
+        legs,
+        &not_configured,
+        &mut abandoned,
+    )
+    .await;
+    // Attempts given up at the first-byte timeout may still have been served (and billed)
+    // upstream: each is charged its worst case, flagged estimated.
+    facts.abandoned_micro = abandoned
+        .iter()
+        .map(|leg| {
+            let model = &upstream_models[*leg].1;
+            crate::spend::worst_case_micro(
+                &gw.pricing,
+                model,
+                bytes.len(),
+                head.max_tokens,
+                &head.drivers,
+            )
+        })
+        .fold(0u64, u64::saturating_add);
     // From here every path records usage, which settles the reservation.
     Ok(relay::respond(&call, routed, facts, held, &upstream_models).await)
 }
@@ -337,6 +374,7 @@ impl Call<'_> {
             &models,
             body_bytes,
             head.max_tokens,
+            &head.drivers,
         )
         .await;
         match admitted {

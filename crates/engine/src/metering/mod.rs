@@ -54,6 +54,9 @@ pub struct RequestFacts {
     pub stream: bool,
     /// The spend reservation to settle with this request's cost.
     pub reservation_id: Option<String>,
+    /// Worst case of attempts given up at the first-byte timeout (the upstream may have
+    /// served them): added to the cost, which is then flagged `estimated`.
+    pub abandoned_micro: u64,
 }
 
 /// Facts about the upstream leg that answered.
@@ -82,7 +85,9 @@ pub struct Finished {
 
 enum Extract {
     Sse(Box<SseUsageScanner>),
-    Json(Vec<u8>),
+    /// The body while it fits in [`usage::MAX_BUFFER`]; past that only its last
+    /// [`usage::JSON_TAIL`] bytes, where the top-level `usage` is (`true`).
+    Json(Vec<u8>, bool),
     Nothing,
 }
 
@@ -103,7 +108,7 @@ impl Meter {
     ) -> Self {
         let extract = match format {
             BodyFormat::Sse => Extract::Sse(Box::default()),
-            BodyFormat::Json => Extract::Json(Vec::new()),
+            BodyFormat::Json => Extract::Json(Vec::new(), false),
             BodyFormat::Other => Extract::Nothing,
         };
         Self {
@@ -117,11 +122,12 @@ impl Meter {
     pub fn observe(&mut self, chunk: &[u8]) {
         match &mut self.extract {
             Extract::Sse(s) => s.feed(chunk),
-            Extract::Json(buf) => {
-                if buf.len() + chunk.len() <= usage::MAX_BUFFER {
-                    buf.extend_from_slice(chunk);
-                } else {
-                    self.extract = Extract::Nothing;
+            Extract::Json(buf, tail_only) => {
+                buf.extend_from_slice(chunk);
+                if *tail_only || buf.len() > usage::MAX_BUFFER {
+                    *tail_only = true;
+                    let cut = buf.len().saturating_sub(usage::JSON_TAIL);
+                    buf.drain(..cut);
                 }
             }
             Extract::Nothing => {}
@@ -134,7 +140,11 @@ impl Meter {
                 let (u, src) = s.result();
                 (u, src, s.saw_error())
             }
-            Extract::Json(buf) => match usage::from_json_body(buf) {
+            Extract::Json(buf, true) => match usage::from_json_tail(buf) {
+                Some(u) => (u, UsageSource::Reported, false),
+                None => (Usage::default(), UsageSource::None, false),
+            },
+            Extract::Json(buf, false) => match usage::from_json_body(buf) {
                 Some(u) => (u, UsageSource::Reported, false),
                 None => (Usage::default(), UsageSource::None, false),
             },

@@ -140,8 +140,12 @@ fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord
         cache_write_5m_tokens: f.usage.cache_write_5m_tokens,
         cache_write_1h_tokens: f.usage.cache_write_1h_tokens,
         web_search_requests: f.usage.web_search_requests,
-        cost_micro_usd: cost,
-        usage_source: f.source.as_str().to_owned(),
+        cost_micro_usd: cost.saturating_add(f.request.abandoned_micro),
+        usage_source: if f.request.abandoned_micro > 0 {
+            "estimated".to_owned()
+        } else {
+            f.source.as_str().to_owned()
+        },
         latency_ms: f.latency.as_millis() as u64,
         ttfb_ms: f.route.ttfb.map(|d| d.as_millis() as u64),
         client_disconnected: f.client_disconnected,

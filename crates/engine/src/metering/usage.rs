@@ -143,7 +143,10 @@ pub struct SseUsageScanner {
     saw_error: bool,
     /// Bytes of text delta payload seen (for estimates when final usage never came).
     delta_bytes: u64,
-    gave_up: bool,
+    /// Inside a line longer than [`MAX_BUFFER`]: its bytes are counted, not kept.
+    skipping: bool,
+    /// A usage-bearing event was too large to read: the result is an estimate.
+    lost_usage: bool,
 }
 
 impl Default for SseUsageScanner {
@@ -157,18 +160,41 @@ impl Default for SseUsageScanner {
             saw_delta: false,
             saw_error: false,
             delta_bytes: 0,
-            gave_up: false,
+            skipping: false,
+            lost_usage: false,
         }
     }
 }
 
 impl SseUsageScanner {
+    /// Reads the next bytes. Memory stays bounded by [`MAX_BUFFER`]: a longer line is
+    /// skipped to its end (counted as delta text, or noted as lost usage), and reading
+    /// goes on, so a final `message_delta` after it is never missed.
     pub fn feed(&mut self, chunk: &[u8]) {
-        if self.gave_up {
-            return;
-        }
         let mut rest = chunk;
-        while let Some(nl) = memchr::memchr(b'\n', rest) {
+        while !rest.is_empty() {
+            let nl = memchr::memchr(b'\n', rest);
+            if self.skipping {
+                let end = nl.unwrap_or(rest.len());
+                self.skipped(end);
+                if nl.is_none() {
+                    return;
+                }
+                self.skipping = false;
+                rest = &rest[end + 1..];
+                continue;
+            }
+            let Some(nl) = nl else {
+                if self.partial.len() + rest.len() > MAX_BUFFER {
+                    let n = self.partial.len() + rest.len();
+                    self.partial = Vec::new();
+                    self.skipped(n);
+                    self.skipping = true;
+                } else {
+                    self.partial.extend_from_slice(rest);
+                }
+                return;
+            };
             let (line, tail) = rest.split_at(nl);
             rest = &tail[1..];
             if self.partial.is_empty() {
@@ -181,14 +207,14 @@ impl SseUsageScanner {
                 self.partial = joined;
             }
         }
-        if !rest.is_empty() {
-            if self.partial.len() + rest.len() > MAX_BUFFER {
-                self.gave_up = true;
-                self.partial = Vec::new();
-                self.data = Vec::new();
-                return;
-            }
-            self.partial.extend_from_slice(rest);
+    }
+
+    /// Accounts for `n` bytes of a line too long to keep.
+    fn skipped(&mut self, n: usize) {
+        match self.kind {
+            Kind::Delta => self.delta_bytes += n as u64,
+            Kind::Usage | Kind::Unknown => self.lost_usage = true,
+            Kind::Skip => {}
         }
     }
 
@@ -208,8 +234,10 @@ impl SseUsageScanner {
             match self.kind {
                 Kind::Usage | Kind::Unknown => {
                     if self.data.len() + data.len() > MAX_BUFFER {
-                        self.gave_up = true;
+                        // Too large to read: skip the rest of this event.
+                        self.lost_usage = true;
                         self.data = Vec::new();
+                        self.kind = Kind::Skip;
                         return;
                     }
                     if !self.data.is_empty() {
@@ -256,10 +284,10 @@ impl SseUsageScanner {
 
     /// The usage and how it is known.
     pub fn result(&self) -> (Usage, UsageSource) {
-        if self.saw_delta && !self.gave_up {
+        if self.saw_delta && !self.lost_usage {
             return (self.usage, UsageSource::Reported);
         }
-        if self.saw_start || self.delta_bytes > 0 {
+        if self.saw_start || self.saw_delta || self.lost_usage || self.delta_bytes > 0 {
             let mut u = self.usage;
             u.output_tokens = u.output_tokens.max(self.delta_bytes.div_ceil(4));
             return (u, UsageSource::Estimated);
@@ -272,6 +300,22 @@ impl SseUsageScanner {
 fn field<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     let rest = line.strip_prefix(name)?.strip_prefix(b":")?;
     Some(rest.strip_prefix(b" ").unwrap_or(rest))
+}
+
+/// The end of a JSON response body too large to keep whole: the top-level `usage` comes
+/// after `content`, so its last occurrence in the tail is read.
+pub const JSON_TAIL: usize = 64 * 1024;
+
+/// Usage from the tail of a JSON response body: the object after the last `"usage":`.
+pub fn from_json_tail(tail: &[u8]) -> Option<Usage> {
+    let at = memchr::memmem::rfind(tail, b"\"usage\"")?;
+    let rest = tail[at + b"\"usage\"".len()..].trim_ascii_start();
+    let rest = rest.strip_prefix(b":")?;
+    let mut de = serde_json::Deserializer::from_slice(rest);
+    let wire = <WireUsage as serde::Deserialize>::deserialize(&mut de).ok()?;
+    let mut u = Usage::default();
+    wire.apply(&mut u);
+    Some(u)
 }
 
 /// Usage from a complete JSON response body (`usage` at the top level).
@@ -365,6 +409,48 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         s.feed(b"data: {not json\n\n:comment\nevent:\n\n");
         assert!(s.saw_error());
         assert_eq!(s.result().1, UsageSource::None);
+    }
+
+    #[test]
+    fn an_oversized_event_never_hides_the_final_usage() {
+        let huge = "x".repeat(MAX_BUFFER + 10);
+        let stream = format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":7,\"output_tokens\":1}}}}}}\n\n\
+event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"text\":\"{huge}\"}}}}\n\n\
+event: message_delta\ndata: {{\"type\":\"message_delta\",\"usage\":{{\"output_tokens\":99}}}}\n\n"
+        );
+        for piece in [1 << 20, 4096, 7] {
+            let mut s = SseUsageScanner::default();
+            for chunk in stream.as_bytes().chunks(piece) {
+                s.feed(chunk);
+            }
+            let (u, src) = s.result();
+            assert_eq!((u.input_tokens, u.output_tokens), (7, 99), "{piece}");
+            assert_eq!(src, UsageSource::Reported);
+            assert!(
+                s.partial.capacity() <= 2 * MAX_BUFFER,
+                "memory stays bounded"
+            );
+        }
+        // An oversized usage event: what follows is still read, flagged as estimated.
+        let stream = format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"content\":\"{huge}\"}}}}\n\n\
+event: message_delta\ndata: {{\"type\":\"message_delta\",\"usage\":{{\"output_tokens\":5}}}}\n\n"
+        );
+        let mut s = SseUsageScanner::default();
+        s.feed(stream.as_bytes());
+        let (u, src) = s.result();
+        assert_eq!((u.output_tokens, src), (5, UsageSource::Estimated));
+    }
+
+    #[test]
+    fn usage_is_read_from_the_tail_of_a_huge_json_body() {
+        let body = format!(
+            "{{\"content\":[{{\"type\":\"text\",\"text\":\"the \\\"usage\\\": trap\"}}],\"stop_reason\":\"end_turn\",\"usage\" : {{\"input_tokens\":11,\"output_tokens\":22}}}}"
+        );
+        let u = from_json_tail(body.as_bytes()).unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (11, 22));
+        assert!(from_json_tail(b"{\"content\":[]}").is_none());
     }
 
     #[test]

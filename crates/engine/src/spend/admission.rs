@@ -1,6 +1,8 @@
 //! Reserving at admission, the guard that releases a reservation nobody settled (a
-//! client that leaves before any upstream answered), and the release at start of the
-//! reservations a crash left open.
+//! client that leaves before any upstream answered), and the settlement at start of the
+//! reservations a crash left open (charged their reserved worst case, flagged
+//! `estimated`: the upstream may have served them, and a cap must never be exceedable by
+//! crashing the gateway in a loop).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use crate::error::ApiError;
 use crate::events::Event;
 use crate::gateway::Gateway;
 use crate::identity::UserIdentity;
-use crate::store::Store;
+use crate::store::{SettleAs, Store};
 
 /// How long admission waits for the store before applying `fail_closed_on_error`.
 const PRECHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -42,7 +44,8 @@ impl Drop for Held {
         }
         let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
         self.tracker.spawn(async move {
-            if let Err(e) = store.settle(&id, 0, true, chrono::Utc::now()).await {
+            let now = chrono::Utc::now();
+            if let Err(e) = store.settle(&id, 0, SettleAs::Released, now).await {
                 tracing::warn!(error = %e, "could not release an unused reservation; it is reconciled at the next start");
             }
         });
@@ -68,6 +71,7 @@ pub async fn reserve(
     models: &[&str],
     body_bytes: usize,
     max_tokens: Option<u64>,
+    drivers: &super::CostDrivers,
 ) -> Admitted {
     let Some(spend) = &gw.config.spend else {
         return Admitted::Unchecked;
@@ -75,7 +79,7 @@ pub async fn reserve(
     let now = gw.deps.clock.now();
     let amount = models
         .iter()
-        .map(|m| worst_case_micro(&gw.pricing, m, body_bytes, max_tokens))
+        .map(|m| worst_case_micro(&gw.pricing, m, body_bytes, max_tokens, drivers))
         .max()
         .unwrap_or(0);
     let req = ReserveRequest {
@@ -139,14 +143,17 @@ pub async fn reserve(
     }
 }
 
-/// Releases the reservations a crash left open, each with a `spend.reservation_released`
-/// event.
+/// Settles the reservations a crash left open at their reserved amount, each flagged
+/// `estimated` and announced with a `spend.reservation_estimated` event.
 ///
 /// A usage row and the settlement of its reservation are one store transaction, so an open
 /// reservation has no usage row of its own: the gateway stopped before its request was
-/// recorded. Usage stored under the same request id belongs to another request that
-/// reused the caller's `x-client-request-id`, and was charged through its own reservation;
-/// settling from it would charge it twice.
+/// metered, after the request may already have reached an upstream that charges for it.
+/// Releasing it would let a crash loop spend past a cap; charging the worst case that was
+/// reserved never undercounts, and an operator sees the estimate (state `estimated`) and
+/// can correct the cap's standing. Usage stored under the same request id belongs to
+/// another request that reused the caller's `x-client-request-id`, and was charged through
+/// its own reservation.
 pub async fn reconcile(gw: &Gateway) {
     let open = match gw.store.open_reservations().await {
         Ok(o) => o,
@@ -155,18 +162,24 @@ pub async fn reconcile(gw: &Gateway) {
             return;
         }
     };
-    for (id, request_id) in open {
-        if let Err(e) = gw.store.settle(&id, 0, true, gw.deps.clock.now()).await {
-            tracing::warn!(error = %e, "could not release a reservation; it is reconciled at the next start");
+    for r in open {
+        let now = gw.deps.clock.now();
+        let settled = gw
+            .store
+            .settle(&r.id, r.amount_micro, SettleAs::Estimated, now)
+            .await;
+        if let Err(e) = settled {
+            tracing::warn!(error = %e, "could not settle a reservation; it is reconciled at the next start");
             continue;
         }
         gw.deps.emit(
-            Event::new("spend.reservation_released")
-                .with("reservation", id)
-                .with("request_id", request_id)
+            Event::new("spend.reservation_estimated")
+                .with("reservation", r.id)
+                .with("request_id", r.request_id)
+                .with("charged_micro_usd", r.amount_micro)
                 .with(
                     "reason",
-                    "no usage was recorded for this request before the gateway stopped",
+                    "the gateway stopped before this request was metered; charged its reserved worst case",
                 ),
         );
     }

@@ -12,14 +12,15 @@ pub mod admission;
 pub mod caps;
 pub mod headers;
 pub mod usage_api;
+pub mod worst_case;
 
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use crate::config::GroupMode;
-use crate::metering::pricing::Pricing;
 pub use caps::binding_cap;
+pub use worst_case::{CostDrivers, worst_case_micro};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -233,31 +234,6 @@ pub struct AuditRow {
     pub after: Option<serde_json::Value>,
 }
 
-/// The most a request can cost: every prompt byte as a token at the dearest input rate
-/// (a 1-hour cache write), bounded by a 1M-token context, plus `max_tokens` of output.
-pub fn worst_case_micro(
-    pricing: &Pricing,
-    model: &str,
-    body_bytes: usize,
-    max_tokens: Option<u64>,
-) -> u64 {
-    let (tier, _) = pricing.tier(model);
-    let input_tokens = (body_bytes as u64).min(1_000_000);
-    let input_rate = tier.input.max(tier.cache_write_1h).max(
-        tier.long_prompt
-            .map_or(0, |(_, l)| l.input.max(l.cache_write_1h)),
-    );
-    let output_rate = tier
-        .output
-        .max(tier.long_prompt.map_or(0, |(_, l)| l.output));
-    let output_tokens = max_tokens.unwrap_or_else(|| {
-        crate::models::builtin(model).map_or(128_000, |b| u64::from(b.max_output.1))
-    });
-    let nano = u128::from(input_tokens) * u128::from(input_rate)
-        + u128::from(output_tokens) * u128::from(output_rate);
-    u64::try_from(nano.div_ceil(1000)).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -300,19 +276,6 @@ mod tests {
         assert_eq!(
             m.reset,
             Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).single().unwrap()
-        );
-    }
-
-    #[test]
-    fn worst_case_covers_prompt_and_output() {
-        let p = Pricing::new(crate::config::PricingConfig {
-            multiplier: 1.0,
-            overrides: vec![],
-        });
-        // Sonnet 4.6: 1000 bytes x $6 (1 h cache write) + 100 x $15 per MTok.
-        assert_eq!(
-            worst_case_micro(&p, "claude-sonnet-4-6", 1000, Some(100)),
-            6_000 + 1_500
         );
     }
 }

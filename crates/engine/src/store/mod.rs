@@ -35,6 +35,40 @@ pub enum StoreError {
     Connect { target: String, message: String },
     #[error("the store is shut down")]
     Closed,
+    /// A bounded queue in front of the store is full: the call was refused at once rather
+    /// than queued behind others.
+    #[error("the store is busy")]
+    Busy,
+}
+
+/// How a reservation is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleAs {
+    /// Charged the request's metered cost (with its usage row).
+    Charged,
+    /// Nothing reached an upstream: released at no charge.
+    Released,
+    /// The gateway stopped before the request was metered: charged the reserved worst case.
+    Estimated,
+}
+
+impl SettleAs {
+    /// The reservation's stored state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettleAs::Charged => "settled",
+            SettleAs::Released => "released",
+            SettleAs::Estimated => "estimated",
+        }
+    }
+}
+
+/// An open reservation found at start: no running gateway will settle it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReservation {
+    pub id: String,
+    pub request_id: String,
+    pub amount_micro: u64,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -87,7 +121,7 @@ pub struct UsageTotals {
 pub trait Store: Send + Sync {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
-    /// A real read, for `/readyz`.
+    /// A real read and a real write, for `/readyz`.
     async fn ready(&self) -> Result<(), StoreError>;
     /// Shared, so a retry does not copy the batch.
     async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError>;
@@ -149,18 +183,18 @@ pub trait Store: Send + Sync {
         &self,
         req: crate::spend::ReserveRequest,
     ) -> Result<crate::spend::ReserveOutcome, StoreError>;
-    /// Settles an open reservation to `actual_micro` (`released` when nothing is known).
+    /// Closes an open reservation, charging `actual_micro`; false if it was not open.
     async fn settle(
         &self,
         reservation_id: &str,
         actual_micro: u64,
-        released: bool,
+        how: SettleAs,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
-    /// Open reservations no running gateway will settle, as `(reservation id, request id)`:
-    /// on SQLite (one process per file) every open one; on PostgreSQL those whose gateway
-    /// is gone (its advisory lock is free), never another live replica's.
-    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError>;
+    /// Open reservations no running gateway will settle: on SQLite (one process per file)
+    /// every open one; on PostgreSQL those whose gateway is gone (its advisory lock is
+    /// free), never another live replica's.
+    async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError>;
     /// Cost of a recorded request, if its usage row exists.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
     /// A person's standing in each period.

@@ -85,6 +85,7 @@ pub async fn route(
     req: &Request<'_>,
     legs: Vec<Leg>,
     skipped: &[String],
+    abandoned: &mut Vec<usize>,
 ) -> Routed {
     let health = &upstreams.health;
     let mut failures: Vec<String> = skipped
@@ -140,6 +141,7 @@ pub async fn route(
                 tracing::warn!(upstream = %up.name, ms = upstreams.ttfb.as_millis() as u64, "upstream TTFB timeout");
                 health.failure(index, None, "ttfb timeout");
                 failures.push(format!("{}=ttfb timeout", up.name));
+                abandoned.push(i);
                 continue;
             }
         };

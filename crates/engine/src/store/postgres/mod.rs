@@ -59,7 +59,7 @@ use tokio_postgres::{NoTls, Row};
 use tokio_util::sync::CancellationToken;
 
 use super::convert::ms;
-use super::{Store, StoreError, UsageRecord, UsageTotals, migrations};
+use super::{OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations};
 use crate::config::PostgresConfig;
 use crate::config::postgres::describe;
 pub use crate::config::postgres::{PgConfigError, connect_config};
@@ -135,8 +135,35 @@ macro_rules! retrying {
     }};
 }
 
-pub struct PostgresStore {
+/// A pool and the server it reaches (for errors: never the URL).
+#[derive(Clone)]
+struct Pooled {
     pool: Pool,
+    target: std::sync::Arc<str>,
+}
+
+impl Pooled {
+    async fn client(&self) -> Result<Client, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Timeout(_) => StoreError::Busy,
+            e => StoreError::Connect {
+                target: self.target.to_string(),
+                message: pool_error(&e),
+            },
+        })
+    }
+}
+
+/// Connections for reports (dashboard aggregates, admin lists): a separate small pool, so
+/// a flood of reports never takes a connection a reservation needs, whose statements the
+/// server stops after [`REPORT_STATEMENT_TIMEOUT`], and whose waits are short.
+const REPORT_CONNECTIONS: usize = 2;
+const REPORT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(3);
+const REPORT_WAIT: Duration = Duration::from_millis(250);
+
+pub struct PostgresStore {
+    main: Pooled,
+    reports: Pooled,
     target: String,
     /// This store's ownership-lock key, stamped on its reservations.
     owner_key: i32,
@@ -175,6 +202,25 @@ impl PostgresStore {
             .recycle_timeout(Some(cfg.connect_timeout))
             .build()
             .map_err(|e| connect_err(e.to_string()))?;
+        let mut report_pg = pg.clone();
+        report_pg.options(format!(
+            "-c statement_timeout={}",
+            REPORT_STATEMENT_TIMEOUT.as_millis()
+        ));
+        let reports = Pool::builder(Manager::from_config(
+            report_pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        ))
+        .max_size(REPORT_CONNECTIONS)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(REPORT_WAIT))
+        .create_timeout(Some(cfg.connect_timeout))
+        .recycle_timeout(Some(cfg.connect_timeout))
+        .build()
+        .map_err(|e| connect_err(e.to_string()))?;
         let mut client = pool.get().await.map_err(|e| connect_err(pool_error(&e)))?;
         migrations::apply_postgres(&mut client, ms(now)).await?;
         // A few connections ready before the first request, so a burst right after start
@@ -190,8 +236,16 @@ impl PostgresStore {
             .await
             .map_err(|e| connect_err(describe(&e)))?
             .ok_or_else(|| connect_err("no free reservation-ownership lock key".into()))?;
+        let shared: std::sync::Arc<str> = target.clone().into();
         Ok(Self {
-            pool,
+            main: Pooled {
+                pool,
+                target: shared.clone(),
+            },
+            reports: Pooled {
+                pool: reports,
+                target: shared,
+            },
             target,
             owner_key,
             stop_owner_lock,
@@ -204,10 +258,11 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> Result<Client, StoreError> {
-        self.pool.get().await.map_err(|e| StoreError::Connect {
-            target: self.target.clone(),
-            message: pool_error(&e),
-        })
+        self.main.client().await
+    }
+
+    async fn report_client(&self) -> Result<Client, StoreError> {
+        self.reports.client().await
     }
 }
 
@@ -309,9 +364,11 @@ impl Store for PostgresStore {
 
     async fn ready(&self) -> Result<(), StoreError> {
         let c = self.client().await?;
-        row_opt(
+        // A real write, so a read-only or full server shows here.
+        exec(
             &c,
-            "SELECT value FROM kv WHERE key = '__readyz_probe__'",
+            "INSERT INTO kv (key, value, expires_at) VALUES ('__readyz_probe__', ''::bytea, NULL)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             &[],
         )
         .await?;
@@ -323,12 +380,12 @@ impl Store for PostgresStore {
     }
 
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(usage::recent(&c, limit).await?)
     }
 
     async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(usage::totals(&c, since).await?)
     }
 
@@ -336,7 +393,7 @@ impl Store for PostgresStore {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(usage::by_model(&c, since).await?)
     }
 
@@ -413,26 +470,49 @@ impl Store for PostgresStore {
         &self,
         req: crate::spend::ReserveRequest,
     ) -> Result<crate::spend::ReserveOutcome, StoreError> {
-        retrying!(self, |c| spend::reserve(&c, &req, self.owner_key))
+        // Run to completion even if the caller stops waiting; a reservation committed for a
+        // caller that left is released at once, so none stays open with nothing in flight.
+        let (main, owner_key) = (self.main.clone(), self.owner_key);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = async { retrying!(main, |c| spend::reserve(&c, &req, owner_key)) }.await;
+            if let Err(Ok(crate::spend::ReserveOutcome::Reserved(_))) = reply.send(outcome) {
+                let now = chrono::Utc::now();
+                let released = async {
+                    retrying!(main, |c| spend::settle(
+                        &mut c,
+                        &req.reservation_id,
+                        0,
+                        SettleAs::Released,
+                        now
+                    ))
+                }
+                .await;
+                if let Err(e) = released {
+                    tracing::warn!(error = %e, "could not release an abandoned reservation");
+                }
+            }
+        });
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     async fn settle(
         &self,
         reservation_id: &str,
         actual_micro: u64,
-        released: bool,
+        how: SettleAs,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         retrying!(self, |c| spend::settle(
             &mut c,
             reservation_id,
             actual_micro,
-            released,
+            how,
             now
         ))
     }
 
-    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError> {
+    async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError> {
         let c = self.client().await?;
         Ok(spend::orphaned_reservations(&c).await?)
     }
@@ -494,7 +574,7 @@ impl Store for PostgresStore {
         before_id: Option<String>,
         limit: usize,
     ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(spend::list_limits(&c, scope_type, after_id, before_id, limit).await?)
     }
 
@@ -511,7 +591,7 @@ impl Store for PostgresStore {
         &self,
         subs: Option<Vec<String>>,
     ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(spend::principals(&c, subs).await?)
     }
 
@@ -530,7 +610,7 @@ impl Store for PostgresStore {
         after_id: Option<String>,
         limit: usize,
     ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
-        let c = self.client().await?;
+        let c = self.report_client().await?;
         Ok(spend::list_audit(&c, after_id, limit).await?)
     }
 }

@@ -17,6 +17,7 @@ use crate::spend::{
     caps, new_id, windows,
 };
 use crate::store::convert::{from_ms, i, ms, u};
+use crate::store::{OpenReservation, SettleAs};
 
 /// Advisory-lock namespace of cap mutations, keyed by a hash of (scope, period).
 const LIMIT_LOCK_NAMESPACE: i32 = 0x4748_4c4d; // "GHLM"
@@ -171,11 +172,11 @@ pub async fn settle_in(
     tx: &Transaction<'_>,
     id: &str,
     actual_micro: u64,
-    released: bool,
+    how: SettleAs,
     now: DateTime<Utc>,
 ) -> Result<bool, PgError> {
     let actual = i(actual_micro);
-    let state = if released { "released" } else { "settled" };
+    let state = how.as_str();
     let flipped = row_opt(
         tx,
         "UPDATE reservations SET state = $2, settled_micro = $3 WHERE id = $1 AND state = 'open'
@@ -183,28 +184,34 @@ pub async fn settle_in(
         &[&id, &state, &actual],
     )
     .await?;
-    let (sub, amount, starts): (String, i64, [i64; 3]) = match flipped {
+    // (principal, hold to drop, charge to add, window starts)
+    let (sub, amount, charge, starts): (String, i64, i64, [i64; 3]) = match flipped {
         Some(r) => (
             r.try_get(0)?,
             r.try_get(1)?,
+            actual,
             [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
         ),
-        None if !released => {
-            // Released by another replica's reconciliation while this one still served
-            // the request: the hold is gone, but the usage still counts.
+        None if how == SettleAs::Charged => {
+            // Closed by another replica's reconciliation (as estimated, or released by an
+            // older version) while this one still served the request: the hold is gone;
+            // the estimate is replaced by the metered cost.
             let late = row_opt(
                 tx,
-                "UPDATE reservations SET state = 'settled', settled_micro = $2
-                 WHERE id = $1 AND state = 'released' AND settled_micro = 0
-                 RETURNING principal, daily_start, weekly_start, monthly_start",
+                "UPDATE reservations r SET state = 'settled', settled_micro = $2
+                 FROM (SELECT id, settled_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
+                 WHERE r.id = old.id AND r.state IN ('estimated', 'released')
+                 RETURNING r.principal, old.was, r.daily_start, r.weekly_start, r.monthly_start",
                 &[&id, &actual],
             )
             .await?;
             let Some(r) = late else { return Ok(false) };
+            let was: Option<i64> = r.try_get(1)?;
             (
                 r.try_get(0)?,
                 0,
-                [r.try_get(1)?, r.try_get(2)?, r.try_get(3)?],
+                actual - was.unwrap_or(0),
+                [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
             )
         }
         None => return Ok(false),
@@ -217,9 +224,9 @@ pub async fn settle_in(
     // which `reserve` locks them.
     let [daily, weekly, monthly] = Period::ALL.map(Period::as_str);
     let p: [[&(dyn ToSql + Sync); 6]; 3] = [
-        [&sub, &daily, &starts[0], &amount, &actual, &at],
-        [&sub, &weekly, &starts[1], &amount, &actual, &at],
-        [&sub, &monthly, &starts[2], &amount, &actual, &at],
+        [&sub, &daily, &starts[0], &amount, &charge, &at],
+        [&sub, &weekly, &starts[1], &amount, &charge, &at],
+        [&sub, &monthly, &starts[2], &amount, &charge, &at],
     ];
     try_join!(
         exec(tx, sql, &p[0]),
@@ -233,11 +240,11 @@ pub async fn settle(
     c: &mut Client,
     id: &str,
     actual_micro: u64,
-    released: bool,
+    how: SettleAs,
     now: DateTime<Utc>,
 ) -> Result<bool, PgError> {
     let tx = c.transaction().await?;
-    let done = settle_in(&tx, id, actual_micro, released, now).await?;
+    let done = settle_in(&tx, id, actual_micro, how, now).await?;
     tx.commit().await?;
     Ok(done)
 }
@@ -245,10 +252,10 @@ pub async fn settle(
 /// Open reservations whose gateway no longer holds its ownership lock.
 pub async fn orphaned_reservations(
     c: &impl GenericClient,
-) -> Result<Vec<(String, String)>, PgError> {
-    rows(
+) -> Result<Vec<OpenReservation>, PgError> {
+    let found = rows(
         c,
-        "SELECT r.id, r.request_id FROM reservations r
+        "SELECT r.id, r.request_id, r.amount_micro FROM reservations r
          WHERE r.state = 'open' AND NOT EXISTS (
              SELECT 1 FROM pg_locks l
              WHERE l.locktype = 'advisory' AND l.granted
@@ -257,10 +264,17 @@ pub async fn orphaned_reservations(
          ORDER BY r.created_at, r.id",
         &[&OWNER_LOCK_NAMESPACE],
     )
-    .await?
-    .iter()
-    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-    .collect()
+    .await?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(OpenReservation {
+                id: r.try_get(0)?,
+                request_id: r.try_get(1)?,
+                amount_micro: u(r.try_get(2)?),
+            })
+        })
+        .collect()
 }
 
 async fn audit(

@@ -65,7 +65,14 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
         .sort_by(|a, b| (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id)));
     for r in settles {
         if let Some(id) = &r.reservation_id {
-            super::spend::settle_in(&tx, id, r.cost_micro_usd, false, r.created_at).await?;
+            super::spend::settle_in(
+                &tx,
+                id,
+                r.cost_micro_usd,
+                crate::store::SettleAs::Charged,
+                r.created_at,
+            )
+            .await?;
         }
     }
     tx.commit().await

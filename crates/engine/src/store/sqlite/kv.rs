@@ -4,7 +4,7 @@
 //! thread, so a read-then-write in one `BEGIN IMMEDIATE` transaction cannot interleave.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::StoreError;
 use crate::store::convert::{from_ms, ms};
@@ -66,13 +66,12 @@ pub fn delete(c: &Connection, key: &str, expected: Option<Vec<u8>>) -> Result<bo
 
 /// Fixed-window counter: the count in the current window after this increment.
 pub fn incr(
-    c: &mut Connection,
+    tx: &Connection,
     key: &str,
     window: std::time::Duration,
     now: DateTime<Utc>,
 ) -> Result<u64, StoreError> {
     let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
-    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now_ms = ms(now);
     let current: Option<(Vec<u8>, Option<i64>)> = tx
         .query_row(
@@ -96,7 +95,6 @@ pub fn incr(
          ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
         params![key, count.to_string().into_bytes(), expires],
     )?;
-    tx.commit()?;
     Ok(count)
 }
 

@@ -1,16 +1,19 @@
-//! SQLite store: one connection owned by a dedicated thread, so no SQLite call ever runs on
-//! an async worker. Callers send closures over a channel and await the answer.
+//! SQLite store: no SQLite call ever runs on an async worker. One thread owns the only
+//! writing connection and commits waiting writes together (group commit); point reads and
+//! reports have their own connections and threads, each behind a bounded queue (see
+//! [`lanes`]).
 //!
-//! WAL journal, `synchronous=NORMAL`, a 5 s busy timeout, and `BEGIN IMMEDIATE` for writes.
-//! Automatic checkpoints are off on that connection: a second connection on its own thread
-//! checkpoints (`PASSIVE`) every 500 ms, so the fsync a checkpoint does never sits in a
-//! request's write.
+//! WAL journal, `synchronous=NORMAL`, a 5 s busy timeout, and `BEGIN IMMEDIATE` for write
+//! batches. Automatic checkpoints are off on the writer: a further connection on its own
+//! thread checkpoints (`PASSIVE`) every 500 ms, so the fsync a checkpoint does never sits
+//! in a request's write.
 //!
 //! The SQL lives by concern: `usage` (usage rows), `kv` (keyed state, the local key
 //! hash) and `spend` (reservations, caps and audit, the identity directory, retention);
-//! the [`Store`] impl here only moves each call onto the thread.
+//! the [`Store`] impl here only sends each call to its lane.
 
 mod kv;
+mod lanes;
 mod spend;
 mod usage;
 
@@ -19,15 +22,14 @@ use std::sync::mpsc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension};
-use tokio::sync::oneshot;
+use rusqlite::Connection;
 
-use super::{Store, StoreError, UsageRecord, UsageTotals, migrations};
-
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+use super::{OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations};
+pub use lanes::REPORT_BUDGET;
+use lanes::{Detached, Lanes, Read};
 
 pub struct SqliteStore {
-    jobs: mpsc::Sender<Job>,
+    lanes: Lanes,
     path: PathBuf,
     /// Dropping it stops the checkpoint thread.
     _checkpoint_stop: mpsc::Sender<()>,
@@ -55,17 +57,9 @@ impl SqliteStore {
         // thread, so a request's write never waits for one.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let checkpoint_stop = spawn_checkpointer(path).map_err(open_err)?;
-        let (jobs, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("gatehouse-sqlite".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job(&mut conn);
-                }
-            })
-            .map_err(|e| open_err(e.to_string()))?;
+        let lanes = Lanes::start(conn, path).map_err(open_err)?;
         Ok(Self {
-            jobs,
+            lanes,
             path: path.to_owned(),
             _checkpoint_stop: checkpoint_stop,
         })
@@ -75,18 +69,28 @@ impl SqliteStore {
         &self.path
     }
 
-    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.lanes.write(f).await
+    }
+
+    async fn point<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.jobs
-            .send(Box::new(move |conn| {
-                let _ = tx.send(f(conn));
-            }))
-            .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        self.lanes.read(Read::Point, f).await
+    }
+
+    async fn report<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.lanes.read(Read::Report, f).await
     }
 }
 
@@ -133,39 +137,48 @@ impl Store for SqliteStore {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
-        self.call(|c| {
+        self.point(|c| {
             c.query_row(
-                "SELECT value FROM kv WHERE key = '__readyz_probe__'",
+                "SELECT count(*) FROM kv WHERE key = '__readyz_probe__'",
                 [],
-                |r| r.get::<_, Vec<u8>>(0),
-            )
-            .optional()?;
+                |r| r.get::<_, i64>(0),
+            )?;
+            Ok(())
+        })
+        .await?;
+        // A real write, so a full disk or a failing file shows here.
+        self.write(|c| {
+            c.prepare_cached(
+                "INSERT INTO kv (key, value, expires_at) VALUES ('__readyz_probe__', x'01', NULL)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute([])?;
             Ok(())
         })
         .await
     }
 
     async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError> {
-        self.call(move |c| usage::insert(c, &rows)).await
+        self.write(move |c| usage::insert(c, &rows)).await
     }
 
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
-        self.call(move |c| usage::recent(c, limit)).await
+        self.report(move |c| usage::recent(c, limit)).await
     }
 
     async fn usage_totals(&self, since: DateTime<Utc>) -> Result<UsageTotals, StoreError> {
-        self.call(move |c| usage::totals(c, since)).await
+        self.report(move |c| usage::totals(c, since)).await
     }
 
     async fn usage_by_model(
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
-        self.call(move |c| usage::by_model(c, since)).await
+        self.report(move |c| usage::by_model(c, since)).await
     }
 
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
-        self.call(|c| kv::local_key_hash(c)).await
+        self.point(|c| kv::local_key_hash(c)).await
     }
 
     async fn set_local_key_hash(
@@ -173,13 +186,13 @@ impl Store for SqliteStore {
         hash: [u8; 32],
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.call(move |c| kv::set_local_key_hash(c, hash, at))
+        self.write(move |c| kv::set_local_key_hash(c, hash, at))
             .await
     }
 
     async fn kv_get(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Vec<u8>>, StoreError> {
         let key = key.to_owned();
-        self.call(move |c| kv::get(c, &key, now)).await
+        self.point(move |c| kv::get(c, &key, now)).await
     }
 
     async fn kv_put(
@@ -189,7 +202,7 @@ impl Store for SqliteStore {
         expires_at: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError> {
         let key = key.to_owned();
-        self.call(move |c| kv::put(c, &key, value, expires_at))
+        self.write(move |c| kv::put(c, &key, value, expires_at))
             .await
     }
 
@@ -202,13 +215,13 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let key = key.to_owned();
-        self.call(move |c| kv::replace(c, &key, expected, value, expires_at, now))
+        self.write(move |c| kv::replace(c, &key, expected, value, expires_at, now))
             .await
     }
 
     async fn kv_delete(&self, key: &str, expected: Option<Vec<u8>>) -> Result<bool, StoreError> {
         let key = key.to_owned();
-        self.call(move |c| kv::delete(c, &key, expected)).await
+        self.write(move |c| kv::delete(c, &key, expected)).await
     }
 
     async fn kv_incr(
@@ -218,7 +231,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
         let key = key.to_owned();
-        self.call(move |c| kv::incr(c, &key, window, now)).await
+        self.write(move |c| kv::incr(c, &key, window, now)).await
     }
 
     async fn kv_scan(
@@ -227,39 +240,51 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let prefix = prefix.to_owned();
-        self.call(move |c| kv::scan(c, &prefix, now)).await
+        self.point(move |c| kv::scan(c, &prefix, now)).await
     }
 
     async fn kv_purge_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.call(move |c| kv::purge_expired(c, now)).await
+        self.write(move |c| kv::purge_expired(c, now)).await
     }
 
     async fn reserve(
         &self,
         req: crate::spend::ReserveRequest,
     ) -> Result<crate::spend::ReserveOutcome, StoreError> {
-        self.call(move |c| spend::reserve(c, &req)).await
+        // A reservation committed after its caller stopped waiting is released at once
+        // by the writer, so nothing stays held with no request in flight.
+        let (id, now) = (req.reservation_id.clone(), req.now);
+        let orphan: lanes::Orphan<crate::spend::ReserveOutcome> = Box::new(move |outcome| {
+            matches!(outcome, crate::spend::ReserveOutcome::Reserved(_)).then(|| {
+                Detached::new("release an abandoned reservation", move |c| {
+                    spend::settle(c, &id, 0, SettleAs::Released.as_str(), now).map(drop)
+                })
+            })
+        });
+        self.lanes
+            .write_or(move |c| spend::reserve(c, &req), Some(orphan))
+            .await
     }
 
     async fn settle(
         &self,
         reservation_id: &str,
         actual_micro: u64,
-        released: bool,
+        how: SettleAs,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let id = reservation_id.to_owned();
-        self.call(move |c| spend::settle(c, &id, actual_micro, released, now))
+        self.write(move |c| spend::settle(c, &id, actual_micro, how.as_str(), now))
             .await
     }
 
-    async fn open_reservations(&self) -> Result<Vec<(String, String)>, StoreError> {
-        self.call(spend::open_reservations).await
+    async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError> {
+        self.point(spend::open_reservations).await
     }
 
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
         let id = request_id.to_owned();
-        self.call(move |c| usage::cost(c, &id)).await
+        self.point(move |c| usage::cost(c, &id)).await
     }
 
     async fn standings(
@@ -270,7 +295,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<Vec<crate::spend::Standing>, StoreError> {
         let (sub, groups) = (sub.to_owned(), groups.to_vec());
-        self.call(move |c| spend::standings(c, &sub, &groups, mode, now))
+        self.point(move |c| spend::standings(c, &sub, &groups, mode, now))
             .await
     }
 
@@ -284,7 +309,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<crate::spend::SpendLimit, StoreError> {
         let (scope_id, actor) = (scope_id.to_owned(), actor.to_owned());
-        self.call(move |c| {
+        self.write(move |c| {
             spend::upsert_limit(c, scope_type, &scope_id, period, amount_cents, &actor, now)
         })
         .await
@@ -292,7 +317,7 @@ impl Store for SqliteStore {
 
     async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
         let id = id.to_owned();
-        self.call(move |c| spend::get_limit(c, &id)).await
+        self.point(move |c| spend::get_limit(c, &id)).await
     }
 
     async fn delete_limit(
@@ -302,7 +327,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<Option<crate::spend::SpendLimit>, StoreError> {
         let (id, actor) = (id.to_owned(), actor.to_owned());
-        self.call(move |c| spend::delete_limit(c, &id, &actor, now))
+        self.write(move |c| spend::delete_limit(c, &id, &actor, now))
             .await
     }
 
@@ -313,7 +338,7 @@ impl Store for SqliteStore {
         before_id: Option<String>,
         limit: usize,
     ) -> Result<(Vec<crate::spend::SpendLimit>, bool), StoreError> {
-        self.call(move |c| spend::list_limits(c, scope_type, after_id, before_id, limit))
+        self.report(move |c| spend::list_limits(c, scope_type, after_id, before_id, limit))
             .await
     }
 
@@ -322,7 +347,7 @@ impl Store for SqliteStore {
         who: crate::identity::user::UserIdentity,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.call(move |c| spend::upsert_principal(c, &who, now))
+        self.write(move |c| spend::upsert_principal(c, &who, now))
             .await
     }
 
@@ -330,7 +355,7 @@ impl Store for SqliteStore {
         &self,
         subs: Option<Vec<String>>,
     ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError> {
-        self.call(move |c| spend::principals(c, subs)).await
+        self.report(move |c| spend::principals(c, subs)).await
     }
 
     async fn retention(
@@ -339,8 +364,26 @@ impl Store for SqliteStore {
         spend_before: DateTime<Utc>,
         principals_before: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.call(move |c| spend::retention(c, audit_before, spend_before, principals_before))
-            .await
+        let cuts = [
+            audit_before,
+            spend_before,
+            spend_before,
+            spend_before,
+            principals_before,
+        ];
+        let mut total = 0;
+        for (sql, cut) in spend::RETENTION_SQL.into_iter().zip(cuts) {
+            for _ in 0..spend::RETENTION_BATCHES {
+                let n = self
+                    .write(move |c| spend::retention_batch(c, sql, cut))
+                    .await?;
+                total += n;
+                if n < spend::RETENTION_BATCH as u64 {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     async fn list_audit(
@@ -348,7 +391,7 @@ impl Store for SqliteStore {
         after_id: Option<String>,
         limit: usize,
     ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
-        self.call(move |c| spend::list_audit(c, after_id, limit))
+        self.report(move |c| spend::list_audit(c, after_id, limit))
             .await
     }
 }

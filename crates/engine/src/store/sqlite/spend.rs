@@ -5,15 +5,15 @@
 //! request's). The cap arithmetic itself is in [`crate::spend::caps`].
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::identity::user::UserIdentity;
 use crate::spend::{
     AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
     caps, new_id, windows,
 };
-use crate::store::StoreError;
 use crate::store::convert::{from_ms, i, ms, u};
+use crate::store::{OpenReservation, StoreError};
 
 fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
     let scope: String = r.get(1)?;
@@ -33,7 +33,7 @@ const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, create
 
 /// Every cap that can bind this person.
 fn candidate_limits(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     sub: &str,
     groups: &[String],
 ) -> Result<Vec<SpendLimit>, StoreError> {
@@ -51,14 +51,16 @@ fn candidate_limits(
 }
 
 fn spend_row(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     sub: &str,
     period: Period,
     start: i64,
 ) -> Result<(u64, u64), StoreError> {
     let row = tx
-        .query_row(
+        .prepare_cached(
             "SELECT spent_micro, reserved_micro FROM spend WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
+        )?
+        .query_row(
             params![sub, period.as_str(), start],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
         )
@@ -67,7 +69,7 @@ fn spend_row(
 }
 
 fn standings_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     sub: &str,
     groups: &[String],
     mode: GroupMode,
@@ -95,9 +97,10 @@ pub fn standings(
     Ok(s)
 }
 
-pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut standings = standings_in(&tx, &req.sub, &req.groups, req.mode, req.now)?;
+/// Checks every binding cap and reserves, inside the writer's transaction (a refusal
+/// writes nothing).
+pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
+    let mut standings = standings_in(tx, &req.sub, &req.groups, req.mode, req.now)?;
     let exceeded = caps::exceeded(&standings, req.amount_micro);
     if !exceeded.is_empty() {
         return Ok(ReserveOutcome::Refused {
@@ -108,19 +111,21 @@ pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOut
     let now = ms(req.now);
     let amount = i(req.amount_micro);
     for w in &req.windows {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
              VALUES (?1, ?2, ?3, 0, ?4, ?5)
              ON CONFLICT (principal, period, period_start)
              DO UPDATE SET reserved_micro = reserved_micro + excluded.reserved_micro, updated_at = excluded.updated_at",
-            params![req.sub, w.period.as_str(), ms(w.start), amount, now],
+        )?
+        .execute(params![req.sub, w.period.as_str(), ms(w.start), amount, now],
         )?;
     }
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO reservations (id, principal, request_id, created_at, amount_micro, daily_start, weekly_start,
             monthly_start, state)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open')",
-        params![
+    )?
+    .execute(params![
             req.reservation_id,
             req.sub,
             req.request_id,
@@ -131,23 +136,25 @@ pub fn reserve(conn: &mut Connection, req: &ReserveRequest) -> Result<ReserveOut
             ms(req.windows[2].start)
         ],
     )?;
-    tx.commit()?;
     caps::add_hold(&mut standings, req.amount_micro);
     Ok(ReserveOutcome::Reserved(standings))
 }
 
-/// Settles inside an open transaction (also used by the usage-row insert).
-pub fn settle_in(
-    tx: &Transaction<'_>,
+/// Settles an open reservation inside the writer's transaction (also used by the
+/// usage-row insert); `state` is `settled`, `released` or `estimated`.
+pub fn settle(
+    tx: &Connection,
     id: &str,
     actual_micro: u64,
-    released: bool,
+    state: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let row = tx
-        .query_row(
+        .prepare_cached(
             "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start FROM reservations
              WHERE id = ?1 AND state = 'open'",
+        )?
+        .query_row(
             params![id],
             |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?])),
         )
@@ -157,44 +164,36 @@ pub fn settle_in(
     };
     let actual = i(actual_micro);
     for (period, start) in Period::ALL.iter().zip(starts) {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0), spent_micro = spent_micro + ?5, updated_at = ?6
              WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
-            params![sub, period.as_str(), start, amount, actual, ms(now)],
+        )?
+        .execute(params![sub, period.as_str(), start, amount, actual, ms(now)],
         )?;
     }
-    tx.execute(
-        "UPDATE reservations SET state = ?2, settled_micro = ?3 WHERE id = ?1",
-        params![id, if released { "released" } else { "settled" }, actual],
-    )?;
+    tx.prepare_cached("UPDATE reservations SET state = ?2, settled_micro = ?3 WHERE id = ?1")?
+        .execute(params![id, state, actual])?;
     Ok(true)
 }
 
-pub fn settle(
-    conn: &mut Connection,
-    id: &str,
-    actual_micro: u64,
-    released: bool,
-    now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let done = settle_in(&tx, id, actual_micro, released, now)?;
-    tx.commit()?;
-    Ok(done)
-}
-
-pub fn open_reservations(conn: &mut Connection) -> Result<Vec<(String, String)>, StoreError> {
+pub fn open_reservations(conn: &mut Connection) -> Result<Vec<OpenReservation>, StoreError> {
     let mut stmt = conn.prepare(
-        "SELECT id, request_id FROM reservations WHERE state = 'open' ORDER BY created_at",
+        "SELECT id, request_id, amount_micro FROM reservations WHERE state = 'open' ORDER BY created_at",
     )?;
     let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map([], |r| {
+            Ok(OpenReservation {
+                id: r.get(0)?,
+                request_id: r.get(1)?,
+                amount_micro: u(r.get(2)?),
+            })
+        })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
 
 fn audit(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     actor: &str,
     action: &str,
     limit_id: &str,
@@ -211,7 +210,7 @@ fn audit(
 }
 
 pub fn upsert_limit(
-    conn: &mut Connection,
+    tx: &Connection,
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
@@ -219,7 +218,6 @@ pub fn upsert_limit(
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<SpendLimit, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let before = tx
         .query_row(
             &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE scope_type = ?1 AND scope_id = ?2 AND period = ?3"),
@@ -251,7 +249,7 @@ pub fn upsert_limit(
         "spend_limit.create"
     };
     audit(
-        &tx,
+        tx,
         actor,
         action,
         &after.id,
@@ -259,7 +257,6 @@ pub fn upsert_limit(
         Some(&after),
         now,
     )?;
-    tx.commit()?;
     Ok(after)
 }
 
@@ -274,12 +271,11 @@ pub fn get_limit(conn: &mut Connection, id: &str) -> Result<Option<SpendLimit>, 
 }
 
 pub fn delete_limit(
-    conn: &mut Connection,
+    tx: &Connection,
     id: &str,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<SpendLimit>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let before = tx
         .query_row(
             &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE id = ?1"),
@@ -289,9 +285,8 @@ pub fn delete_limit(
         .optional()?;
     if let Some(b) = &before {
         tx.execute("DELETE FROM spend_limits WHERE id = ?1", params![id])?;
-        audit(&tx, actor, "spend_limit.delete", id, Some(b), None, now)?;
+        audit(tx, actor, "spend_limit.delete", id, Some(b), None, now)?;
     }
-    tx.commit()?;
     Ok(before)
 }
 
@@ -355,7 +350,7 @@ pub fn list_audit(
 }
 
 pub fn upsert_principal(
-    conn: &mut Connection,
+    conn: &Connection,
     who: &UserIdentity,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
@@ -392,47 +387,30 @@ pub fn principals(
 }
 
 /// At most this many rows per statement, and this many statements per table and sweep.
-const RETENTION_BATCH: i64 = 10_000;
-const RETENTION_BATCHES: usize = 50;
+pub const RETENTION_BATCH: i64 = 10_000;
+pub const RETENTION_BATCHES: usize = 50;
 
-pub fn retention(
-    conn: &mut Connection,
-    audit_before: DateTime<Utc>,
-    spend_before: DateTime<Utc>,
-    principals_before: DateTime<Utc>,
+/// The retention statements, in the order a sweep runs them; each deletes at most
+/// [`RETENTION_BATCH`] rows older than its cut-off.
+pub const RETENTION_SQL: [&str; 5] = [
+    "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
+    "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
+    "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
+    "DELETE FROM reservations WHERE rowid IN (SELECT rowid FROM reservations WHERE created_at < ?1 AND state != 'open' LIMIT ?2)",
+    "DELETE FROM principals WHERE rowid IN (SELECT rowid FROM principals WHERE updated_at < ?1 LIMIT ?2)",
+];
+
+/// One retention batch (a short write, so the writer interleaves it with requests' writes);
+/// the number of rows deleted.
+pub fn retention_batch(
+    conn: &Connection,
+    sql: &str,
+    cut: DateTime<Utc>,
 ) -> Result<u64, StoreError> {
-    let mut total = 0u64;
-    for (sql, cut) in [
-        (
-            "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
-            audit_before,
-        ),
-        (
-            "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
-            spend_before,
-        ),
-        (
-            "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
-            spend_before,
-        ),
-        (
-            "DELETE FROM reservations WHERE rowid IN (SELECT rowid FROM reservations WHERE created_at < ?1 AND state != 'open' LIMIT ?2)",
-            spend_before,
-        ),
-        (
-            "DELETE FROM principals WHERE rowid IN (SELECT rowid FROM principals WHERE updated_at < ?1 LIMIT ?2)",
-            principals_before,
-        ),
-    ] {
-        for _ in 0..RETENTION_BATCHES {
-            let n = conn.execute(sql, params![ms(cut), RETENTION_BATCH])?;
-            total += n as u64;
-            if (n as i64) < RETENTION_BATCH {
-                break;
-            }
-        }
-    }
-    Ok(total)
+    let n = conn
+        .prepare_cached(sql)?
+        .execute(params![ms(cut), RETENTION_BATCH])?;
+    Ok(n as u64)
 }
 
 #[cfg(test)]

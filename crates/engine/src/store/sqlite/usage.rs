@@ -3,15 +3,14 @@
 //! on the store's own thread (see [`super::SqliteStore`]).
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{StoreError, UsageRecord, UsageTotals};
 
 /// Inserts a batch (a repeated request id is ignored) and settles the reservations the
-/// rows carry, all in one `BEGIN IMMEDIATE` transaction.
-pub fn insert(c: &mut Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
-    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+/// rows carry, inside the writer's transaction, so a charge lands with its usage row.
+pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
     {
         let mut stmt = tx.prepare_cached(
             "INSERT OR IGNORE INTO usage_events (request_id, created_at, principal, endpoint,
@@ -51,10 +50,9 @@ pub fn insert(c: &mut Connection, rows: &[UsageRecord]) -> Result<(), StoreError
     // The charge lands with its usage row, atomically.
     for r in rows {
         if let Some(id) = &r.reservation_id {
-            super::spend::settle_in(&tx, id, r.cost_micro_usd, false, r.created_at)?;
+            super::spend::settle(tx, id, r.cost_micro_usd, "settled", r.created_at)?;
         }
     }
-    tx.commit()?;
     Ok(())
 }
 

@@ -1,0 +1,98 @@
+//! A value computed once for everyone who asks while it is being computed (single flight),
+//! and reused for a time-to-live after that. A caller takes a value whose computation
+//! started after it asked, or one younger than the time-to-live; otherwise it computes a
+//! new one while later callers wait for it. Routes whose answer costs store work
+//! (`/readyz`, the status snapshots) go through one, so a flood of them costs at most one
+//! computation at a time, never a queue of them.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+
+pub struct Memo<T> {
+    ttl: Duration,
+    slot: Mutex<Option<(Instant, T)>>,
+}
+
+impl<T: Clone> Memo<T> {
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            slot: Mutex::new(None),
+        }
+    }
+
+    /// The value, computed by `make` unless one started after this call or is younger
+    /// than the time-to-live.
+    pub async fn get<F, Fut>(&self, make: F) -> T
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let asked = Instant::now();
+        let mut slot = self.slot.lock().await;
+        if let Some((started, v)) = slot.as_ref()
+            && (*started >= asked || started.elapsed() < self.ttl)
+        {
+            return v.clone();
+        }
+        let started = Instant::now();
+        let v = make().await;
+        *slot = Some((started, v.clone()));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn concurrent_callers_share_one_computation() {
+        let memo = Arc::new(Memo::new(Duration::from_secs(60)));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let calls = (0..50).map(|_| {
+            let (memo, runs) = (memo.clone(), runs.clone());
+            tokio::spawn(async move {
+                memo.get(|| async {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    runs.fetch_add(1, Ordering::SeqCst)
+                })
+                .await
+            })
+        });
+        for c in calls {
+            assert_eq!(c.await.unwrap_or(usize::MAX), 0);
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn without_a_ttl_waiters_share_only_a_computation_they_waited_for() {
+        let memo = Arc::new(Memo::new(Duration::ZERO));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let slow = |runs: Arc<AtomicUsize>| async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            runs.fetch_add(1, Ordering::SeqCst)
+        };
+        let first = {
+            let (memo, runs) = (memo.clone(), runs.clone());
+            tokio::spawn(async move { memo.get(|| slow(runs)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Asked while the first computation ran (it started before): computes anew.
+        let second = memo.get(|| slow(runs.clone())).await;
+        assert_eq!(first.await.unwrap_or(usize::MAX), 0);
+        assert_eq!(second, 1);
+    }
+
+    #[tokio::test]
+    async fn an_expired_value_is_computed_again() {
+        let memo = Memo::new(Duration::ZERO);
+        assert_eq!(memo.get(|| async { 1 }).await, 1);
+        assert_eq!(memo.get(|| async { 2 }).await, 2);
+    }
+}
