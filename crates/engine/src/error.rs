@@ -22,6 +22,9 @@ pub enum ApiError {
     LengthRequired,
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The request body stopped arriving (see `edge::listener`): 408.
+    #[error("the request body arrived too slowly; the gateway stopped waiting for it")]
+    BodyTimeout,
     #[error("{0}")]
     InvalidRequest(String),
     /// The policy webhook blocked the request (or could not be asked, failing closed).
@@ -89,6 +92,7 @@ impl ApiError {
                 "request_too_large",
                 Some(false),
             ),
+            BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "timeout_error", None),
             InvalidRequest(_) | PolicyBlocked(_) => (
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",

@@ -28,7 +28,6 @@ pub mod server;
 pub mod spend;
 pub mod store;
 pub mod telemetry;
-pub mod tls;
 pub mod upstream;
 pub mod workload;
 

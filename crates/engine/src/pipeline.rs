@@ -5,7 +5,7 @@
 //!  -> deny CIDRs
 //!  -> /healthz, /readyz
 //!  -> allow CIDRs
-//!  -> framing limits (414, 431, 411, 413), loopback Host check
+//!  -> framing limits (414, 431, 411, 413), one Host (400), loopback Host check
 //!  -> public routes (dashboard, sign-in)   -- no credential
 //!  -> desktop app API /gatehouse/app/* (its own per-launch token; 404 on a server)
 //!  -> admin API (admin keys or admin-group session)
@@ -222,27 +222,22 @@ async fn run(
         return Err(ApiError::Forbidden("access denied".into()));
     }
 
-    // 5. Framing limits, before any body byte is read. On a loopback listener, only loopback
-    //    Host names: a web page that rebinds its DNS name to 127.0.0.1 gets nothing.
+    // 5. Framing limits, before any body byte is read; exactly one Host (two, or one that
+    //    contradicts the target, answer 400). On a loopback listener, only loopback Host
+    //    names: a web page that rebinds its DNS name to 127.0.0.1 gets nothing.
     limits::check(req.uri(), req.headers(), &cfg.limits)?;
-    if cfg.is_loopback() {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri().authority().map(|a| a.as_str()));
-        if !edge::host_is_loopback(host) {
-            deny(
-                gw,
-                request_id,
-                &client_ip.to_string(),
-                &path,
-                "non_loopback_host",
-            );
-            return Err(ApiError::Forbidden(
-                "this gateway only answers requests addressed to a loopback host name".into(),
-            ));
-        }
+    let host = edge::single_host(req.uri(), req.headers())?;
+    if cfg.is_loopback() && !edge::host_is_loopback(host) {
+        deny(
+            gw,
+            request_id,
+            &client_ip.to_string(),
+            &path,
+            "non_loopback_host",
+        );
+        return Err(ApiError::Forbidden(
+            "this gateway only answers requests addressed to a loopback host name".into(),
+        ));
     }
 
     // 6. Routes admitted without a bearer: public, sign-in, the desktop app, the admin API.

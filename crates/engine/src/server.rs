@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -223,30 +222,20 @@ pub async fn start_on(
     let app = Router::new()
         .fallback(pipeline::handle)
         .with_state(gateway.clone());
-    let serve = match &gateway.config.listen.tls {
-        Some(tls) => {
-            let cfg = tls
-                .server_config()
-                .map_err(|e| StartError::Config(crate::config::ConfigError::at("listen.tls", e)))?;
-            tokio::spawn(crate::tls::serve(listener, cfg, app, stop.clone()))
-        }
-        None => {
-            let listener = listener.tap_io(|tcp| {
-                // Nagle's algorithm would hold small SSE events back for up to 40 ms.
-                let _ = tcp.set_nodelay(true);
-            });
-            let serve = axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(stop.clone().cancelled_owned());
-            tokio::spawn(async move {
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "server stopped with an error");
-                }
-            })
-        }
+    let tls = match &gateway.config.listen.tls {
+        Some(tls) => Some(
+            tls.server_config()
+                .map_err(|e| StartError::Config(crate::config::ConfigError::at("listen.tls", e)))?,
+        ),
+        None => None,
     };
+    let serve = tokio::spawn(crate::edge::listener::serve(
+        listener,
+        tls,
+        app,
+        crate::edge::listener::Settings::from_config(&gateway.config),
+        stop.clone(),
+    ));
     gateway.deps.emit(
         Event::new("gateway.start")
             .with("addr", addr.to_string())

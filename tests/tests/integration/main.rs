@@ -16,6 +16,7 @@ mod inference;
 mod otlp;
 mod policy;
 mod postgres;
+mod slow_clients;
 mod spend;
 mod spend_concurrency;
 mod spend_disconnect;

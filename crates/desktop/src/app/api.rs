@@ -85,12 +85,20 @@ async fn json_body(req: Request<Body>) -> Result<Value, Fail> {
     let bytes = http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
-        .map_err(|_| {
-            Fail(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "body too large or unreadable".into(),
-            )
+        .map_err(|e| {
+            if gatehouse_engine::edge::listener::is_body_timeout(e.as_ref()) {
+                Fail(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "timeout_error",
+                    "the request body arrived too slowly".into(),
+                )
+            } else {
+                Fail(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    "body too large or unreadable".into(),
+                )
+            }
         })?
         .to_bytes();
     if bytes.is_empty() {

@@ -10,12 +10,13 @@ use std::path::Path;
 
 use super::upstream::ANTHROPIC_BASE_URL;
 use super::validate::{
-    DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_URL_LENGTH,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_URL_LENGTH,
 };
 use super::{
     AccessControl, Config, ConfigError, CredentialRole, CredentialScheme, CredentialSource, Limits,
-    Listen, LoggingConfig, ModelsConfig, PricingConfig, Provider, StoreConfig, Timeouts,
-    UpstreamConfig, UpstreamCredential,
+    Listen, LoggingConfig, ModelsConfig, PricingConfig, Provider, StoreConfig, UpstreamConfig,
+    UpstreamCredential,
 };
 use crate::deps::Environment;
 use crate::secret::Secret;
@@ -67,6 +68,7 @@ pub fn embedded_default(
             public_url: None,
             trusted_proxies: Vec::new(),
             tls: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS as usize,
         },
         access: AccessControl::default(),
         limits: Limits {
@@ -74,13 +76,7 @@ pub fn embedded_default(
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             max_url_length: DEFAULT_MAX_URL_LENGTH,
         },
-        timeouts: Timeouts {
-            upstream_ttfb: std::time::Duration::from_secs(120),
-            upstream_connect: std::time::Duration::from_secs(10),
-            shutdown_drain: std::time::Duration::from_secs(30),
-            disconnect_drain: std::time::Duration::from_secs(300),
-            stream_ping: std::time::Duration::from_secs(15),
-        },
+        timeouts: super::validate::timeouts(&Default::default())?,
         store: StoreConfig::Sqlite {
             path: data_dir.join("gatehouse.db"),
         },

@@ -186,6 +186,8 @@ pub struct Listen {
     pub trusted_proxies: Vec<IpNet>,
     /// HTTPS, when configured: PEM certificate chain and key.
     pub tls: Option<TlsConfig>,
+    /// Open client connections at most (`listen.max_connections`).
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -241,6 +243,13 @@ pub struct Timeouts {
     pub disconnect_drain: Duration,
     /// Silence after which a translated stream gets an `event: ping`.
     pub stream_ping: Duration,
+    /// A request head must arrive within this from its first byte (or the connection's start).
+    pub header_read: Duration,
+    /// While a request body is read: each 1 KiB of it (or its rest) must arrive within this.
+    pub request_body_idle: Duration,
+    /// A connection with no request in progress is closed after this.
+    pub keep_alive_idle: Duration,
+    pub tls_handshake: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -90,6 +90,9 @@ pub struct RawListen {
     pub trusted_proxies: Vec<IpNet>,
     /// Serve HTTPS with this certificate chain and key (PEM; use `${file:/abs/path}`).
     pub tls: Option<RawTls>,
+    /// Open client connections at most; more wait in the kernel's accept queue until one
+    /// closes (default 4096; Gatehouse addition).
+    pub max_connections: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -129,6 +132,17 @@ pub struct RawTimeouts {
     /// Silence after which a translated stream (Bedrock) gets an `event: ping`
     /// (default 15000; Gatehouse addition).
     pub stream_ping_ms: Option<u64>,
+    /// Time allowed for a request's head (line and headers) from its first byte, or from
+    /// the connection's start for its first request (default 10000; Gatehouse addition).
+    pub header_read_ms: Option<u64>,
+    /// While the gateway reads a request body: time allowed for each 1 KiB of it (or its
+    /// rest); a slower upload gets 408 (default 30000; Gatehouse addition).
+    pub request_body_idle_ms: Option<u64>,
+    /// A connection with no request in progress is closed after this long
+    /// (default 75000; Gatehouse addition).
+    pub keep_alive_idle_ms: Option<u64>,
+    /// Time allowed for a TLS handshake (default 10000; Gatehouse addition).
+    pub tls_handshake_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -96,6 +96,77 @@ fn defaults_follow_the_reference() {
 }
 
 #[test]
+fn listener_limits_have_defaults_and_bounds() {
+    use std::time::Duration;
+    let c = load(&format!("listen: {{host: 127.0.0.1}}\n{UP}")).unwrap();
+    assert_eq!(c.listen.max_connections, 4096);
+    assert_eq!(c.timeouts.header_read, Duration::from_secs(10));
+    assert_eq!(c.timeouts.request_body_idle, Duration::from_secs(30));
+    assert_eq!(c.timeouts.keep_alive_idle, Duration::from_secs(75));
+    assert_eq!(c.timeouts.tls_handshake, Duration::from_secs(10));
+    let c = load(&format!(
+        "listen: {{host: 127.0.0.1, max_connections: 8}}\ntimeouts: {{header_read_ms: 1000, \
+         request_body_idle_ms: 2000, keep_alive_idle_ms: 3000, tls_handshake_ms: 4000}}\n{UP}"
+    ))
+    .unwrap();
+    assert_eq!(c.listen.max_connections, 8);
+    assert_eq!(c.timeouts.header_read, Duration::from_secs(1));
+    assert_eq!(c.timeouts.request_body_idle, Duration::from_secs(2));
+    assert_eq!(c.timeouts.keep_alive_idle, Duration::from_secs(3));
+    assert_eq!(c.timeouts.tls_handshake, Duration::from_secs(4));
+    for (block, expected) in [
+        (
+            "listen: {host: 127.0.0.1, max_connections: 0}",
+            "listen.max_connections: must be greater than 0",
+        ),
+        (
+            "listen: {host: 127.0.0.1, max_connections: 2000000}",
+            "listen.max_connections: must be at most 1000000",
+        ),
+        (
+            "timeouts: {header_read_ms: 0}",
+            "timeouts.header_read_ms: must be greater than 0",
+        ),
+        (
+            "timeouts: {header_read_ms: 3600000}",
+            "timeouts.header_read_ms: must be at most 300000",
+        ),
+        (
+            "timeouts: {request_body_idle_ms: 0}",
+            "timeouts.request_body_idle_ms: must be greater than 0",
+        ),
+        (
+            "timeouts: {request_body_idle_ms: 600001}",
+            "timeouts.request_body_idle_ms: must be at most 600000",
+        ),
+        (
+            "timeouts: {keep_alive_idle_ms: 0}",
+            "timeouts.keep_alive_idle_ms: must be greater than 0",
+        ),
+        (
+            "timeouts: {keep_alive_idle_ms: 86400000}",
+            "timeouts.keep_alive_idle_ms: must be at most 3600000",
+        ),
+        (
+            "timeouts: {tls_handshake_ms: 0}",
+            "timeouts.tls_handshake_ms: must be greater than 0",
+        ),
+        (
+            "timeouts: {tls_handshake_ms: 300001}",
+            "timeouts.tls_handshake_ms: must be at most 300000",
+        ),
+    ] {
+        let listen = if block.starts_with("listen") {
+            ""
+        } else {
+            "listen: {host: 127.0.0.1}\n"
+        };
+        let got = err(&format!("{listen}{block}\n{UP}"));
+        assert!(got.contains(expected), "{block}: {got}");
+    }
+}
+
+#[test]
 fn errors_name_the_field_path() {
     let cases: &[(&str, &str)] = &[
         (

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::check::http_url;
-use super::raw::{RawConfig, RawPriceOverride};
+use super::raw::{RawConfig, RawPriceOverride, RawTimeouts};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
     LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, PriceOverride,
@@ -21,6 +21,9 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
+/// Open client connections at most: a few keep-alive connections for each of a large
+/// team's clients, well under what a task and its buffers per connection cost in memory.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
 
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
     reject_reserved(&raw)?;
@@ -46,26 +49,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
     };
-    let t = &raw.timeouts;
-    let timeouts = Timeouts {
-        upstream_ttfb: Duration::from_millis(positive(
-            t.upstream_ttfb_ms,
-            120_000,
-            "timeouts.upstream_ttfb_ms",
-        )?),
-        upstream_connect: Duration::from_millis(positive(
-            t.upstream_connect_ms,
-            10_000,
-            "timeouts.upstream_connect_ms",
-        )?),
-        shutdown_drain: Duration::from_millis(t.shutdown_drain_ms.unwrap_or(30_000)),
-        disconnect_drain: Duration::from_millis(t.disconnect_drain_ms.unwrap_or(300_000)),
-        stream_ping: Duration::from_millis(positive(
-            t.stream_ping_ms,
-            15_000,
-            "timeouts.stream_ping_ms",
-        )?),
-    };
+    let timeouts = timeouts(&raw.timeouts)?;
     let l = &raw.limits;
     let limits = Limits {
         max_request_bytes: positive(
@@ -117,6 +101,65 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             .and_then(|d| d.public)
             .unwrap_or(false),
     })
+}
+
+/// `timeouts`, validated; an empty block gives the defaults (the embedded config uses them).
+pub fn timeouts(t: &RawTimeouts) -> Result<Timeouts, ConfigError> {
+    let ms = |v, default, max, path| bounded(v, default, max, path).map(Duration::from_millis);
+    Ok(Timeouts {
+        upstream_ttfb: ms(
+            t.upstream_ttfb_ms,
+            120_000,
+            u64::MAX,
+            "timeouts.upstream_ttfb_ms",
+        )?,
+        upstream_connect: ms(
+            t.upstream_connect_ms,
+            10_000,
+            u64::MAX,
+            "timeouts.upstream_connect_ms",
+        )?,
+        shutdown_drain: Duration::from_millis(t.shutdown_drain_ms.unwrap_or(30_000)),
+        disconnect_drain: Duration::from_millis(t.disconnect_drain_ms.unwrap_or(300_000)),
+        stream_ping: ms(
+            t.stream_ping_ms,
+            15_000,
+            u64::MAX,
+            "timeouts.stream_ping_ms",
+        )?,
+        // A head is a few KiB: 10 s is generous on any link, and short enough that
+        // connections trickling headers cannot pile up.
+        header_read: ms(t.header_read_ms, 10_000, 300_000, "timeouts.header_read_ms")?,
+        request_body_idle: ms(
+            t.request_body_idle_ms,
+            30_000,
+            600_000,
+            "timeouts.request_body_idle_ms",
+        )?,
+        // Longer than the 60 s idle timeout of common load balancers, so the gateway never
+        // closes a connection a balancer is about to reuse.
+        keep_alive_idle: ms(
+            t.keep_alive_idle_ms,
+            75_000,
+            3_600_000,
+            "timeouts.keep_alive_idle_ms",
+        )?,
+        tls_handshake: ms(
+            t.tls_handshake_ms,
+            10_000,
+            300_000,
+            "timeouts.tls_handshake_ms",
+        )?,
+    })
+}
+
+/// [`positive`] with a ceiling: a value above `max` is refused as a mistake.
+fn bounded(v: Option<u64>, default: u64, max: u64, path: &str) -> Result<u64, ConfigError> {
+    let v = positive(v, default, path)?;
+    if v > max {
+        return Err(ConfigError::at(path, format!("must be at most {max}")));
+    }
+    Ok(v)
 }
 
 fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError> {
@@ -181,6 +224,12 @@ fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
         public_url,
         trusted_proxies: raw.listen.trusted_proxies.clone(),
         tls,
+        max_connections: bounded(
+            raw.listen.max_connections,
+            DEFAULT_MAX_CONNECTIONS,
+            1_000_000,
+            "listen.max_connections",
+        )? as usize,
     })
 }
 

@@ -1,16 +1,20 @@
-//! Edge guards: who is calling (client IP), CIDR access lists, size limits, request ids,
-//! loopback Host checks and the security headers every response carries.
+//! Edge guards: the listener (connection cap, slow-client timeouts), who is calling
+//! (client IP), CIDR access lists, size limits, request ids, the Host checks and the
+//! security headers every response carries.
 
 pub mod client_ip;
 pub mod limits;
+pub mod listener;
 pub mod request_id;
 pub mod response_headers;
 
 use std::net::IpAddr;
 
 use axum::body::Body;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, Uri, header};
 use ipnet::IpNet;
+
+use crate::error::ApiError;
 
 /// Whether `ip` falls in any of `nets` (IPv4-mapped IPv6 is compared as IPv4).
 pub fn in_any(ip: IpAddr, nets: &[IpNet]) -> bool {
@@ -27,6 +31,33 @@ fn canonical_net(net: &IpNet) -> Option<IpNet> {
             IpNet::new(IpAddr::V4(mapped), prefix).ok()
         }
         IpNet::V4(_) => None,
+    }
+}
+
+/// The host a request is addressed to: its one `Host` header, else the target's authority
+/// (HTTP/2 `:authority`, an absolute-form target). Two `Host` headers, an unreadable one,
+/// or a `Host` that names another authority than the target are refused with 400: a proxy
+/// in front could route by one and the gateway check the other.
+pub fn single_host<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Result<Option<&'a str>, ApiError> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::InvalidRequest(
+                "more than one Host header; send exactly one".into(),
+            ));
+        }
+        (Some(h), None) => Some(h.to_str().map_err(|_| {
+            ApiError::InvalidRequest("the Host header is not a valid host name".into())
+        })?),
+        (None, _) => None,
+    };
+    let authority = uri.authority().map(|a| a.as_str());
+    match (host, authority) {
+        (Some(h), Some(a)) if !h.eq_ignore_ascii_case(a) => Err(ApiError::InvalidRequest(
+            "the Host header and the request target name different hosts".into(),
+        )),
+        (Some(h), _) => Ok(Some(h)),
+        (None, a) => Ok(a),
     }
 }
 
@@ -103,5 +134,38 @@ mod tests {
             assert!(!host_is_loopback(Some(bad)), "{bad}");
         }
         assert!(!host_is_loopback(None));
+    }
+
+    #[test]
+    fn one_host_per_request() {
+        let hm = |hosts: &[&str]| {
+            let mut m = HeaderMap::new();
+            for h in hosts {
+                m.append(header::HOST, h.parse().unwrap());
+            }
+            m
+        };
+        let origin: Uri = "/v1/messages".parse().unwrap();
+        let absolute: Uri = "http://127.0.0.1:8788/v1/messages".parse().unwrap();
+        let host =
+            |uri: &Uri, hosts: &[&str]| single_host(uri, &hm(hosts)).map(|h| h.map(str::to_owned));
+        assert_eq!(
+            host(&origin, &["a.example"]).unwrap().as_deref(),
+            Some("a.example")
+        );
+        assert_eq!(host(&origin, &[]).unwrap(), None);
+        assert_eq!(
+            host(&absolute, &[]).unwrap().as_deref(),
+            Some("127.0.0.1:8788")
+        );
+        assert!(host(&absolute, &["127.0.0.1:8788"]).is_ok());
+        for (uri, hosts) in [
+            (&origin, &["localhost", "evil.example"][..]),
+            (&origin, &["localhost", "localhost"][..]),
+            (&absolute, &["evil.example"][..]),
+        ] {
+            let e = host(uri, hosts).unwrap_err();
+            assert_eq!(e.outcome().0, StatusCode::BAD_REQUEST, "{hosts:?}");
+        }
     }
 }

@@ -52,12 +52,20 @@ pub async fn read_form(req: Request<Body>) -> Result<HashMap<String, String>, Re
     let bytes = Limited::new(req.into_body(), FORM_LIMIT)
         .collect()
         .await
-        .map_err(|_| {
-            oauth_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "form body missing or too large",
-            )
+        .map_err(|e| {
+            if crate::edge::listener::is_body_timeout(e.as_ref()) {
+                oauth_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "invalid_request",
+                    "the form body arrived too slowly",
+                )
+            } else {
+                oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "form body missing or too large",
+                )
+            }
         })?
         .to_bytes();
     let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).map_err(|_| {

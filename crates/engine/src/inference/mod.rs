@@ -208,6 +208,9 @@ impl Call<'_> {
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(
                 format!("request body exceeds the limit of {limit} bytes"),
             )),
+            Err(e) if crate::edge::listener::is_body_timeout(e.as_ref()) => {
+                Err(ApiError::BodyTimeout)
+            }
             Err(_) => Err(ApiError::InvalidRequest(
                 "the request body could not be read".into(),
             )),

@@ -209,6 +209,9 @@ async fn route(
         (Method::POST, "") => {
             let bytes = match Limited::new(req.into_body(), 64 * 1024).collect().await {
                 Ok(b) => b.to_bytes(),
+                Err(e) if crate::edge::listener::is_body_timeout(e.as_ref()) => {
+                    return Err(ApiError::BodyTimeout);
+                }
                 Err(_) => return Err(ApiError::PayloadTooLarge("body too large".into())),
             };
             let (scope, scope_id, period, amount) = parse_upsert(&bytes).map_err(|m| bad(&m))?;

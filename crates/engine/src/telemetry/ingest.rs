@@ -27,7 +27,13 @@ pub async fn ingest(
     let bytes = Limited::new(body, limit)
         .collect()
         .await
-        .map_err(|_| ApiError::PayloadTooLarge(format!("telemetry payload over {limit} bytes")))?
+        .map_err(|e| {
+            if crate::edge::listener::is_body_timeout(e.as_ref()) {
+                ApiError::BodyTimeout
+            } else {
+                ApiError::PayloadTooLarge(format!("telemetry payload over {limit} bytes"))
+            }
+        })?
         .to_bytes();
     let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
     let json = content_type

@@ -1,0 +1,270 @@
+//! The one accept loop, for plain HTTP and HTTPS: every connection is served by hyper's
+//! HTTP/1 + HTTP/2 builder with the pipeline's router, and held to the limits that keep a
+//! slow or silent client from holding the gateway's resources.
+//!
+//! | limit | what it cuts | config |
+//! |---|---|---|
+//! | connection cap | accepting past N open connections: the rest wait in the kernel's accept queue until one closes (a warning is logged at most once a minute) | `listen.max_connections` |
+//! | TLS handshake | a handshake that does not finish | `timeouts.tls_handshake_ms` |
+//! | request head | a head not complete this long after its first byte (for the first request: after the connection opened) | `timeouts.header_read_ms` |
+//! | keep-alive idle | a connection with no request in progress and no byte of a new one | `timeouts.keep_alive_idle_ms` |
+//! | request body | while the body is being read, less than 1 KiB arriving in this long: `408` | `timeouts.request_body_idle_ms` |
+//! | HTTP/2 liveness | a peer that stops answering PINGs | fixed ([`H2_PING_INTERVAL`], [`H2_PING_TIMEOUT`]) |
+//!
+//! None of them runs while the gateway works on a request: a model's first byte may take
+//! minutes and a stream may run for an hour, and neither is cut here (the upstream's own
+//! limits are `timeouts.upstream_*`). hyper's HTTP/1 `header_read_timeout` is not used: it
+//! starts as soon as a connection is between requests, so it would also close every idle
+//! keep-alive connection after the (short) head timeout; the phases in [`watch`] start the
+//! head clock at the first byte of a head instead, as nginx does.
+//!
+//! Shutdown: `stop` closes the listener and shuts each connection down gracefully
+//! (requests in flight finish, idle connections close); when the serving task is dropped
+//! (`Handle::shutdown` after `timeouts.shutdown_drain_ms`), every connection is closed.
+
+mod body;
+mod watch;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+pub use body::{BodyTimeout, MIN_PROGRESS, is_body_timeout};
+use watch::{Activity, Expiry, Tracked, Watched};
+
+use crate::config::Config;
+
+/// How often an HTTP/2 connection is PINGed, and how long the answer may take before the
+/// connection counts as dead (a live client's HTTP/2 stack answers at once).
+pub const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A warning is logged at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// The listener's limits, from `listen.*` and `timeouts.*`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub max_connections: usize,
+    pub tls_handshake: Duration,
+    pub header_read: Duration,
+    pub keep_alive_idle: Duration,
+    pub request_body_idle: Duration,
+}
+
+impl Settings {
+    pub fn from_config(config: &Config) -> Self {
+        let t = &config.timeouts;
+        Settings {
+            max_connections: config.listen.max_connections,
+            tls_handshake: t.tls_handshake,
+            header_read: t.header_read,
+            keep_alive_idle: t.keep_alive_idle,
+            request_body_idle: t.request_body_idle,
+        }
+    }
+}
+
+/// What every connection task shares.
+struct Shared {
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    settings: Settings,
+    builder: Builder<TokioExecutor>,
+    /// Graceful: finish what is in flight.
+    stop: CancellationToken,
+    /// Immediate: the serving task is gone.
+    kill: CancellationToken,
+}
+
+/// Serves `app` on `listener` (TLS when `tls` is given) until `stop`, then waits for the
+/// open connections to finish.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<rustls::ServerConfig>,
+    app: Router,
+    settings: Settings,
+    stop: CancellationToken,
+) {
+    let kill = CancellationToken::new();
+    // Dropping this future (an aborted drain) closes every connection it opened.
+    let _kill_on_drop = kill.clone().drop_guard();
+    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let shared = Arc::new(Shared {
+        app,
+        tls: tls.map(|cfg| TlsAcceptor::from(Arc::new(cfg))),
+        builder: builder(),
+        settings,
+        stop: stop.clone(),
+        kill,
+    });
+    let connections = TaskTracker::new();
+    let (mut cap_warned, mut accept_warned) = (Throttle::default(), Throttle::default());
+    loop {
+        let Some(slot) = take_slot(&slots, &shared, &mut cap_warned).await else {
+            break;
+        };
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    if accept_warned.ready() {
+                        tracing::warn!(error = %e, "accepting a connection failed");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => break,
+        };
+        // Nagle's algorithm would hold small SSE events back for up to 40 ms.
+        let _ = tcp.set_nodelay(true);
+        connections.spawn(connection(shared.clone(), tcp, peer, slot));
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+}
+
+/// A free connection slot; at the cap, waits for one (the kernel queues new connections
+/// meanwhile). `None` once the gateway stops.
+async fn take_slot(
+    slots: &Arc<Semaphore>,
+    shared: &Shared,
+    warned: &mut Throttle,
+) -> Option<OwnedSemaphorePermit> {
+    if let Ok(slot) = slots.clone().try_acquire_owned() {
+        return Some(slot);
+    }
+    if warned.ready() {
+        tracing::warn!(
+            max_connections = shared.settings.max_connections,
+            "connection cap reached (listen.max_connections): new connections wait until one closes"
+        );
+    }
+    tokio::select! {
+        slot = slots.clone().acquire_owned() => slot.ok(),
+        () = shared.stop.cancelled() => None,
+    }
+}
+
+/// HTTP/1 and HTTP/2 (by ALPN on TLS, by the preface on plain TCP).
+fn builder() -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(H2_PING_INTERVAL))
+        .keep_alive_timeout(H2_PING_TIMEOUT);
+    builder
+}
+
+/// One connection, holding its slot until it closes.
+async fn connection(
+    shared: Arc<Shared>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    _slot: OwnedSemaphorePermit,
+) {
+    let Some(acceptor) = shared.tls.clone() else {
+        return drive(&shared, tcp, peer).await;
+    };
+    let handshake = tokio::time::timeout(shared.settings.tls_handshake, acceptor.accept(tcp));
+    let tls = tokio::select! {
+        done = handshake => match done {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+            Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+        },
+        () = shared.kill.cancelled() => return,
+    };
+    drive(&shared, tls, peer).await
+}
+
+/// Serves requests on `io` until the client closes, a limit cuts it, or the gateway stops.
+async fn drive<IO>(shared: &Shared, io: IO, peer: SocketAddr)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::new(Instant::now()));
+    let app = shared.app.clone();
+    let body_window = shared.settings.request_body_idle;
+    let conn_activity = activity.clone();
+    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+        let in_flight = conn_activity.begin(req.version());
+        let mut req = req.map(|b| Body::new(body::Watched::new(b, body_window)));
+        req.extensions_mut().insert(ConnectInfo(peer));
+        let app = app.clone();
+        async move {
+            let Ok(resp) = app.oneshot(req).await;
+            Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, in_flight)))
+        }
+    });
+    let conn = shared
+        .builder
+        .serve_connection_with_upgrades(TokioIo::new(Watched::new(io, activity.clone())), service);
+    tokio::pin!(conn);
+    let s = &shared.settings;
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            expiry = activity.expired(s.header_read, s.keep_alive_idle) => match expiry {
+                Expiry::Head => {
+                    return tracing::debug!(%peer, "request head not received in time; closing");
+                }
+                // Idle: a graceful close (HTTP/2 GOAWAY); if it is still open one more idle
+                // period later, it is dropped.
+                Expiry::Idle if !closing => {
+                    closing = true;
+                    activity.restart_idle(Instant::now());
+                    conn.as_mut().graceful_shutdown();
+                }
+                Expiry::Idle => return,
+            },
+            () = shared.stop.cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            () = shared.kill.cancelled() => return,
+        }
+    }
+}
+
+/// Lets a repeated warning through at most once per [`WARN_EVERY`].
+#[derive(Default)]
+struct Throttle {
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    fn ready(&mut self) -> bool {
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now < t + WARN_EVERY) {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+}
