@@ -243,14 +243,9 @@ async fn clear_of_midnight() {
     }
 }
 
-#[tokio::test]
-async fn kill_9_mid_stream_then_the_books_balance_after_restart() {
-    clear_of_midnight().await;
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let idp = Idp::start(&format!("{ORIGIN}/oauth/callback")).await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("gatehouse.db");
-    let yaml = format!(
+/// The gateway's config: sessions from `idp`, caps on, SQLite at `db`.
+fn config_yaml(fake: &FakeUpstream, idp: &Idp, db: &Path) -> String {
+    format!(
         r#"
 listen: {{host: 127.0.0.1, port: 0, public_url: "{ORIGIN}"}}
 store: {{sqlite_path: "{db}"}}
@@ -268,7 +263,110 @@ admin:
         db = db.display(),
         fake = fake.url(),
         issuer = idp.issuer,
+    )
+}
+
+/// Reads a stream until its first text delta.
+async fn first_delta(r: reqwest::Response) -> reqwest::Response {
+    assert_eq!(r.status(), 200);
+    let mut r = r;
+    let mut seen = String::new();
+    while !seen.contains("event: content_block_delta") {
+        let chunk = tokio::time::timeout(DEADLINE, r.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    r
+}
+
+/// Streams open at the kill in the fault drill.
+const DRILL_STREAMS: usize = 500;
+
+/// Fault drill: `kill -9` with 500 streams open. Every one of them reached the upstream;
+/// after the restart every one is accounted (charged its worst case, flagged estimated),
+/// nothing stays reserved and the cap is not exceeded.
+#[tokio::test]
+async fn kill_9_with_500_streams_open_accounts_for_every_one() {
+    clear_of_midnight().await;
+    let fake = FakeUpstream::start(endless()).await.unwrap();
+    let idp = Idp::start(&format!("{ORIGIN}/oauth/callback")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gatehouse.db");
+    let yaml = config_yaml(&fake, &idp, &db);
+    let config_path = dir.path().join("gateway.yaml");
+    std::fs::write(&config_path, &yaml).unwrap();
+    let pricing = Pricing::new(gatehouse_tests::load(&yaml, dir.path()).pricing);
+    let worst = gatehouse_engine::spend::worst_case_micro(
+        &pricing,
+        MODEL,
+        serde_json::to_vec(&body("drill-000")).unwrap().len(),
+        Some(MAX_TOKENS),
+        &Default::default(),
     );
+    let streams = DRILL_STREAMS as u64;
+    // Room for every stream and ten more, not for twice as many.
+    let cap_cents = ((streams + 10) * worst).div_ceil(10_000);
+    let mut first = Serve::start(&config_path).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = http
+        .post(format!("{}/v1/organizations/spend_limits", first.base))
+        .header("x-api-key", WRITE_KEY)
+        .json(&json!({"scope": {"type": "user", "user_id": SUB}, "amount": cap_cents.to_string(), "period": "daily"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let caller = Caller {
+        http,
+        token: gatehouse_tests::session_token(ORIGIN, SUB, "dana@corp.example", &[]),
+    };
+    // Opened in waves, so no listen queue overflows; each read to its first delta.
+    let mut open = Vec::with_capacity(DRILL_STREAMS);
+    for wave in 0..DRILL_STREAMS / 50 {
+        let started = (0..50).map(|i| {
+            let tag = format!("drill-{:03}", wave * 50 + i);
+            let send = caller.messages(&first, &tag, &tag).send();
+            async move { first_delta(send.await.unwrap()).await }
+        });
+        open.extend(futures_util::future::join_all(started).await);
+    }
+    assert_eq!(
+        fake.requests().len(),
+        DRILL_STREAMS,
+        "each reached the upstream"
+    );
+    assert_eq!(caller.daily(&first).await, (0, streams * worst));
+
+    first.child.kill().await.unwrap();
+    tokio::time::timeout(DEADLINE, first.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(open);
+
+    let second = Serve::start(&config_path).await;
+    let estimated = second.events("spend.reservation_estimated");
+    assert_eq!(estimated.len(), DRILL_STREAMS);
+    assert!(estimated.iter().all(|e| e["charged_micro_usd"] == worst));
+    let total = streams * worst;
+    assert_eq!(caller.daily(&second).await, (total, 0));
+    assert!(total <= cap_cents * 10_000, "the cap holds");
+    let store = SqliteStore::open(&db, chrono::Utc::now()).unwrap();
+    assert!(store.open_reservations().await.unwrap().is_empty());
+    drop(idp);
+}
+
+#[tokio::test]
+async fn kill_9_mid_stream_then_the_books_balance_after_restart() {
+    clear_of_midnight().await;
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let idp = Idp::start(&format!("{ORIGIN}/oauth/callback")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gatehouse.db");
+    let yaml = config_yaml(&fake, &idp, &db);
     let config_path = dir.path().join("gateway.yaml");
     std::fs::write(&config_path, &yaml).unwrap();
     // The gateway's own price table, from the same config.

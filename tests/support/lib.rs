@@ -384,15 +384,33 @@ pub async fn sign_in_gateway_with(
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
 ) -> SignInGateway {
+    sign_in_gateway_on(secrets, extra, setup, None).await
+}
+
+/// [`sign_in_gateway`] with its SQLite file at `db` (e.g. on a small disk).
+pub async fn sign_in_gateway_at(secrets: &[&str], extra: &str, db: &Path) -> SignInGateway {
+    let setup = |fake_url: &str| {
+        let ups = format!(
+            "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
+        );
+        (ups, MapEnvironment::default())
+    };
+    sign_in_gateway_on(secrets, extra, &setup, Some(db)).await
+}
+
+async fn sign_in_gateway_on(
+    secrets: &[&str],
+    extra: &str,
+    setup: &dyn Fn(&str) -> (String, MapEnvironment),
+    db: Option<&Path>,
+) -> SignInGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
     let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = format!(
-        "store: {{sqlite_path: \"{}\"}}",
-        dir.path().join("gatehouse.db").display()
-    );
+    let db = db.map_or_else(|| dir.path().join("gatehouse.db"), Path::to_path_buf);
+    let store = format!("store: {{sqlite_path: \"{}\"}}", db.display());
     let (ups, env) = setup(&fake.url());
     let yaml = sign_in_yaml_with(&origin, &idp.issuer, &ups, &store, secrets, extra);
     let config = load(&yaml, dir.path());

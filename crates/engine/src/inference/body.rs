@@ -116,7 +116,8 @@ fn fetches(json: &str) -> bool {
     if !finder("\"source\"") && !finder("\"file_id\"") && !finder("\\u") {
         return false;
     }
-    serde_json::from_str::<serde_json::Value>(json).is_ok_and(|v| fetching_source(&v))
+    // Content too deep to read is assumed to fetch: never under-reserve.
+    serde_json::from_str::<serde_json::Value>(json).map_or(true, |v| fetching_source(&v))
 }
 
 fn fetching_source(v: &serde_json::Value) -> bool {

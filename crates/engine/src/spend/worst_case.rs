@@ -47,8 +47,7 @@ impl CostDrivers {
     }
 }
 
-/// The worst case in micro-USD, saturating (never wraps, never exceeds `i64::MAX`, the
-/// store's range).
+/// The worst case in micro-USD, saturating at [`MAX_RESERVATION_MICRO`].
 pub fn worst_case_micro(
     pricing: &Pricing,
     model: &str,
@@ -71,9 +70,11 @@ pub fn worst_case_micro(
     let output_rate = tier
         .output
         .max(tier.long_prompt.map_or(0, |(_, l)| l.output));
-    let output_tokens = max_tokens.unwrap_or_else(|| {
-        crate::models::builtin(model).map_or(128_000, |b| u64::from(b.max_output.1))
-    });
+    // No upstream generates more than its model's output limit (a larger `max_tokens` is
+    // refused upstream); unknown models are bounded by the largest window.
+    let limit =
+        crate::models::builtin(model).map_or(LONG_CONTEXT_WINDOW, |b| u64::from(b.max_output.1));
+    let output_tokens = max_tokens.unwrap_or(limit).min(limit);
     let rounds = u128::from(drivers.rounds());
     let nano = rounds
         * (u128::from(per_round_input) * u128::from(input_rate)
@@ -81,8 +82,12 @@ pub fn worst_case_micro(
         + u128::from(drivers.web_searches) * u128::from(tier.web_search);
     u64::try_from(nano.div_ceil(1000))
         .unwrap_or(u64::MAX)
-        .min(i64::MAX as u64)
+        .min(MAX_RESERVATION_MICRO)
 }
+
+/// No single request is reserved more than this (USD 10 million), so sums of
+/// reservations stay far inside the store's 64-bit range.
+pub const MAX_RESERVATION_MICRO: u64 = 10_000_000_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -148,6 +153,12 @@ mod tests {
             long_context: true,
         };
         let w = worst_case_micro(&p, SONNET, usize::MAX, Some(u64::MAX), &d);
-        assert_eq!(w, i64::MAX as u64);
+        assert_eq!(w, MAX_RESERVATION_MICRO);
+        let plain = worst_case_micro(&p, SONNET, 10, Some(u64::MAX), &CostDrivers::default());
+        let limit = worst_case_micro(&p, SONNET, 10, None, &CostDrivers::default());
+        assert_eq!(
+            plain, limit,
+            "max_tokens is bounded by the model's output limit"
+        );
     }
 }
