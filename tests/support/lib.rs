@@ -292,6 +292,18 @@ impl Idp {
         })
     }
 
+    /// `GET /__test/stats`: token requests by grant type and status.
+    pub async fn stats(&self) -> serde_json::Value {
+        self.http
+            .get(format!("{}/__test/stats", self.issuer))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn control(&self, path: &str, body: serde_json::Value) {
         let r = self
             .http
@@ -384,9 +396,33 @@ pub async fn sign_in_gateway_with(
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
 ) -> SignInGateway {
+    start_sign_in_gateway(secrets, extra, setup, &[]).await
+}
+
+/// [`sign_in_gateway`] with the IdP started with `idp_env` (e.g. `IDP_ROTATE_REFRESH=0`).
+pub async fn sign_in_gateway_idp(
+    secrets: &[&str],
+    extra: &str,
+    idp_env: &[(&str, &str)],
+) -> SignInGateway {
+    let setup = |fake_url: &str| {
+        let ups = format!(
+            "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
+        );
+        (ups, MapEnvironment::default())
+    };
+    start_sign_in_gateway(secrets, extra, &setup, idp_env).await
+}
+
+async fn start_sign_in_gateway(
+    secrets: &[&str],
+    extra: &str,
+    setup: &dyn Fn(&str) -> (String, MapEnvironment),
+    idp_env: &[(&str, &str)],
+) -> SignInGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
-    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
+    let idp = Idp::start_with(&format!("{origin}/oauth/callback"), idp_env).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = format!(

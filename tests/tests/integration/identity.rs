@@ -12,7 +12,7 @@ use gatehouse_engine::identity::session::{self, UserIdentity};
 use gatehouse_engine::secret::Secret;
 use gatehouse_tests::{
     CLIENT_KEY, PASSWORD, SESSION_SECRET_A, SESSION_SECRET_B, SignInGateway, browser_login,
-    sign_in_gateway, sonnet,
+    sign_in_gateway, sign_in_gateway_idp, sonnet,
 };
 use serde_json::{Value, json};
 
@@ -373,6 +373,52 @@ async fn refresh_follows_the_identity_provider() {
         "{body}"
     );
     // Leaving the allowed groups does the same.
+}
+
+/// An IdP that does not rotate refresh tokens accepts its token any number of times, so
+/// only the gateway can keep its own refresh token single use: of concurrent redemptions
+/// exactly one gets a session, the rest `invalid_grant`, and only one reaches the IdP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_token_is_redeemed_once_under_concurrency() {
+    let s = sign_in_gateway_idp(&[SESSION_SECRET_A], "", &[("IDP_ROTATE_REFRESH", "0")]).await;
+    let tokens = sign_in(&s, "alice").await;
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_owned();
+    // Every IdP token call takes a while, so all redemptions are in flight together.
+    s.idp.control("delay-token", json!({"ms": 400})).await;
+    s.idp.control("reset-stats", json!({})).await;
+    let pairs = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+    ];
+    let results =
+        futures_util::future::join_all((0..4).map(|_| form(&s, "/oauth/token", &pairs))).await;
+    let won: Vec<&Value> = results
+        .iter()
+        .filter(|(st, _)| *st == 200)
+        .map(|(_, b)| b)
+        .collect();
+    let statuses: Vec<u16> = results.iter().map(|(st, _)| *st).collect();
+    assert_eq!(won.len(), 1, "{statuses:?}");
+    for (status, body) in results.iter().filter(|(st, _)| *st != 200) {
+        assert_eq!(
+            (*status, body["error"].as_str()),
+            (401, Some("invalid_grant"))
+        );
+    }
+    let stats = s.idp.stats().await;
+    assert_eq!(stats["by_grant_type"]["refresh_token"], 1, "{stats}");
+    // The winner's new refresh token works once more; the spent one never again.
+    s.idp.control("delay-token", json!({"ms": 0})).await;
+    let next = won[0]["refresh_token"].as_str().unwrap();
+    let (status, _) = form(
+        &s,
+        "/oauth/token",
+        &[("grant_type", "refresh_token"), ("refresh_token", next)],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = form(&s, "/oauth/token", &pairs).await;
+    assert_eq!(status, 401);
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! The `Store` contract, run against both backends: SQLite (a temporary file) and
 //! PostgreSQL (a fresh database in the cluster `scripts/test.sh` starts). Each test runs
-//! the same steps on each and expects the same answers: kv compare-and-swap, expiry and
-//! counters (also under concurrency), reservations and settlement, caps with their audit
+//! the same steps on each and expects the same answers: kv compare-and-swap, insert-if-absent,
+//! expiry and counters (also under concurrency), reservations and settlement, caps with their audit
 //! trail, the identity directory, usage, and retention.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -184,6 +184,41 @@ async fn kv_swaps_and_counters_under_concurrency() {
         assert_eq!(
             wins.into_iter().filter(|w| *w.as_ref().unwrap()).count(),
             1,
+            "{n}"
+        );
+
+        // Twenty redeemers claim the same absent key at once: exactly one inserts.
+        let claims = futures_util::future::join_all((0..20).map(|i| {
+            s.kv_insert(
+                "revoked:rt:race",
+                format!("claimed-{i}").into_bytes(),
+                Some(now + secs(60)),
+                now,
+            )
+        }))
+        .await;
+        assert_eq!(
+            claims.into_iter().filter(|w| *w.as_ref().unwrap()).count(),
+            1,
+            "{n}"
+        );
+        // A live entry is never overwritten; an expired one is.
+        assert!(
+            !s.kv_insert("revoked:rt:race", b"x".to_vec(), None, now)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        let later = now + secs(61);
+        assert!(
+            s.kv_insert("revoked:rt:race", b"again".to_vec(), None, later)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert_eq!(
+            s.kv_get("revoked:rt:race", later).await.unwrap(),
+            Some(b"again".to_vec()),
             "{n}"
         );
 

@@ -382,10 +382,18 @@ async fn upstream_errors_of_every_status_reach_workloads_clean() {
     let ok = token(&s.key, |_, _| {});
     let leaky = "account 123456789012 (arn:aws:iam::123456789012:role/gw) at api.internal.corp";
     let cases = [
-        (404, "not_found_error", "the model or endpoint was not found upstream"),
+        (
+            404,
+            "not_found_error",
+            "the model or endpoint was not found upstream",
+        ),
         (429, "rate_limit_error", "upstream rate limit exceeded"),
         (422, "invalid_request_error", "the upstream failed"),
-        (413, "request_too_large", "the request is too large for the upstream"),
+        (
+            413,
+            "request_too_large",
+            "the request is too large for the upstream",
+        ),
     ];
     for (status, kind, sentence) in cases {
         s.gw.fake.push_fault(Fault::Status {

@@ -492,17 +492,6 @@ async fn refresh_grant(
         );
     };
     let now = gw.deps.clock.now();
-    match id.refresh_revoked(gw.store.as_ref(), token, now).await {
-        Ok(true) => return invalid("refresh_token_revoked"),
-        Ok(false) => {}
-        Err(_) => {
-            return oauth_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "temporarily_unavailable",
-                "sign-in storage unavailable",
-            );
-        }
-    }
     let Ok(payload) = id
         .keys
         .open::<RefreshPayload>(SealKind::RefreshToken, token)
@@ -512,6 +501,20 @@ async fn refresh_grant(
     let Some(idp_rt) = payload.idp_refresh_token.as_deref() else {
         return invalid("no_idp_refresh_token");
     };
+    // Single use on every replica: the token is claimed in the store before the IdP sees
+    // it, so of two concurrent redemptions only one reaches the IdP.
+    let claim = match id.claim_refresh(gw.store.as_ref(), token, now).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => return invalid("refresh_token_revoked"),
+        Err(e) => {
+            tracing::error!(error = %e, "refresh: store unavailable");
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "sign-in storage unavailable",
+            );
+        }
+    };
     let tokens = match id.oidc.refresh(idp_rt).await {
         Ok(t) => t,
         Err(super::oidc::RefreshError::Invalid(m)) => {
@@ -520,6 +523,8 @@ async fn refresh_grant(
         }
         Err(super::oidc::RefreshError::Transient(m)) => {
             tracing::warn!(reason = %m, "IdP refresh failed transiently");
+            // Nothing was spent: the token stays usable for a retry.
+            id.release_refresh(gw.store.as_ref(), token, claim).await;
             gw.deps
                 .emit(Event::new("session.refresh_unavailable").with("sub", payload.sub.clone()));
             return oauth_error(
@@ -541,10 +546,6 @@ async fn refresh_grant(
             "could not mint a session",
         );
     };
-    // Refresh tokens are single use: the one just spent is revoked.
-    if let Err(e) = id.revoke_refresh(gw.store.as_ref(), token, now).await {
-        tracing::warn!(error = %e, "could not record the spent refresh token");
-    }
     gw.deps.emit(
         Event::new("session.refresh")
             .with("sub", who.sub.clone())
