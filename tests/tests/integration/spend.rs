@@ -262,6 +262,22 @@ async fn admin_api_auth_shapes_and_audit() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // Nor one that is not text at all (bytes that are not visible ASCII / UTF-8).
+    for raw in [&b"\xff\xfe-not-utf8"[..], "admin-wr\u{e9}te-key".as_bytes()] {
+        let r = c
+            .get(&url)
+            .header(
+                "x-api-key",
+                reqwest::header::HeaderValue::from_bytes(raw).unwrap(),
+            )
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{raw:?}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["message"], "invalid admin API key");
+    }
     assert_eq!(
         c.get(&url)
             .bearer_auth(&admin)

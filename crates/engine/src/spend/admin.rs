@@ -41,7 +41,11 @@ pub async fn authenticate(
         .spend
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("spend limits are not configured".into()))?;
-    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+    if let Some(key) = headers.get("x-api-key") {
+        // Present but not text is as wrong as a wrong key: never a fall back to the bearer.
+        let Ok(key) = key.to_str() else {
+            return Err(unauthenticated("invalid admin API key"));
+        };
         if let Some(id) = key_matches(&spend.write_keys, key) {
             return Ok((format!("key:{id}"), true));
         }
