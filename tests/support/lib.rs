@@ -354,6 +354,19 @@ pub fn sign_in_yaml_with(
     secrets: &[&str],
     extra: &str,
 ) -> String {
+    let listen = format!("host: 127.0.0.1, port: 0, public_url: \"{origin}\"");
+    sign_in_yaml_listen(&listen, issuer, upstreams, store, secrets, extra)
+}
+
+/// [`sign_in_yaml_with`] with the whole `listen` block's keys given.
+fn sign_in_yaml_listen(
+    listen: &str,
+    issuer: &str,
+    upstreams: &str,
+    store: &str,
+    secrets: &[&str],
+    extra: &str,
+) -> String {
     let secrets = secrets
         .iter()
         .map(|s| format!("\"{s}\""))
@@ -361,7 +374,7 @@ pub fn sign_in_yaml_with(
         .join(", ");
     format!(
         r#"
-listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
+listen: {{{listen}}}
 {store}
 upstreams:
 {upstreams}
@@ -396,14 +409,23 @@ pub async fn sign_in_gateway_with(
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
 ) -> SignInGateway {
-    start_sign_in_gateway(secrets, extra, setup, &[]).await
+    start_sign_in_gateway(secrets, extra, setup, &SignInOptions::default()).await
 }
 
-/// [`sign_in_gateway`] with the IdP started with `idp_env` (e.g. `IDP_ROTATE_REFRESH=0`).
-pub async fn sign_in_gateway_idp(
+/// What [`sign_in_gateway_opts`] changes of a [`sign_in_gateway`].
+#[derive(Default)]
+pub struct SignInOptions<'a> {
+    /// The IdP's environment (e.g. `IDP_ROTATE_REFRESH=0`).
+    pub idp_env: &'a [(&'a str, &'a str)],
+    /// More `listen` keys (e.g. `trusted_proxies: [127.0.0.0/8]`).
+    pub listen: &'a str,
+}
+
+/// [`sign_in_gateway`] with [`SignInOptions`].
+pub async fn sign_in_gateway_opts(
     secrets: &[&str],
     extra: &str,
-    idp_env: &[(&str, &str)],
+    opts: &SignInOptions<'_>,
 ) -> SignInGateway {
     let setup = |fake_url: &str| {
         let ups = format!(
@@ -411,18 +433,18 @@ pub async fn sign_in_gateway_idp(
         );
         (ups, MapEnvironment::default())
     };
-    start_sign_in_gateway(secrets, extra, &setup, idp_env).await
+    start_sign_in_gateway(secrets, extra, &setup, opts).await
 }
 
 async fn start_sign_in_gateway(
     secrets: &[&str],
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
-    idp_env: &[(&str, &str)],
+    opts: &SignInOptions<'_>,
 ) -> SignInGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
-    let idp = Idp::start_with(&format!("{origin}/oauth/callback"), idp_env).await;
+    let idp = Idp::start_with(&format!("{origin}/oauth/callback"), opts.idp_env).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = format!(
@@ -430,7 +452,11 @@ async fn start_sign_in_gateway(
         dir.path().join("gatehouse.db").display()
     );
     let (ups, env) = setup(&fake.url());
-    let yaml = sign_in_yaml_with(&origin, &idp.issuer, &ups, &store, secrets, extra);
+    let mut listen = format!("host: 127.0.0.1, port: 0, public_url: \"{origin}\"");
+    if !opts.listen.is_empty() {
+        listen = format!("{listen}, {}", opts.listen);
+    }
+    let yaml = sign_in_yaml_listen(&listen, &idp.issuer, &ups, &store, secrets, extra);
     let config = load(&yaml, dir.path());
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());
