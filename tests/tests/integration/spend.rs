@@ -625,4 +625,28 @@ async fn effective_caps_per_person_from_the_directory() {
     .unwrap();
     assert_eq!(next["data"].as_array().unwrap().len(), 2);
     assert_eq!(get("?period[]=yearly").await.unwrap().status(), 400);
+    // A cursor whose page end overflows is refused like any other bad cursor; one past
+    // the end is an empty last page.
+    for bad in [
+        format!("?page={}", usize::MAX),
+        format!("?limit=1000&page={}", usize::MAX - 999),
+        "?page=-1".to_owned(),
+        "?page=99999999999999999999999".to_owned(),
+    ] {
+        let r = get(&bad).await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(
+            e["error"]["message"], "page: use the next_page value of the previous answer",
+            "{bad}"
+        );
+    }
+    let past: Value = get(&format!("?limit=1000&page={}", usize::MAX - 1000))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(past["data"], json!([]));
+    assert_eq!(past["has_more"], false);
 }

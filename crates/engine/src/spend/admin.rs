@@ -311,13 +311,15 @@ async fn effective(
     if sort.as_deref().is_some_and(|s| s != "spend_desc") {
         return Err(bad("sort: only spend_desc is supported"));
     }
+    // The cursor is an offset; one whose page end cannot be counted is not a cursor.
     let offset = match one("page").map(|p| p.parse::<usize>()) {
         None => 0,
-        Some(Ok(o)) => o,
-        Some(Err(_)) => {
+        Some(Ok(o)) if o.checked_add(limit).is_some() => o,
+        Some(_) => {
             return Err(bad("page: use the next_page value of the previous answer"));
         }
     };
+    let end = offset.saturating_add(limit);
     let users = all("user_ids");
     let needle = one("q").map(|s| s.to_lowercase());
     let people = match gw
@@ -381,14 +383,14 @@ async fn effective(
     if sort.is_some() {
         rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     }
-    let more = rows.len() > offset + limit;
+    let more = rows.len() > end;
     let data: Vec<Value> = rows
         .into_iter()
         .skip(offset)
         .take(limit)
         .map(|(_, v)| v)
         .collect();
-    let next = more.then(|| (offset + limit).to_string());
+    let next = more.then(|| end.to_string());
     Ok(ok(
         json!({"data": data, "has_more": more, "next_page": next}),
         request_id,
