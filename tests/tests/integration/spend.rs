@@ -650,3 +650,63 @@ async fn effective_caps_per_person_from_the_directory() {
     assert_eq!(past["data"], json!([]));
     assert_eq!(past["has_more"], false);
 }
+
+/// `max_tokens` of 2^64 - 1 from a person without a cap, several at once: each is
+/// reserved at the model's output limit (the request still reaches the upstream, which is
+/// the one to refuse it), the spend rows stay integers, and `/effective` keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_max_tokens_never_breaks_the_spend_rows() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    s.gw.fake.set_config(FakeConfig {
+        header_delay_ms: 600,
+        ..FakeConfig::default()
+    });
+    let alice = token(&s, "alice", &["engineering"]);
+    let body = msg(u64::MAX);
+    let me = || async {
+        let r =
+            s.gw.client
+                .get(s.gw.url("/v1/me/spend"))
+                .bearer_auth(&alice)
+                .send()
+                .await
+                .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()
+    };
+    let requests = futures_util::future::join_all((0..3).map(|_| infer(&s, &alice, &body)));
+    let watch = async {
+        // While all three wait for the upstream, their holds are the output limit's worth.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        me().await
+    };
+    let (results, during) = tokio::join!(requests, watch);
+    assert!(results.iter().all(|r| r.status() == 200));
+    let worst = gatehouse_tests::caps::worst_case(&body);
+    assert!(worst < 100_000_000, "{worst}");
+    assert_eq!(
+        during["periods"][0]["reserved_micro_usd"],
+        3 * worst,
+        "{during}"
+    );
+    s.gw.usage_rows(3).await;
+    let r =
+        s.gw.client
+            .get(s.gw.url("/v1/organizations/spend_limits/effective?user_ids[]=alice"))
+            .header("x-api-key", READ_KEY)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let rows = v["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{v}");
+    for row in rows {
+        assert_eq!(row["reserved_micro_usd"], 0, "{row}");
+        assert!(
+            row["spent_micro_usd"].as_u64().unwrap() < 1_000_000,
+            "{row}"
+        );
+    }
+    assert_eq!(me().await["periods"][0]["reserved_micro_usd"], 0);
+}

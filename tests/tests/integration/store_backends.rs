@@ -295,6 +295,38 @@ fn usage(request_id: &str, cost: u64, reservation: Option<&str>, at: DateTime<Ut
     }
 }
 
+/// Amounts past `i64::MAX` (the engine never sends them: it caps every amount at 2^53 - 1)
+/// never leave a spend row that cannot be read back: SQLite saturates its sums, PostgreSQL
+/// refuses the overflowing statement.
+#[tokio::test]
+async fn spend_sums_never_overflow_the_rows() {
+    for b in backends().await {
+        let (s, n) = (&b.store, b.name);
+        let now = Utc::now().trunc_subsecs(3);
+        let huge = u64::MAX;
+        let first = s.reserve(reserve("rsv_h1", "zed", &[], huge, now)).await;
+        assert!(matches!(first, Ok(ReserveOutcome::Reserved(_))), "{n}");
+        let second = s.reserve(reserve("rsv_h2", "zed", &[], huge, now)).await;
+        match n {
+            "sqlite" => assert!(matches!(second, Ok(ReserveOutcome::Reserved(_))), "{n}"),
+            _ => assert!(second.is_err(), "{n}: bigint out of range"),
+        }
+        let st = s.standings("zed", &[], GroupMode::Min, now).await.unwrap();
+        assert_eq!(st[0].reserved_micro, i64::MAX as u64, "{n}");
+        // Two settlements of i64::MAX each: spent stops at i64::MAX and still reads.
+        s.insert_usage(Arc::new(vec![usage("req-h1", huge, Some("rsv_h1"), now)]))
+            .await
+            .unwrap();
+        let small = s.reserve(reserve("rsv_h3", "zed", &[], 1, now)).await;
+        assert!(matches!(small, Ok(ReserveOutcome::Reserved(_))), "{n}");
+        s.insert_usage(Arc::new(vec![usage("req-h3", huge, Some("rsv_h3"), now)]))
+            .await
+            .unwrap();
+        let st = s.standings("zed", &[], GroupMode::Min, now).await.unwrap();
+        assert_eq!(st[0].spent_micro, i64::MAX as u64, "{n}");
+    }
+}
+
 #[tokio::test]
 async fn reservations_hold_settle_and_release() {
     for b in backends().await {

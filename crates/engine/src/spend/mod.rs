@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use crate::config::GroupMode;
-use crate::metering::pricing::Pricing;
+use crate::metering::pricing::{MAX_MICRO_USD, Pricing};
 pub use caps::binding_cap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,8 +233,13 @@ pub struct AuditRow {
     pub after: Option<serde_json::Value>,
 }
 
+/// The most output tokens priced for a model the built-in table does not know.
+const OUTPUT_TOKENS_BOUND: u64 = 1_000_000;
+
 /// The most a request can cost: every prompt byte as a token at the dearest input rate
-/// (a 1-hour cache write), bounded by a 1M-token context, plus `max_tokens` of output.
+/// (a 1-hour cache write), bounded by a 1M-token context, plus `max_tokens` of output,
+/// bounded by the model's output limit (the upstream refuses more; the request still goes
+/// to it, as the reference gateway forwards it). At most [`MAX_MICRO_USD`].
 pub fn worst_case_micro(
     pricing: &Pricing,
     model: &str,
@@ -250,18 +255,51 @@ pub fn worst_case_micro(
     let output_rate = tier
         .output
         .max(tier.long_prompt.map_or(0, |(_, l)| l.output));
-    let output_tokens = max_tokens.unwrap_or_else(|| {
-        crate::models::builtin(model).map_or(128_000, |b| u64::from(b.max_output.1))
-    });
+    let limit = crate::models::builtin(model).map(|b| u64::from(b.max_output.1));
+    let output_tokens = match max_tokens {
+        Some(n) => n.min(limit.unwrap_or(OUTPUT_TOKENS_BOUND)),
+        None => limit.unwrap_or(128_000),
+    };
     let nano = u128::from(input_tokens) * u128::from(input_rate)
         + u128::from(output_tokens) * u128::from(output_rate);
-    u64::try_from(nano.div_ceil(1000)).unwrap_or(u64::MAX)
+    u64::try_from(nano.div_ceil(1000)).map_or(MAX_MICRO_USD, |c| c.min(MAX_MICRO_USD))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn worst_case_bounds_max_tokens_by_the_models_output_limit() {
+        let pricing = Pricing::new(crate::config::PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![],
+        });
+        let sonnet = |n| worst_case_micro(&pricing, "claude-sonnet-4-6", 100, Some(n));
+        let limit = crate::models::builtin("claude-sonnet-4-6")
+            .map(|b| u64::from(b.max_output.1))
+            .unwrap();
+        assert_eq!(sonnet(u64::MAX), sonnet(limit));
+        assert!(sonnet(limit - 1) < sonnet(limit));
+        let unknown = |n| worst_case_micro(&pricing, "mystery-model", 100, Some(n));
+        assert_eq!(unknown(u64::MAX), unknown(OUTPUT_TOKENS_BOUND));
+        // Absurd operator prices still give an amount every store and JSON reader takes.
+        let dear = Pricing::new(crate::config::PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![crate::config::PriceOverride {
+                model: "mystery-model".into(),
+                input: u64::MAX,
+                output: u64::MAX,
+                cache_read: u64::MAX,
+                cache_write_5m: u64::MAX,
+                cache_write_1h: u64::MAX,
+                web_search: u64::MAX,
+            }],
+        });
+        let most = worst_case_micro(&dear, "mystery-model", usize::MAX, Some(u64::MAX));
+        assert_eq!(most, MAX_MICRO_USD);
+    }
 
     #[test]
     fn ids_made_in_a_row_sort_in_that_order() {
