@@ -484,6 +484,7 @@ async fn refused(what: &'static str, resp: reqwest::Response) -> CentralError {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
