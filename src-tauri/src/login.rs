@@ -146,7 +146,13 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
         println!("\n{n}");
     }
     if open_browser {
-        let _ = SystemOpener.open(&link);
+        // Only a page the rule for the central URL allows (https, or http on loopback).
+        match central::check_browser_url(&link) {
+            Ok(()) => {
+                let _ = SystemOpener.open(&link);
+            }
+            Err(e) => eprintln!("gatehouse: not opening a browser: {e}"),
+        }
     }
     let mut interval = da.interval;
     loop {
@@ -158,7 +164,9 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
         tokio::time::sleep(interval).await;
         match central.poll(&da.device_code).await {
             Ok(Poll::Pending) => {}
-            Ok(Poll::SlowDown) => interval += Duration::from_secs(5),
+            Ok(Poll::SlowDown) => {
+                interval = (interval + Duration::from_secs(5)).min(Duration::from_secs(60));
+            }
             Ok(Poll::Done(tokens)) => {
                 let (key, session) = stored(&base, tokens, None);
                 let email = session.email.clone();
@@ -179,13 +187,19 @@ pub async fn login(creds: &Credentials, gateway: &str, open_browser: bool) -> Re
     }
 }
 
+/// Whether a stored session expiring at `expires_at` is good for five more minutes at
+/// `now` (both Unix seconds, whatever the credentials file holds).
+fn fresh(expires_at: i64, now: i64) -> bool {
+    expires_at.saturating_sub(now) > 300
+}
+
 /// A valid access token, refreshed when it expires within five minutes.
 pub async fn token(creds: &Credentials, gateway: &str) -> Result<String, String> {
     let base = origin(gateway)?;
     let s = creds.get(&base)?.ok_or_else(|| {
         format!("not signed in to {base}; run `gatehouse login --gateway {base}`")
     })?;
-    if s.expires_at - chrono::Utc::now().timestamp() > 300 {
+    if fresh(s.expires_at, chrono::Utc::now().timestamp()) {
         return Ok(s.access_token);
     }
     let rt = s
@@ -224,4 +238,20 @@ pub async fn logout(creds: &Credentials, gateway: &str) -> Result<(), String> {
     }
     println!("Signed out of {base}.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_stored_expiry_is_compared_without_overflow() {
+        let now = 1_800_000_000;
+        assert!(fresh(now + 301, now));
+        assert!(!fresh(now + 300, now));
+        assert!(fresh(i64::MAX, now));
+        assert!(!fresh(i64::MIN, now));
+        assert!(!fresh(i64::MIN, i64::MAX));
+        assert!(fresh(i64::MAX, i64::MIN));
+    }
 }

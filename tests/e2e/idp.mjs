@@ -32,6 +32,7 @@
 //   POST /__test/enable     {"account":"alice"}                 -> 204
 //   POST /__test/groups     {"account":"alice","groups":["x"]}  -> 204 (null removes the claim)
 //   POST /__test/fail-token {"count":1,"status":503}            -> 204
+//   POST /__test/delay-token {"ms":300}                         -> 204 (every token request waits; 0 stops)
 //   GET  /__test/stats      -> 200 {"total":N,"by_grant_type":{..},"by_status":{..},"injected_failures":N}
 //   POST /__test/reset-stats                                     -> 204
 
@@ -94,6 +95,7 @@ async function findAccount(_ctx, id) {
 // Test counters and failure injection for the token endpoint.
 const stats = { total: 0, by_grant_type: {}, by_status: {}, injected_failures: 0 };
 const failToken = { count: 0, status: 503 };
+const delayToken = { ms: 0 };
 const bump = (obj, key) => { obj[key] = (obj[key] || 0) + 1; };
 
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({
@@ -292,6 +294,12 @@ async function handleTest(req, res, path) {
       failToken.status = status;
       return send(res, 204);
     }
+    case 'POST /__test/delay-token': {
+      const ms = Number.isInteger(body.ms) ? body.ms : 0;
+      if (ms < 0 || ms > 10000) return send(res, 400, { error: '0 <= ms <= 10000' });
+      delayToken.ms = ms;
+      return send(res, 204);
+    }
     case 'GET /__test/stats':
       return send(res, 200, stats);
     case 'POST /__test/reset-stats':
@@ -405,6 +413,7 @@ provider.use(async (ctx, next) => {
 provider.use(async (ctx, next) => {
   if (ctx.method !== 'POST' || ctx.path !== '/token') return next();
   stats.total += 1;
+  if (delayToken.ms > 0) await new Promise((resolve) => { setTimeout(resolve, delayToken.ms); });
   if (failToken.count > 0) {
     failToken.count -= 1;
     stats.injected_failures += 1;

@@ -292,6 +292,18 @@ impl Idp {
         })
     }
 
+    /// `GET /__test/stats`: token requests by grant type and status.
+    pub async fn stats(&self) -> serde_json::Value {
+        self.http
+            .get(format!("{}/__test/stats", self.issuer))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn control(&self, path: &str, body: serde_json::Value) {
         let r = self
             .http
@@ -342,6 +354,19 @@ pub fn sign_in_yaml_with(
     secrets: &[&str],
     extra: &str,
 ) -> String {
+    let listen = format!("host: 127.0.0.1, port: 0, public_url: \"{origin}\"");
+    sign_in_yaml_listen(&listen, issuer, upstreams, store, secrets, extra)
+}
+
+/// [`sign_in_yaml_with`] with the whole `listen` block's keys given.
+fn sign_in_yaml_listen(
+    listen: &str,
+    issuer: &str,
+    upstreams: &str,
+    store: &str,
+    secrets: &[&str],
+    extra: &str,
+) -> String {
     let secrets = secrets
         .iter()
         .map(|s| format!("\"{s}\""))
@@ -349,7 +374,7 @@ pub fn sign_in_yaml_with(
         .join(", ");
     format!(
         r#"
-listen: {{host: 127.0.0.1, port: 0, public_url: "{origin}"}}
+listen: {{{listen}}}
 {store}
 upstreams:
 {upstreams}
@@ -384,35 +409,65 @@ pub async fn sign_in_gateway_with(
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
 ) -> SignInGateway {
-    sign_in_gateway_on(secrets, extra, setup, None).await
+    start_sign_in_gateway(secrets, extra, setup, &SignInOptions::default()).await
+}
+
+/// What [`sign_in_gateway_opts`] changes of a [`sign_in_gateway`].
+#[derive(Default)]
+pub struct SignInOptions<'a> {
+    /// The IdP's environment (e.g. `IDP_ROTATE_REFRESH=0`).
+    pub idp_env: &'a [(&'a str, &'a str)],
+    /// More `listen` keys (e.g. `trusted_proxies: [127.0.0.0/8]`).
+    pub listen: &'a str,
+    /// The SQLite file (default: in the gateway's temporary directory).
+    pub db: Option<&'a Path>,
 }
 
 /// [`sign_in_gateway`] with its SQLite file at `db` (e.g. on a small disk).
 pub async fn sign_in_gateway_at(secrets: &[&str], extra: &str, db: &Path) -> SignInGateway {
+    let opts = SignInOptions {
+        db: Some(db),
+        ..Default::default()
+    };
+    sign_in_gateway_opts(secrets, extra, &opts).await
+}
+
+/// [`sign_in_gateway`] with [`SignInOptions`].
+pub async fn sign_in_gateway_opts(
+    secrets: &[&str],
+    extra: &str,
+    opts: &SignInOptions<'_>,
+) -> SignInGateway {
     let setup = |fake_url: &str| {
         let ups = format!(
             "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
         );
         (ups, MapEnvironment::default())
     };
-    sign_in_gateway_on(secrets, extra, &setup, Some(db)).await
+    start_sign_in_gateway(secrets, extra, &setup, opts).await
 }
 
-async fn sign_in_gateway_on(
+async fn start_sign_in_gateway(
     secrets: &[&str],
     extra: &str,
     setup: &dyn Fn(&str) -> (String, MapEnvironment),
-    db: Option<&Path>,
+    opts: &SignInOptions<'_>,
 ) -> SignInGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
-    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
+    let idp = Idp::start_with(&format!("{origin}/oauth/callback"), opts.idp_env).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let db = db.map_or_else(|| dir.path().join("gatehouse.db"), Path::to_path_buf);
+    let db = opts
+        .db
+        .map_or_else(|| dir.path().join("gatehouse.db"), Path::to_path_buf);
     let store = format!("store: {{sqlite_path: \"{}\"}}", db.display());
     let (ups, env) = setup(&fake.url());
-    let yaml = sign_in_yaml_with(&origin, &idp.issuer, &ups, &store, secrets, extra);
+    let mut listen = format!("host: 127.0.0.1, port: 0, public_url: \"{origin}\"");
+    if !opts.listen.is_empty() {
+        listen = format!("{listen}, {}", opts.listen);
+    }
+    let yaml = sign_in_yaml_listen(&listen, &idp.issuer, &ups, &store, secrets, extra);
     let config = load(&yaml, dir.path());
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());

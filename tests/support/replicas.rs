@@ -34,12 +34,22 @@ pub struct Replicas {
 /// Starts `n` gateways with the `store: {...}` line `store` (given the temp dir), OIDC,
 /// session secret A and `extra` YAML.
 pub async fn start(n: usize, store: impl Fn(&std::path::Path) -> String, extra: &str) -> Replicas {
+    start_with_idp(n, store, extra, &[]).await
+}
+
+/// [`start`] with the IdP started with `idp_env` (e.g. `IDP_ROTATE_REFRESH=0`).
+pub async fn start_with_idp(
+    n: usize,
+    store: impl Fn(&std::path::Path) -> String,
+    extra: &str,
+    idp_env: &[(&str, &str)],
+) -> Replicas {
     let mut listeners = Vec::with_capacity(n);
     for _ in 0..n {
         listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
     }
     let origin = format!("http://{}", listeners[0].local_addr().unwrap());
-    let idp = Idp::start(&format!("{origin}/oauth/callback")).await;
+    let idp = Idp::start_with(&format!("{origin}/oauth/callback"), idp_env).await;
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let yaml = sign_in_yaml(

@@ -25,7 +25,7 @@ pub const MAX_LOGIN_NOTICE_CHARS: usize = 1000;
 /// What IT set for this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bootstrap {
-    /// The central Gatehouse (http or https).
+    /// The central Gatehouse (https; http only on a loopback host).
     pub central_url: url::Url,
     /// The user cannot switch to standalone mode.
     pub force_connected_mode: bool,
@@ -169,6 +169,12 @@ fn check_url(s: &str) -> Result<url::Url, String> {
     if u.host_str().is_none_or(str::is_empty) {
         return Err("the URL has no host".into());
     }
+    if !crate::central::secure_enough(&u) {
+        return Err(
+            "must use https: plain http is allowed only for a loopback host (localhost, 127.0.0.1, [::1])"
+                .into(),
+        );
+    }
     if !u.username().is_empty() || u.password().is_some() {
         return Err("the URL must not carry a user name or password".into());
     }
@@ -240,13 +246,13 @@ mod tests {
     #[test]
     fn every_field_is_read() {
         let b = ok(r#"{
-            "central_url": "http://10.0.0.5:8080/gw",
+            "central_url": "https://10.0.0.5:8080/gw",
             "force_connected_mode": true,
             "allow_local_providers": false,
             "auto_configure_claude_code": true,
             "login_notice": "  Use your corp account.\nQuestions: #it-help  "
         }"#);
-        assert_eq!(b.central_url.as_str(), "http://10.0.0.5:8080/gw");
+        assert_eq!(b.central_url.as_str(), "https://10.0.0.5:8080/gw");
         assert!(b.force_connected_mode);
         assert!(!b.allow_local_providers);
         assert!(b.auto_configure_claude_code);
@@ -271,6 +277,10 @@ mod tests {
             ("https://user:pw@gatehouse.corp", "user name or password"),
             ("https://gatehouse.corp/?a=1", "query or fragment"),
             ("file:///etc/passwd", "must be an http or https URL"),
+            (
+                "http://gatehouse.corp",
+                "plain http is allowed only for a loopback host",
+            ),
         ] {
             let e = err(&format!(r#"{{"central_url": "{url}"}}"#));
             assert!(

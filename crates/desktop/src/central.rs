@@ -5,6 +5,11 @@
 //! Tokens travel as [`Secret`]s and never reach an error message. Endpoints come from the
 //! server's discovery document only when they sit on the same origin (as Claude Code
 //! does), otherwise the documented defaults.
+//!
+//! What the server says is not trusted further than it must be: the central URL is https
+//! (plain http only on a loopback host, where tokens never cross a network), a verification
+//! page is opened only under the same rule ([`check_browser_url`]), and a lifetime in
+//! seconds, however large, negative or fractional, is clamped ([`MAX_TOKEN_SECS`]).
 
 use std::time::Duration;
 
@@ -19,6 +24,10 @@ use serde_json::Value;
 pub enum CentralError {
     #[error("the central Gatehouse URL must be an http(s) URL without credentials, got `{0}`")]
     BadUrl(String),
+    #[error(
+        "the central Gatehouse URL must use https: plain http is allowed only for a loopback host (localhost, 127.0.0.1, [::1]), got `{0}`"
+    )]
+    Insecure(String),
     #[error("cannot reach {origin}: {reason}")]
     Unreachable { origin: String, reason: String },
     #[error("{what} failed ({status}): {message}")]
@@ -123,15 +132,15 @@ struct DeviceAuthorization {
     user_code: String,
     verification_uri: String,
     verification_uri_complete: Option<String>,
-    expires_in: i64,
-    interval: Option<u64>,
+    expires_in: serde_json::Number,
+    interval: Option<serde_json::Number>,
     login_notice: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct TokenOk {
     access_token: String,
-    expires_in: i64,
+    expires_in: serde_json::Number,
     refresh_token: Option<String>,
     email: Option<String>,
 }
@@ -142,7 +151,50 @@ struct TokenErr {
     error_description: Option<String>,
 }
 
-/// Normalises a central URL to its origin (`https://gw.example`), refusing anything else.
+/// The longest lifetime taken from the server: a year. Longer ones (up to `u64::MAX`, or
+/// `1e300`) are read as a year, negative ones as zero.
+pub const MAX_TOKEN_SECS: i64 = 365 * 24 * 3600;
+
+/// A lifetime in seconds as the server sent it, clamped to `0..=max`.
+pub fn clamp_secs(n: &serde_json::Number, max: i64) -> i64 {
+    match (n.as_i64(), n.as_f64()) {
+        (Some(i), _) => i.clamp(0, max),
+        (None, Some(f)) if f > 0.0 => max.min(f as i64),
+        _ => 0,
+    }
+}
+
+/// Whether `url` may carry tokens or be opened for the person: https, or http to a
+/// loopback host (`localhost`, `127.0.0.0/8`, `[::1]`).
+pub fn secure_enough(url: &url::Url) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => match url.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// A verification page the central server named, checked before anyone opens it.
+pub fn check_browser_url(url: &str) -> Result<(), CentralError> {
+    match url::Url::parse(url) {
+        Ok(u) if secure_enough(&u) && u.username().is_empty() && u.password().is_none() => Ok(()),
+        _ => Err(CentralError::Malformed {
+            what: "device authorization",
+            reason: format!(
+                "the verification page must be an https URL (http only on a loopback host); refusing to open `{}`",
+                url.chars().take(200).collect::<String>()
+            ),
+        }),
+    }
+}
+
+/// Normalises a central URL to its origin (`https://gw.example`), refusing anything else
+/// (plain http to a host that is not loopback included: tokens would cross in cleartext).
 pub fn origin(url: &str) -> Result<String, CentralError> {
     let parsed = url::Url::parse(url.trim()).map_err(|_| CentralError::BadUrl(url.into()))?;
     if !matches!(parsed.scheme(), "http" | "https")
@@ -151,6 +203,9 @@ pub fn origin(url: &str) -> Result<String, CentralError> {
         || parsed.password().is_some()
     {
         return Err(CentralError::BadUrl(url.into()));
+    }
+    if !secure_enough(&parsed) {
+        return Err(CentralError::Insecure(url.into()));
     }
     Ok(parsed.origin().ascii_serialization())
 }
@@ -239,13 +294,19 @@ impl CentralClient {
             what: "device authorization",
             reason: e.to_string(),
         })?;
+        check_browser_url(&da.verification_uri)?;
+        if let Some(u) = &da.verification_uri_complete {
+            check_browser_url(u)?;
+        }
+        let interval = da.interval.as_ref().map_or(5, |n| clamp_secs(n, 60).max(1));
         Ok(DeviceStart {
             device_code: Secret::new(da.device_code),
             user_code: da.user_code,
             verification_uri: da.verification_uri,
             verification_uri_complete: da.verification_uri_complete,
-            expires_at: self.clock.now() + chrono::Duration::seconds(da.expires_in.clamp(0, 3600)),
-            interval: Duration::from_secs(da.interval.unwrap_or(5).clamp(1, 60)),
+            expires_at: self.clock.now()
+                + chrono::Duration::seconds(clamp_secs(&da.expires_in, 3600)),
+            interval: Duration::from_secs(interval.unsigned_abs()),
             login_notice: da.login_notice,
         })
     }
@@ -397,7 +458,7 @@ async fn tokens(
     Ok(Tokens {
         access_token: Secret::new(ok.access_token),
         refresh_token: ok.refresh_token.map(Secret::new).or(previous.cloned()),
-        expires_at: now + chrono::Duration::seconds(ok.expires_in.max(0)),
+        expires_at: now + chrono::Duration::seconds(clamp_secs(&ok.expires_in, MAX_TOKEN_SECS)),
         email: ok.email,
     })
 }
@@ -423,6 +484,7 @@ async fn refused(what: &'static str, resp: reqwest::Response) -> CentralError {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -438,6 +500,54 @@ mod tests {
         for bad in ["ftp://x", "gw.example.com", "https://u:p@gw.example", ""] {
             assert!(origin(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_http_only_to_a_loopback_host() {
+        for ok in [
+            "http://127.0.0.1:9000",
+            "http://127.8.9.10",
+            "http://localhost:8080/x",
+            "http://[::1]:8080",
+            "https://gw.example.com",
+        ] {
+            assert!(origin(ok).is_ok(), "{ok}");
+            assert!(check_browser_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://gw.example.com",
+            "http://10.0.0.5:8080",
+            "http://localhost.evil.example",
+            "http://[::ffff:10.0.0.1]",
+        ] {
+            let e = origin(bad).unwrap_err();
+            assert!(matches!(e, CentralError::Insecure(_)), "{bad}");
+            assert!(e.to_string().contains("loopback host"), "{e}");
+            assert!(check_browser_url(bad).is_err(), "{bad}");
+        }
+        for bad in ["javascript:alert(1)", "file:///etc/passwd", "smb://host/x"] {
+            assert!(check_browser_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn any_lifetime_is_clamped_never_a_panic() {
+        let n = |s: &str| serde_json::from_str::<serde_json::Number>(s).unwrap();
+        assert_eq!(clamp_secs(&n("3600"), MAX_TOKEN_SECS), 3600);
+        assert_eq!(clamp_secs(&n("-5"), MAX_TOKEN_SECS), 0);
+        assert_eq!(
+            clamp_secs(&n("18446744073709551615"), MAX_TOKEN_SECS),
+            MAX_TOKEN_SECS
+        );
+        assert_eq!(
+            clamp_secs(&n("9223372036854775807"), MAX_TOKEN_SECS),
+            MAX_TOKEN_SECS
+        );
+        assert_eq!(clamp_secs(&n("1e300"), MAX_TOKEN_SECS), MAX_TOKEN_SECS);
+        assert_eq!(clamp_secs(&n("-1e300"), MAX_TOKEN_SECS), 0);
+        assert_eq!(clamp_secs(&n("2.5"), MAX_TOKEN_SECS), 2);
+        let now = Utc::now();
+        let _ = now + chrono::Duration::seconds(clamp_secs(&n("1e300"), MAX_TOKEN_SECS));
     }
 
     #[test]

@@ -346,3 +346,130 @@ async fn central_cap(central: &gatehouse_tests::SignInGateway, cents: &str) {
     )
     .await;
 }
+
+/// A central server whose device-flow answers the test sets: `(device authorization,
+/// token)` bodies, both answered with 200.
+type Answers = std::sync::Arc<std::sync::Mutex<(Value, Value)>>;
+
+async fn hostile_central(answers: Answers) -> String {
+    use axum::routing::post;
+    let device = {
+        let a = answers.clone();
+        move || async move { axum::Json(a.lock().unwrap().0.clone()) }
+    };
+    let token = move || async move { axum::Json(answers.lock().unwrap().1.clone()) };
+    let app = axum::Router::new()
+        .route("/oauth/device_authorization", post(device))
+        .route("/oauth/token", post(token));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn device_answer(verification_uri: &str) -> Value {
+    json!({"device_code": "dc", "user_code": "WDJB-MJHT", "verification_uri": verification_uri,
+           "expires_in": 600, "interval": 1})
+}
+
+/// What a central server says is trusted no further than it must be: no cleartext central
+/// URL off loopback, no verification page opened that is not https (or http on loopback),
+/// and no `expires_in` (2^64 - 1, 1e300, negative) that panics the tray or the CLI client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_central_server_opens_nothing_and_panics_nothing() {
+    use gatehouse_desktop::central::{CentralClient, MAX_TOKEN_SECS, Poll};
+    let answers: Answers = Default::default();
+    let central = hostile_central(answers.clone()).await;
+    let clock = std::sync::Arc::new(gatehouse_engine::deps::SystemClock);
+    let client = CentralClient::new(&central, reqwest::Client::new(), clock.clone()).unwrap();
+
+    // A plain-http central off loopback is refused with the rule named.
+    for url in ["http://gatehouse.corp.example", "http://10.1.2.3:8080"] {
+        let e = CentralClient::new(url, reqwest::Client::new(), clock.clone())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("plain http is allowed only for a loopback host"),
+            "{e}"
+        );
+    }
+
+    // A verification page that is not https (or http on loopback) is refused, not opened.
+    for bad in [
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "http://phish.example/device",
+    ] {
+        answers.lock().unwrap().0 = device_answer(bad);
+        let e = client.start_device().await.err().unwrap().to_string();
+        assert!(e.contains("refusing to open"), "{bad}: {e}");
+    }
+
+    // Any lifetime: clamped to a year at most, never a panic.
+    answers.lock().unwrap().0 = device_answer(&format!("{central}/device"));
+    let start = client.start_device().await.unwrap();
+    for (expires_in, most) in [
+        (json!(18446744073709551615_u64), MAX_TOKEN_SECS),
+        (json!(1e300), MAX_TOKEN_SECS),
+        (json!(-5), 0),
+    ] {
+        answers.lock().unwrap().1 = json!({"access_token": "at", "expires_in": expires_in});
+        let before = chrono::Utc::now();
+        let Poll::Done(tokens) = client.poll(&start.device_code).await.unwrap() else {
+            panic!("{expires_in}: not done");
+        };
+        let secs = (tokens.expires_at - before).num_seconds();
+        assert!(
+            (most - 5..=most + 5).contains(&secs),
+            "{expires_in}: {secs}"
+        );
+    }
+
+    // The tray: a bootstrap naming this server signs in (no panic on the huge lifetime),
+    // and the app never opens a page the server names unless it passes the rule.
+    answers.lock().unwrap().0 = device_answer("javascript:alert(1)");
+    answers.lock().unwrap().1 =
+        json!({"access_token": "at", "expires_in": 18446744073709551615_u64});
+    let dir = tempfile::tempdir().unwrap();
+    let bootstrap = dir.path().join("bootstrap.json");
+    let doc = json!({"central_url": central, "force_connected_mode": true}).to_string();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_BOOTSTRAP_FILE", bootstrap.to_str().unwrap())
+        .with_file(bootstrap.to_str().unwrap(), &doc);
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let e = app.login().await.err().unwrap().to_string();
+    assert!(e.contains("refusing to open"), "{e}");
+    assert!(app.open_verification("javascript:alert(1)").is_err());
+    answers.lock().unwrap().0 = device_answer(&format!("{central}/device"));
+    app.login().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while app.login_state() != LoginState::SignedIn {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            app.login_state()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        parts.opened.taken().is_empty(),
+        "{:?}",
+        parts.opened.taken()
+    );
+    // Settings refuse a cleartext central URL off loopback too (IT's lock aside).
+    let dir2 = tempfile::tempdir().unwrap();
+    let (deps, _) = desktop_deps(dir2.path(), MapEnvironment::default());
+    let standalone = App::start(deps).await.unwrap();
+    let e = standalone
+        .update_settings(&json!({"central_url": "http://gatehouse.corp.example"}))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("plain http is allowed only for a loopback host"),
+        "{e}"
+    );
+}

@@ -11,8 +11,8 @@ use gatehouse_engine::identity::keys::KeyRing;
 use gatehouse_engine::identity::session::{self, UserIdentity};
 use gatehouse_engine::secret::Secret;
 use gatehouse_tests::{
-    CLIENT_KEY, PASSWORD, SESSION_SECRET_A, SESSION_SECRET_B, SignInGateway, browser_login,
-    sign_in_gateway, sonnet,
+    CLIENT_KEY, PASSWORD, SESSION_SECRET_A, SESSION_SECRET_B, SignInGateway, SignInOptions,
+    browser_login, sign_in_gateway, sign_in_gateway_opts, sonnet,
 };
 use serde_json::{Value, json};
 
@@ -375,6 +375,56 @@ async fn refresh_follows_the_identity_provider() {
     // Leaving the allowed groups does the same.
 }
 
+/// An IdP that does not rotate refresh tokens accepts its token any number of times, so
+/// only the gateway can keep its own refresh token single use: of concurrent redemptions
+/// exactly one gets a session, the rest `invalid_grant`, and only one reaches the IdP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_token_is_redeemed_once_under_concurrency() {
+    let opts = SignInOptions {
+        idp_env: &[("IDP_ROTATE_REFRESH", "0")],
+        ..SignInOptions::default()
+    };
+    let s = sign_in_gateway_opts(&[SESSION_SECRET_A], "", &opts).await;
+    let tokens = sign_in(&s, "alice").await;
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_owned();
+    // Every IdP token call takes a while, so all redemptions are in flight together.
+    s.idp.control("delay-token", json!({"ms": 400})).await;
+    s.idp.control("reset-stats", json!({})).await;
+    let pairs = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+    ];
+    let results =
+        futures_util::future::join_all((0..4).map(|_| form(&s, "/oauth/token", &pairs))).await;
+    let won: Vec<&Value> = results
+        .iter()
+        .filter(|(st, _)| *st == 200)
+        .map(|(_, b)| b)
+        .collect();
+    let statuses: Vec<u16> = results.iter().map(|(st, _)| *st).collect();
+    assert_eq!(won.len(), 1, "{statuses:?}");
+    for (status, body) in results.iter().filter(|(st, _)| *st != 200) {
+        assert_eq!(
+            (*status, body["error"].as_str()),
+            (401, Some("invalid_grant"))
+        );
+    }
+    let stats = s.idp.stats().await;
+    assert_eq!(stats["by_grant_type"]["refresh_token"], 1, "{stats}");
+    // The winner's new refresh token works once more; the spent one never again.
+    s.idp.control("delay-token", json!({"ms": 0})).await;
+    let next = won[0]["refresh_token"].as_str().unwrap();
+    let (status, _) = form(
+        &s,
+        "/oauth/token",
+        &[("grant_type", "refresh_token"), ("refresh_token", next)],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = form(&s, "/oauth/token", &pairs).await;
+    assert_eq!(status, 401);
+}
+
 #[tokio::test]
 async fn forged_stale_and_rotated_tokens() {
     let s = sign_in_gateway(&[SESSION_SECRET_B, SESSION_SECRET_A], "").await;
@@ -565,6 +615,41 @@ async fn device_codes_expire_and_sealed_values_do_not_cross_kinds() {
             .await
             .1["error"],
         "unsupported_grant_type"
+    );
+}
+
+/// Behind a trusted proxy, device authorizations are counted per IPv4 address (an
+/// IPv4-mapped IPv6 one included) and per IPv6 /64: hopping addresses inside one /64 does
+/// not buy more attempts.
+#[tokio::test]
+async fn sign_in_rate_limits_count_an_ipv6_network_as_one() {
+    let opts = SignInOptions {
+        listen: "trusted_proxies: [127.0.0.0/8]",
+        ..SignInOptions::default()
+    };
+    let extra = "rate_limits: {device_authorization: {limit: 2, window_seconds: 600}}\n";
+    let s = &sign_in_gateway_opts(&[SESSION_SECRET_A], extra, &opts).await;
+    let from = |ip: &'static str| async move {
+        s.gw.client
+            .post(s.gw.url("/oauth/device_authorization"))
+            .header("x-forwarded-for", ip)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(from("2001:db8:1:2::a").await, 200);
+    assert_eq!(from("2001:db8:1:2:ffff:ffff:ffff:ffff").await, 200);
+    assert_eq!(from("2001:db8:1:2::b").await, 429);
+    assert_eq!(from("2001:db8:1:3::1").await, 200, "another /64");
+    assert_eq!(from("203.0.113.5").await, 200);
+    assert_eq!(from("::ffff:203.0.113.5").await, 200);
+    assert_eq!(from("203.0.113.5").await, 429);
+    assert_eq!(
+        from("203.0.113.6").await,
+        200,
+        "IPv4 counts the whole address"
     );
 }
 

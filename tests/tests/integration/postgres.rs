@@ -2,7 +2,8 @@
 //! starts): migrations under concurrent start and the refusal of a newer schema, a live
 //! replica's reservations kept out of another's reconciliation (and taken in once it is
 //! gone), reservations from two stores never overshooting, start errors that name the
-//! server but never the password, and two gateways sharing device grants and rate counters.
+//! server but never the password, two gateways sharing device grants and rate counters, and
+//! a refresh token redeemed once across them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -369,5 +370,49 @@ async fn a_sign_in_started_on_one_replica_finishes_on_the_other() {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     assert!(refused, "a session revoked on A still works on B");
+    r.shutdown().await;
+}
+
+/// Two replicas, an IdP that does not rotate refresh tokens: the same refresh token sent to
+/// both at once gives exactly one session (the claim is one conditional write in the
+/// shared store), and the IdP sees one refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_token_is_redeemed_once_across_replicas() {
+    let db = TestDatabase::create().await;
+    let r =
+        replicas::start_with_idp(2, |_| db.store_yaml(), "", &[("IDP_ROTATE_REFRESH", "0")]).await;
+    let (a, b) = (&r.replicas[0].url, &r.replicas[1].url);
+    let (status, grant) = form(&r, b, "/oauth/device_authorization", &[]).await;
+    assert_eq!(status, 200, "{grant}");
+    let complete = grant["verification_uri_complete"].as_str().unwrap();
+    let page = browser_login(complete, "alice", PASSWORD, None).await;
+    assert_eq!(page["result"], "Signed in", "{page}");
+    let poll = [
+        ("grant_type", DEVICE_GRANT),
+        ("device_code", grant["device_code"].as_str().unwrap()),
+    ];
+    let (status, tokens) = form(&r, a, "/oauth/token", &poll).await;
+    assert_eq!(status, 200, "{tokens}");
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    r.idp
+        .control("delay-token", serde_json::json!({"ms": 400}))
+        .await;
+    r.idp.control("reset-stats", serde_json::json!({})).await;
+    let pairs = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
+    let results = futures_util::future::join_all(
+        [a, b, a, b].map(|base| form(&r, base, "/oauth/token", &pairs)),
+    )
+    .await;
+    let won = results.iter().filter(|(st, _)| *st == 200).count();
+    let statuses: Vec<u16> = results.iter().map(|(st, _)| *st).collect();
+    assert_eq!(won, 1, "{statuses:?}");
+    for (status, body) in results.iter().filter(|(st, _)| *st != 200) {
+        assert_eq!(
+            (*status, body["error"].as_str()),
+            (401, Some("invalid_grant"))
+        );
+    }
+    let stats = r.idp.stats().await;
+    assert_eq!(stats["by_grant_type"]["refresh_token"], 1, "{stats}");
     r.shutdown().await;
 }

@@ -263,6 +263,22 @@ async fn admin_api_auth_shapes_and_audit() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // Nor one that is not text at all (bytes that are not visible ASCII / UTF-8).
+    for raw in [&b"\xff\xfe-not-utf8"[..], "admin-wr\u{e9}te-key".as_bytes()] {
+        let r = c
+            .get(&url)
+            .header(
+                "x-api-key",
+                reqwest::header::HeaderValue::from_bytes(raw).unwrap(),
+            )
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{raw:?}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["message"], "invalid admin API key");
+    }
     assert_eq!(
         c.get(&url)
             .bearer_auth(&admin)
@@ -612,4 +628,88 @@ async fn effective_caps_per_person_from_the_directory() {
     .unwrap();
     assert_eq!(next["data"].as_array().unwrap().len(), 2);
     assert_eq!(get("?period[]=yearly").await.unwrap().status(), 400);
+    // A cursor whose page end overflows is refused like any other bad cursor; one past
+    // the end is an empty last page.
+    for bad in [
+        format!("?page={}", usize::MAX),
+        format!("?limit=1000&page={}", usize::MAX - 999),
+        "?page=-1".to_owned(),
+        "?page=99999999999999999999999".to_owned(),
+    ] {
+        let r = get(&bad).await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(
+            e["error"]["message"], "page: use the next_page value of the previous answer",
+            "{bad}"
+        );
+    }
+    let past: Value = get(&format!("?limit=1000&page={}", usize::MAX - 1000))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(past["data"], json!([]));
+    assert_eq!(past["has_more"], false);
+}
+
+/// `max_tokens` of 2^64 - 1 from a person without a cap, several at once: each is
+/// reserved at the model's output limit (the request still reaches the upstream, which is
+/// the one to refuse it), the spend rows stay integers, and `/effective` keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_max_tokens_never_breaks_the_spend_rows() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    s.gw.fake.set_config(FakeConfig {
+        header_delay_ms: 600,
+        ..FakeConfig::default()
+    });
+    let alice = token(&s, "alice", &["engineering"]);
+    let body = msg(u64::MAX);
+    let me = || async {
+        let r =
+            s.gw.client
+                .get(s.gw.url("/v1/me/spend"))
+                .bearer_auth(&alice)
+                .send()
+                .await
+                .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()
+    };
+    let requests = futures_util::future::join_all((0..3).map(|_| infer(&s, &alice, &body)));
+    let watch = async {
+        // While all three wait for the upstream, their holds are the output limit's worth.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        me().await
+    };
+    let (results, during) = tokio::join!(requests, watch);
+    assert!(results.iter().all(|r| r.status() == 200));
+    let worst = gatehouse_tests::caps::worst_case(&body);
+    assert!(worst < 100_000_000, "{worst}");
+    assert_eq!(
+        during["periods"][0]["reserved_micro_usd"],
+        3 * worst,
+        "{during}"
+    );
+    s.gw.usage_rows(3).await;
+    let r =
+        s.gw.client
+            .get(s.gw.url("/v1/organizations/spend_limits/effective?user_ids[]=alice"))
+            .header("x-api-key", READ_KEY)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let rows = v["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{v}");
+    for row in rows {
+        assert_eq!(row["reserved_micro_usd"], 0, "{row}");
+        assert!(
+            row["spent_micro_usd"].as_u64().unwrap() < 1_000_000,
+            "{row}"
+        );
+    }
+    assert_eq!(me().await["periods"][0]["reserved_micro_usd"], 0);
 }

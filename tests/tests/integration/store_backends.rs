@@ -1,7 +1,7 @@
 //! The `Store` contract, run against both backends: SQLite (a temporary file) and
 //! PostgreSQL (a fresh database in the cluster `scripts/test.sh` starts). Each test runs
-//! the same steps on each and expects the same answers: kv compare-and-swap, expiry and
-//! counters (also under concurrency), reservations and settlement, caps with their audit
+//! the same steps on each and expects the same answers: kv compare-and-swap, insert-if-absent,
+//! expiry and counters (also under concurrency), reservations and settlement, caps with their audit
 //! trail, the identity directory, usage, and retention.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -187,6 +187,41 @@ async fn kv_swaps_and_counters_under_concurrency() {
             "{n}"
         );
 
+        // Twenty redeemers claim the same absent key at once: exactly one inserts.
+        let claims = futures_util::future::join_all((0..20).map(|i| {
+            s.kv_insert(
+                "revoked:rt:race",
+                format!("claimed-{i}").into_bytes(),
+                Some(now + secs(60)),
+                now,
+            )
+        }))
+        .await;
+        assert_eq!(
+            claims.into_iter().filter(|w| *w.as_ref().unwrap()).count(),
+            1,
+            "{n}"
+        );
+        // A live entry is never overwritten; an expired one is.
+        assert!(
+            !s.kv_insert("revoked:rt:race", b"x".to_vec(), None, now)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        let later = now + secs(61);
+        assert!(
+            s.kv_insert("revoked:rt:race", b"again".to_vec(), None, later)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert_eq!(
+            s.kv_get("revoked:rt:race", later).await.unwrap(),
+            Some(b"again".to_vec()),
+            "{n}"
+        );
+
         let window = Duration::from_secs(600);
         let mut counts: Vec<u64> =
             futures_util::future::join_all((0..40).map(|_| s.kv_incr("rate:ip", window, now)))
@@ -257,6 +292,38 @@ fn usage(request_id: &str, cost: u64, reservation: Option<&str>, at: DateTime<Ut
         ttfb_ms: Some(2),
         client_disconnected: false,
         reservation_id: reservation.map(str::to_owned),
+    }
+}
+
+/// Amounts past `i64::MAX` (the engine never sends them: it caps every amount at 2^53 - 1)
+/// never leave a spend row that cannot be read back: SQLite saturates its sums, PostgreSQL
+/// refuses the overflowing statement.
+#[tokio::test]
+async fn spend_sums_never_overflow_the_rows() {
+    for b in backends().await {
+        let (s, n) = (&b.store, b.name);
+        let now = Utc::now().trunc_subsecs(3);
+        let huge = u64::MAX;
+        let first = s.reserve(reserve("rsv_h1", "zed", &[], huge, now)).await;
+        assert!(matches!(first, Ok(ReserveOutcome::Reserved(_))), "{n}");
+        let second = s.reserve(reserve("rsv_h2", "zed", &[], huge, now)).await;
+        match n {
+            "sqlite" => assert!(matches!(second, Ok(ReserveOutcome::Reserved(_))), "{n}"),
+            _ => assert!(second.is_err(), "{n}: bigint out of range"),
+        }
+        let st = s.standings("zed", &[], GroupMode::Min, now).await.unwrap();
+        assert_eq!(st[0].reserved_micro, i64::MAX as u64, "{n}");
+        // Two settlements of i64::MAX each: spent stops at i64::MAX and still reads.
+        s.insert_usage(Arc::new(vec![usage("req-h1", huge, Some("rsv_h1"), now)]))
+            .await
+            .unwrap();
+        let small = s.reserve(reserve("rsv_h3", "zed", &[], 1, now)).await;
+        assert!(matches!(small, Ok(ReserveOutcome::Reserved(_))), "{n}");
+        s.insert_usage(Arc::new(vec![usage("req-h3", huge, Some("rsv_h3"), now)]))
+            .await
+            .unwrap();
+        let st = s.standings("zed", &[], GroupMode::Min, now).await.unwrap();
+        assert_eq!(st[0].spent_micro, i64::MAX as u64, "{n}");
     }
 }
 

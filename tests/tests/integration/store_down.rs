@@ -1,5 +1,6 @@
 //! The store fails under a running gateway (its file is overwritten): `/readyz` answers 503,
-//! and inference for capped sessions follows `enforcement.fail_closed_on_error`.
+//! inference for capped sessions follows `enforcement.fail_closed_on_error`, and sign-in
+//! rate limits fail closed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -248,4 +249,37 @@ async fn a_full_disk_fails_closed_and_recovers_intact() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(verdict, "ok");
+}
+
+/// A sign-in rate counter that cannot be read refuses (fail closed) instead of letting the
+/// attempt through: 503 on the device authorization endpoint and on the `/device` form.
+#[tokio::test]
+async fn sign_in_rate_limits_fail_closed_when_the_store_fails() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], "").await;
+    wreck(&s.gw.db_path());
+    let r =
+        s.gw.client
+            .post(s.gw.url("/oauth/device_authorization"))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "temporarily_unavailable");
+    let r =
+        s.gw.client
+            .post(s.gw.url("/device"))
+            .header("origin", s.origin.clone())
+            .form(&[("user_code", "WDJB-MJHT")])
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("Sign-in is unavailable right now")
+    );
+    assert_eq!(s.gw.events.named("device.rate_limit_unavailable").len(), 2);
 }

@@ -350,7 +350,7 @@ async fn upstream_errors_reach_workloads_as_capability_reasons() {
         ),
     });
     let v: Value = infer(&s, &ok, "/v1/messages").await.json().await.unwrap();
-    assert_eq!(v["error"]["message"], "upstream request failed");
+    assert_eq!(v["error"]["message"], "the upstream refused the request");
     assert!(!v.to_string().contains("123456789012"));
     // A person's client key still sees the upstream's own words.
     s.gw.fake.push_fault(Fault::Status {
@@ -370,5 +370,71 @@ async fn upstream_errors_reach_workloads_as_capability_reasons() {
     assert_eq!(
         r.json::<Value>().await.unwrap()["error"]["message"],
         "prompt is too long: 5 tokens"
+    );
+}
+
+/// Every upstream error status a workload caller can see (relayed, or retained while the
+/// router failed over) carries only the cleaned message: status, `error.type` and
+/// `retry-after` kept, the account id and host in the upstream's words never.
+#[tokio::test]
+async fn upstream_errors_of_every_status_reach_workloads_clean() {
+    let s = setup(false).await;
+    let ok = token(&s.key, |_, _| {});
+    let leaky = "account 123456789012 (arn:aws:iam::123456789012:role/gw) at api.internal.corp";
+    let cases = [
+        (
+            404,
+            "not_found_error",
+            "the model or endpoint was not found upstream",
+        ),
+        (429, "rate_limit_error", "upstream rate limit exceeded"),
+        (422, "invalid_request_error", "the upstream failed"),
+        (
+            413,
+            "request_too_large",
+            "the request is too large for the upstream",
+        ),
+    ];
+    for (status, kind, sentence) in cases {
+        s.gw.fake.push_fault(Fault::Status {
+            status,
+            retry_after: (status == 429).then_some(7),
+            error_type: Some(kind.into()),
+            message: Some(leaky.into()),
+        });
+        let r = infer(&s, &ok, "/v1/messages").await;
+        assert_eq!(r.status(), status);
+        if status == 429 {
+            assert_eq!(r.headers()["retry-after"], "7");
+        }
+        let text = r.text().await.unwrap();
+        assert!(!text.contains("123456789012"), "{status}: {text}");
+        assert!(!text.contains("internal.corp"), "{status}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "error", "error": {"type": kind, "message": sentence}}),
+            "{status}"
+        );
+    }
+    // A person's client key still sees the raw Anthropic upstream's own words on a 404.
+    s.gw.fake.push_fault(Fault::Status {
+        status: 404,
+        retry_after: None,
+        error_type: None,
+        message: Some("model: claude-nope".into()),
+    });
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .header("x-api-key", CLIENT_KEY)
+            .json(&sonnet(false))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["message"],
+        "model: claude-nope"
     );
 }

@@ -127,7 +127,9 @@ pub async fn login(app: &App) -> Result<(), AppError> {
             }
             match central.poll(&start.device_code).await {
                 Ok(Poll::Pending) => {}
-                Ok(Poll::SlowDown) => interval += Duration::from_secs(5),
+                Ok(Poll::SlowDown) => {
+                    interval = (interval + Duration::from_secs(5)).min(Duration::from_secs(60));
+                }
                 Ok(Poll::Done(tokens)) => {
                     let (keeper, origin) =
                         (app.inner().session.clone(), central.origin().to_owned());

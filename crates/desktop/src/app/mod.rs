@@ -342,6 +342,8 @@ impl App {
                 if url == p.verification_uri
                     || p.verification_uri_complete.as_deref() == Some(url) =>
             {
+                crate::central::check_browser_url(url)
+                    .map_err(|e| AppError::BadInput(e.to_string()))?;
                 self.inner.deps.opener.open(url).map_err(AppError::Internal)
             }
             _ => Err(AppError::BadInput(

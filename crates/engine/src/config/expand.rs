@@ -6,21 +6,47 @@
 //!   credential store (the OS keychain on the desktop; refused on a headless server).
 //!
 //! Expansion recurses through sequences and mappings. Errors name the field path and the
-//! reference, never the value it resolved to.
+//! reference, never the value it resolved to. The expander remembers what it resolved, so
+//! a later type or validation error that would quote such a value is rewritten by [`hide`]
+//! to name only the field path and the expected type.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use serde_yaml_ng::Value;
 
 use super::ConfigError;
 use crate::deps::{CredentialStore, Environment};
+use crate::secret::Secret;
 
 pub struct Expander<'a> {
     pub env: &'a dyn Environment,
     pub credentials: &'a dyn CredentialStore,
+    /// Every value a reference resolved to (blank ones left out).
+    resolved: RefCell<Vec<Secret>>,
 }
 
-impl Expander<'_> {
+impl<'a> Expander<'a> {
+    pub fn new(env: &'a dyn Environment, credentials: &'a dyn CredentialStore) -> Self {
+        Self {
+            env,
+            credentials,
+            resolved: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// What the references resolved to, for [`hide`].
+    pub fn into_resolved(self) -> Vec<Secret> {
+        self.resolved.into_inner()
+    }
+
+    fn remember(&self, value: &str) -> String {
+        if !value.trim().is_empty() {
+            self.resolved.borrow_mut().push(Secret::new(value));
+        }
+        value.to_owned()
+    }
+
     /// Expands every string in `value` in place.
     pub fn expand(&self, value: &mut Value, path: &str) -> Result<(), ConfigError> {
         match value {
@@ -59,10 +85,10 @@ impl Expander<'_> {
     fn expand_str(&self, s: &str, path: &str) -> Result<String, ConfigError> {
         if let Some(inner) = whole_reference(s) {
             if let Some(file) = inner.strip_prefix("file:") {
-                return self.read_file(file.trim(), path);
+                return Ok(self.remember(&self.read_file(file.trim(), path)?));
             }
             if let Some(entry) = inner.strip_prefix("keyring:") {
-                return self.read_keyring(entry.trim(), path);
+                return Ok(self.remember(&self.read_keyring(entry.trim(), path)?));
             }
         }
         let mut out = String::with_capacity(s.len());
@@ -92,7 +118,7 @@ impl Expander<'_> {
             let value = self.env.var(name).ok_or_else(|| {
                 ConfigError::at(path, format!("environment variable {name} is not set"))
             })?;
-            out.push_str(&value);
+            out.push_str(&self.remember(&value));
             rest = &after[end + 1..];
         }
         out.push_str(rest);
@@ -131,6 +157,25 @@ impl Expander<'_> {
     }
 }
 
+/// `e` unchanged, unless its message quotes a value a reference resolved to: then only the
+/// field path and, for a type error, the expected type are left.
+pub fn hide(mut e: ConfigError, resolved: &[Secret]) -> ConfigError {
+    let quotes = |text: &str| resolved.iter().any(|v| text.contains(v.expose()));
+    if !quotes(&e.message) {
+        return e;
+    }
+    let expected = e
+        .message
+        .rsplit_once(", expected ")
+        .map(|(_, t)| t)
+        .filter(|t| !quotes(t));
+    e.message = match expected {
+        Some(t) => format!("invalid value (read through a reference, not shown): expected {t}"),
+        None => "invalid value (read through a reference, not shown)".to_owned(),
+    };
+    e
+}
+
 fn whole_reference(s: &str) -> Option<&str> {
     let inner = s.strip_prefix("${")?.strip_suffix('}')?;
     (!inner.contains("${") && !inner.contains('}')).then_some(inner)
@@ -150,12 +195,34 @@ mod tests {
 
     fn expand(yaml: &str, env: MapEnvironment) -> Result<Value, ConfigError> {
         let mut v: Value = serde_yaml_ng::from_str(yaml).unwrap();
-        Expander {
-            env: &env,
-            credentials: &NoCredentialStore,
-        }
-        .expand(&mut v, "")?;
+        Expander::new(&env, &NoCredentialStore).expand(&mut v, "")?;
         Ok(v)
+    }
+
+    #[test]
+    fn hide_keeps_the_path_and_the_expected_type_only() {
+        let resolved = [Secret::new("sk-from-file")];
+        let e = hide(
+            ConfigError::at(
+                "listen.port",
+                "invalid type: string \"sk-from-file\", expected u16",
+            ),
+            &resolved,
+        );
+        assert_eq!(
+            e.to_string(),
+            "listen.port: invalid value (read through a reference, not shown): expected u16"
+        );
+        let e = hide(
+            ConfigError::at("listen.host", "`sk-from-file` is not an IP address"),
+            &resolved,
+        );
+        assert_eq!(
+            e.to_string(),
+            "listen.host: invalid value (read through a reference, not shown)"
+        );
+        let plain = ConfigError::at("listen.port", "invalid type: string \"x\", expected u16");
+        assert_eq!(hide(plain.clone(), &resolved), plain);
     }
 
     #[test]

@@ -338,17 +338,19 @@ impl Config {
         if tree.is_null() {
             tree = serde_yaml_ng::Value::Mapping(Default::default());
         }
-        Expander {
-            env: ctx.env,
-            credentials: ctx.credentials,
-        }
-        .expand(&mut tree, "")?;
+        let expander = Expander::new(ctx.env, ctx.credentials);
+        expander.expand(&mut tree, "")?;
+        // What `${...}` references resolved to never appears in an error below.
+        let resolved = expander.into_resolved();
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." { String::new() } else { path };
-            ConfigError::at(&path, e.into_inner().to_string())
+            expand::hide(
+                ConfigError::at(&path, e.into_inner().to_string()),
+                &resolved,
+            )
         })?;
-        validate::validate(raw, ctx)
+        validate::validate(raw, ctx).map_err(|e| expand::hide(e, &resolved))
     }
 
     /// The JSON schema of the configuration file, generated from the raw types.

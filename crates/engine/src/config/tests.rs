@@ -704,3 +704,38 @@ fn schema_is_generated_from_the_types() {
         "config.schema.json is stale: run `gatehouse config-schema > config.schema.json`"
     );
 }
+
+#[test]
+fn errors_never_quote_values_read_through_references() {
+    // A secret file mounted in the wrong place, an env var in the wrong field: the error
+    // names the field and what it wanted, never what the file or variable held.
+    let cases = [
+        (
+            format!("{UP}listen: {{port: '${{file:/run/secrets/anthropic_api_key}}'}}\n"),
+            "listen.port: invalid value (read through a reference, not shown): expected u16",
+            "sk-from-file",
+        ),
+        (
+            format!("{UP}listen: {{host: '${{ANTHROPIC_API_KEY}}'}}\n"),
+            "listen.host: invalid value (read through a reference, not shown)",
+            "sk-example",
+        ),
+        (
+            format!(
+                "{UP}listen: {{host: 127.0.0.1}}\nlogging: {{dir: /x, rotation: 'x-${{CORP_PROXY_TOKEN}}'}}\n"
+            ),
+            "logging.rotation: invalid value (read through a reference, not shown)",
+            "corp-token",
+        ),
+    ];
+    for (yaml, expected, secret) in cases {
+        let e = err(&yaml);
+        assert_eq!(e, expected, "{yaml}");
+        assert!(!e.contains(secret));
+    }
+    // A literal value is still quoted: it is the operator's own text.
+    assert_eq!(
+        err(&format!("{UP}listen: {{host: nope}}\n")),
+        "listen.host: `nope` is not an IP address"
+    );
+}

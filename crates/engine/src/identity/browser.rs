@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::device::{
-    grant_expiry, issue, normalize_user_code, over_limit, read_form, user_code_key,
+    RateCheck, grant_expiry, issue, normalize_user_code, rate_check, read_form, user_code_key,
 };
 use super::keys::SealKind;
 use super::{Grant, GrantState, Identity, STATE_SECS, pages};
@@ -122,18 +122,29 @@ pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>)
             "This form can only be submitted from the Gatehouse sign-in page.",
         );
     }
-    if over_limit(gw, "device_verify", ip, id.cfg.device_verify_limit).await {
-        gw.deps.emit(
-            Event::new("device.rate_limited")
-                .with("client_ip", ip.to_string())
-                .with("endpoint", "device_verify"),
-        );
-        return pages::device_form(
-            StatusCode::TOO_MANY_REQUESTS,
-            "",
-            Some("Too many attempts from this address. Wait a few minutes and try again."),
-            &idp,
-        );
+    match rate_check(gw, "device_verify", ip, id.cfg.device_verify_limit).await {
+        RateCheck::Allowed => {}
+        RateCheck::Over => {
+            gw.deps.emit(
+                Event::new("device.rate_limited")
+                    .with("client_ip", ip.to_string())
+                    .with("endpoint", "device_verify"),
+            );
+            return pages::device_form(
+                StatusCode::TOO_MANY_REQUESTS,
+                "",
+                Some("Too many attempts from this address. Wait a few minutes and try again."),
+                &idp,
+            );
+        }
+        RateCheck::Unavailable => {
+            return pages::device_form(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "",
+                Some("Sign-in is unavailable right now. Try again in a few minutes."),
+                &idp,
+            );
+        }
     }
     let form = match read_form(req).await {
         Ok(f) => f,

@@ -130,23 +130,50 @@ pub fn grant_expiry(grant: &Grant) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(grant.expires_at + GRANT_GRACE_SECS, 0)
 }
 
-/// Per-IP fixed-window limit; true when over.
-pub async fn over_limit(
+/// What a sign-in rate limit says about a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateCheck {
+    Allowed,
+    Over,
+    /// The counter could not be read: refused too (fail closed), as a 503.
+    Unavailable,
+}
+
+/// Whom a sign-in rate counter counts: an IPv4 address whole (an IPv4-mapped IPv6 address
+/// as its IPv4), an IPv6 address by its /64, the network one subscriber is handed.
+pub fn limit_subject(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            let net = std::net::Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX));
+            format!("{net}/64")
+        }
+    }
+}
+
+/// Per-address fixed-window limit (see [`limit_subject`]).
+pub async fn rate_check(
     gw: &Gateway,
     bucket: &str,
     ip: IpAddr,
     limit: crate::config::RateLimit,
-) -> bool {
-    let key = format!("rl:{bucket}:{ip}");
+) -> RateCheck {
+    let key = format!("rl:{bucket}:{}", limit_subject(ip));
     match gw
         .store
         .kv_incr(&key, limit.window, gw.deps.clock.now())
         .await
     {
-        Ok(n) => n > u64::from(limit.limit),
+        Ok(n) if n > u64::from(limit.limit) => RateCheck::Over,
+        Ok(_) => RateCheck::Allowed,
         Err(e) => {
-            tracing::warn!(error = %e, "rate counter unavailable; allowing the request");
-            false
+            tracing::error!(error = %e, bucket, "rate counter unavailable; refusing the request");
+            gw.deps.emit(
+                Event::new("device.rate_limit_unavailable")
+                    .with("client_ip", ip.to_string())
+                    .with("endpoint", bucket.to_owned()),
+            );
+            RateCheck::Unavailable
         }
     }
 }
@@ -157,7 +184,7 @@ pub async fn device_authorization(
     ip: IpAddr,
     req: Request<Body>,
 ) -> Response<Body> {
-    if over_limit(
+    match rate_check(
         gw,
         "device_authorization",
         ip,
@@ -165,26 +192,49 @@ pub async fn device_authorization(
     )
     .await
     {
-        gw.deps.emit(
-            Event::new("device.rate_limited")
-                .with("client_ip", ip.to_string())
-                .with("endpoint", "device_authorization"),
-        );
-        let mut r = oauth_error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "slow_down",
-            "too many sign-in attempts from this address; wait and retry",
-        );
-        r.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(id.cfg.device_authorization_limit.window.as_secs()),
-        );
-        return r;
+        RateCheck::Allowed => {}
+        RateCheck::Unavailable => {
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "sign-in storage unavailable",
+            );
+        }
+        RateCheck::Over => return slowed_down(gw, id, ip),
     }
     let form = match read_form(req).await {
         Ok(f) => f,
         Err(r) => return r,
     };
+    new_grant(gw, id, ip, &form).await
+}
+
+/// The 429 of a device authorization over its limit.
+fn slowed_down(gw: &Gateway, id: &Identity, ip: IpAddr) -> Response<Body> {
+    gw.deps.emit(
+        Event::new("device.rate_limited")
+            .with("client_ip", ip.to_string())
+            .with("endpoint", "device_authorization"),
+    );
+    let mut r = oauth_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "slow_down",
+        "too many sign-in attempts from this address; wait and retry",
+    );
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(id.cfg.device_authorization_limit.window.as_secs()),
+    );
+    r
+}
+
+/// A new pending grant with a fresh device code and an unused user code.
+async fn new_grant(
+    gw: &Gateway,
+    id: &Identity,
+    ip: IpAddr,
+    form: &HashMap<String, String>,
+) -> Response<Body> {
     let now = gw.deps.clock.now();
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
@@ -500,17 +550,6 @@ async fn refresh_grant(
         );
     };
     let now = gw.deps.clock.now();
-    match id.refresh_revoked(gw.store.as_ref(), token, now).await {
-        Ok(true) => return invalid("refresh_token_revoked"),
-        Ok(false) => {}
-        Err(_) => {
-            return oauth_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "temporarily_unavailable",
-                "sign-in storage unavailable",
-            );
-        }
-    }
     let Ok(payload) = id
         .keys
         .open::<RefreshPayload>(SealKind::RefreshToken, token)
@@ -520,6 +559,20 @@ async fn refresh_grant(
     let Some(idp_rt) = payload.idp_refresh_token.as_deref() else {
         return invalid("no_idp_refresh_token");
     };
+    // Single use on every replica: the token is claimed in the store before the IdP sees
+    // it, so of two concurrent redemptions only one reaches the IdP.
+    let claim = match id.claim_refresh(gw.store.as_ref(), token, now).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => return invalid("refresh_token_revoked"),
+        Err(e) => {
+            tracing::error!(error = %e, "refresh: store unavailable");
+            return oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "sign-in storage unavailable",
+            );
+        }
+    };
     let tokens = match id.oidc.refresh(idp_rt).await {
         Ok(t) => t,
         Err(super::oidc::RefreshError::Invalid(m)) => {
@@ -528,6 +581,8 @@ async fn refresh_grant(
         }
         Err(super::oidc::RefreshError::Transient(m)) => {
             tracing::warn!(reason = %m, "IdP refresh failed transiently");
+            // Nothing was spent: the token stays usable for a retry.
+            id.release_refresh(gw.store.as_ref(), token, claim).await;
             gw.deps
                 .emit(Event::new("session.refresh_unavailable").with("sub", payload.sub.clone()));
             return oauth_error(
@@ -549,10 +604,6 @@ async fn refresh_grant(
             "could not mint a session",
         );
     };
-    // Refresh tokens are single use: the one just spent is revoked.
-    if let Err(e) = id.revoke_refresh(gw.store.as_ref(), token, now).await {
-        tracing::warn!(error = %e, "could not record the spent refresh token");
-    }
     gw.deps.emit(
         Event::new("session.refresh")
             .with("sub", who.sub.clone())
@@ -619,4 +670,26 @@ pub async fn revoke(gw: &Gateway, id: &Identity, req: Request<Body>) -> Response
             .emit(Event::new("session.revoke").with("kind", "refresh_token"));
     }
     json_no_store(StatusCode::OK, json!({}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subject(ip: &str) -> String {
+        limit_subject(ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])))
+    }
+
+    #[test]
+    fn rate_limits_count_ipv6_by_its_64_and_mapped_ipv4_as_ipv4() {
+        assert_eq!(subject("203.0.113.5"), "203.0.113.5");
+        assert_eq!(subject("::ffff:203.0.113.5"), "203.0.113.5");
+        assert_eq!(subject("2001:db8:1:2::a"), "2001:db8:1:2::/64");
+        assert_eq!(
+            subject("2001:db8:1:2:ffff:ffff:ffff:ffff"),
+            "2001:db8:1:2::/64"
+        );
+        assert_eq!(subject("2001:db8:1:3::1"), "2001:db8:1:3::/64");
+        assert_eq!(subject("::1"), "::/64");
+    }
 }

@@ -94,6 +94,11 @@ pub fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
+/// Where a refresh token's redemption or revocation is recorded.
+fn refresh_key(token: &str) -> String {
+    format!("revoked:rt:{}", sha256_hex(token))
+}
+
 /// Revoked session ids with their expiry (Unix seconds), from the store.
 async fn load_revoked(
     store: &dyn Store,
@@ -210,23 +215,34 @@ impl Identity {
     ) -> Result<(), StoreError> {
         let until = now + chrono::Duration::seconds(REFRESH_REVOCATION_SECS);
         store
-            .kv_put(
-                &format!("revoked:rt:{}", sha256_hex(token)),
-                b"1".to_vec(),
-                Some(until),
-            )
+            .kv_put(&refresh_key(token), b"1".to_vec(), Some(until))
             .await
     }
 
-    pub async fn refresh_revoked(
+    /// Claims a refresh token for one redemption: `Some(claim)` for the one caller (on any
+    /// replica) that wins, `None` when it was redeemed, claimed or revoked before. The
+    /// claim stands in for the revocation, so a redeemed token stays spent.
+    pub async fn claim_refresh(
         &self,
         store: &dyn Store,
         token: &str,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(store
-            .kv_get(&format!("revoked:rt:{}", sha256_hex(token)), now)
-            .await?
-            .is_some())
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut nonce = [0u8; 16];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut nonce);
+        let claim = format!("claimed:{}", hex::encode(nonce)).into_bytes();
+        let until = now + chrono::Duration::seconds(REFRESH_REVOCATION_SECS);
+        let won = store
+            .kv_insert(&refresh_key(token), claim.clone(), Some(until), now)
+            .await?;
+        Ok(won.then_some(claim))
+    }
+
+    /// Gives a claim back when the redemption spent nothing (the IdP was unreachable); a
+    /// revocation recorded meanwhile stays.
+    pub async fn release_refresh(&self, store: &dyn Store, token: &str, claim: Vec<u8>) {
+        if let Err(e) = store.kv_delete(&refresh_key(token), Some(claim)).await {
+            tracing::warn!(error = %e, "could not release a refresh token claim");
+        }
     }
 }

@@ -81,6 +81,11 @@ pub(super) async fn respond(
             out_headers.remove(header::CONTENT_LENGTH);
             add_route_headers(&mut out_headers, route.upstream.as_deref(), attempts);
             record_without_body(call, facts, route);
+            let body = if is_workload(call) {
+                for_workload(status, &mut out_headers, &body)
+            } else {
+                body
+            };
             let mut resp = Response::new(Body::from(body));
             *resp.status_mut() = status;
             *resp.headers_mut() = out_headers;
@@ -116,13 +121,17 @@ async fn relay(
     let status = response.status;
     let mut out_headers = headers::to_caller(&response.headers);
     add_route_headers(&mut out_headers, route.upstream.as_deref(), route.attempts);
-    if matches!(call.principal, Principal::Workload(_)) && !status.is_success() {
+    if is_workload(call) && !status.is_success() {
         // Workload callers get a stable reason, never the upstream's wording (which can
         // carry account ids, ARNs or hosts).
         let body = response.read_limited(SANITIZE_LIMIT).await;
         route.ttfb = None;
         record_without_body(call, facts, route);
-        return sanitized(status, out_headers, &body);
+        let body = for_workload(status, &mut out_headers, &body);
+        let mut resp = Response::new(Body::from(body));
+        *resp.status_mut() = status;
+        *resp.headers_mut() = out_headers;
+        return resp;
     }
     if status.is_success() {
         crate::spend::headers::on_success(&mut out_headers, standings);
@@ -161,33 +170,19 @@ fn record_without_body(call: &Call<'_>, facts: RequestFacts, route: RouteFacts) 
     Meter::new(facts, route, BodyFormat::Other, recorder).finish(false, true);
 }
 
-/// The upstream's error, with its status and `error.type` kept and its message replaced by
-/// `capability_rejected: <reason>` (or a generic sentence when it cannot be classified).
-fn sanitized(status: StatusCode, mut out_headers: HeaderMap, body: &[u8]) -> Response<Body> {
-    let upstream: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let kind = upstream["error"]["type"]
-        .as_str()
-        .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-        .unwrap_or(crate::upstream::errors::error_type(status))
-        .to_owned();
-    let message = upstream["error"]["message"]
-        .as_str()
-        .and_then(crate::workload::capability_reason)
-        .map_or_else(
-            || "upstream request failed".to_owned(),
-            |r| format!("capability_rejected: {r}"),
-        );
-    let envelope =
-        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
+fn is_workload(call: &Call<'_>) -> bool {
+    matches!(call.principal, Principal::Workload(_))
+}
+
+/// A workload caller's copy of an upstream error (relayed or retained after failover): the
+/// one hygiene of [`crate::upstream::errors::for_workload`], as JSON.
+fn for_workload(status: StatusCode, out_headers: &mut HeaderMap, body: &[u8]) -> Bytes {
     out_headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     out_headers.remove(header::CONTENT_LENGTH);
-    let mut resp = Response::new(Body::from(envelope.to_string()));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = out_headers;
-    resp
+    crate::upstream::errors::for_workload(status, body)
 }
 
 /// A central Gatehouse (the desktop's connected upstream) refused on a spend cap: keep it

@@ -67,16 +67,25 @@ impl Pricing {
         (DEFAULT_TIER, PriceSource::Default)
     }
 
-    /// Cost in micro-USD (rounded up, so a non-zero usage never costs 0).
+    /// Cost in micro-USD (rounded up, so a non-zero usage never costs 0), at most
+    /// [`MAX_MICRO_USD`].
     pub fn cost_micro_usd(&self, model: &str, usage: &Usage) -> (u64, PriceSource) {
         let (tier, source) = self.tier(model);
         (cost_with(&tier, usage, self.config.multiplier), source)
     }
 }
 
+/// The largest amount any price or reservation comes to: 2^53 - 1 micro-USD (about nine
+/// billion dollars), exact in every JSON reader, and far enough below `i64::MAX` that the
+/// stores' sums of such amounts stay integers.
+pub const MAX_MICRO_USD: u64 = (1 << 53) - 1;
+
 fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
-    let prompt =
-        u.input_tokens + u.cache_read_tokens + u.cache_write_5m_tokens + u.cache_write_1h_tokens;
+    let prompt = u
+        .input_tokens
+        .saturating_add(u.cache_read_tokens)
+        .saturating_add(u.cache_write_5m_tokens)
+        .saturating_add(u.cache_write_1h_tokens);
     let (input, output, cw5, cw1, cr) = match tier.long_prompt {
         Some((above, long)) if prompt > above => (
             long.input,
@@ -104,7 +113,7 @@ fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
     } else {
         (nano as f64 * multiplier).ceil() as u128
     };
-    u64::try_from(scaled.div_ceil(1000)).unwrap_or(u64::MAX)
+    u64::try_from(scaled.div_ceil(1000)).map_or(MAX_MICRO_USD, |c| c.min(MAX_MICRO_USD))
 }
 
 #[cfg(test)]
@@ -183,6 +192,24 @@ mod tests {
         };
         assert_eq!(p.cost_micro_usd("claude-haiku-5-5", &short).0, 10_000);
         assert_eq!(p.cost_micro_usd("claude-haiku-5-5", &long).0, 50_001);
+    }
+
+    #[test]
+    fn absurd_reported_usage_saturates_instead_of_overflowing() {
+        let p = pricing(1.0, vec![]);
+        let u = Usage {
+            input_tokens: u64::MAX,
+            output_tokens: u64::MAX,
+            cache_read_tokens: u64::MAX,
+            cache_write_5m_tokens: u64::MAX,
+            cache_write_1h_tokens: u64::MAX,
+            web_search_requests: u64::MAX,
+        };
+        assert_eq!(p.cost_micro_usd("claude-haiku-5-5", &u).0, MAX_MICRO_USD);
+        assert_eq!(
+            pricing(0.5, vec![]).cost_micro_usd("x", &u).0,
+            MAX_MICRO_USD
+        );
     }
 
     #[test]

@@ -41,7 +41,11 @@ pub async fn authenticate(
         .spend
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("spend limits are not configured".into()))?;
-    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+    if let Some(key) = headers.get("x-api-key") {
+        // Present but not text is as wrong as a wrong key: never a fall back to the bearer.
+        let Ok(key) = key.to_str() else {
+            return Err(unauthenticated("invalid admin API key"));
+        };
         if let Some(id) = key_matches(&spend.write_keys, key) {
             return Ok((format!("key:{id}"), true));
         }
@@ -310,13 +314,15 @@ async fn effective(
     if sort.as_deref().is_some_and(|s| s != "spend_desc") {
         return Err(bad("sort: only spend_desc is supported"));
     }
+    // The cursor is an offset; one whose page end cannot be counted is not a cursor.
     let offset = match one("page").map(|p| p.parse::<usize>()) {
         None => 0,
-        Some(Ok(o)) => o,
-        Some(Err(_)) => {
+        Some(Ok(o)) if o.checked_add(limit).is_some() => o,
+        Some(_) => {
             return Err(bad("page: use the next_page value of the previous answer"));
         }
     };
+    let end = offset.saturating_add(limit);
     let users = all("user_ids");
     let needle = one("q").map(|s| s.to_lowercase());
     let people = match gw
@@ -380,14 +386,14 @@ async fn effective(
     if sort.is_some() {
         rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     }
-    let more = rows.len() > offset + limit;
+    let more = rows.len() > end;
     let data: Vec<Value> = rows
         .into_iter()
         .skip(offset)
         .take(limit)
         .map(|(_, v)| v)
         .collect();
-    let next = more.then(|| (offset + limit).to_string());
+    let next = more.then(|| end.to_string());
     Ok(ok(
         json!({"data": data, "has_more": more, "next_page": next}),
         request_id,

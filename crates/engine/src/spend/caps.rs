@@ -101,7 +101,7 @@ pub fn exceeded(standings: &[Standing], amount_micro: u64) -> Vec<Period> {
 /// The standings after a hold of `amount_micro` was written in every period.
 pub fn add_hold(standings: &mut [Standing], amount_micro: u64) {
     for s in standings {
-        s.reserved_micro += amount_micro;
+        s.reserved_micro = s.reserved_micro.saturating_add(amount_micro);
     }
 }
 

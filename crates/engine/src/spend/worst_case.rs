@@ -8,7 +8,7 @@
 //! sampling rounds on the upstream, each re-reading the context, and bill per use. For
 //! those the input of every round is bounded only by the context window.
 
-use crate::metering::pricing::Pricing;
+use crate::metering::pricing::{MAX_MICRO_USD, Pricing};
 
 /// The context window that bounds one round's input when the prompt's own bytes do not.
 pub const CONTEXT_WINDOW: u64 = 200_000;
@@ -47,7 +47,7 @@ impl CostDrivers {
     }
 }
 
-/// The worst case in micro-USD, saturating at [`MAX_RESERVATION_MICRO`].
+/// The worst case in micro-USD, at most [`MAX_MICRO_USD`] (so sums stay in the rows' range).
 pub fn worst_case_micro(
     pricing: &Pricing,
     model: &str,
@@ -80,14 +80,11 @@ pub fn worst_case_micro(
         * (u128::from(per_round_input) * u128::from(input_rate)
             + u128::from(output_tokens) * u128::from(output_rate))
         + u128::from(drivers.web_searches) * u128::from(tier.web_search);
-    u64::try_from(nano.div_ceil(1000))
-        .unwrap_or(u64::MAX)
-        .min(MAX_RESERVATION_MICRO)
+    u64::try_from(nano.div_ceil(1000)).map_or(MAX_MICRO_USD, |c| c.min(MAX_MICRO_USD))
 }
 
-/// No single request is reserved more than this (USD 10 million), so sums of
-/// reservations stay far inside the store's 64-bit range.
-pub const MAX_RESERVATION_MICRO: u64 = 10_000_000_000_000;
+/// The most output tokens priced for a model the built-in table does not know.
+pub const OUTPUT_TOKENS_BOUND: u64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -144,6 +141,59 @@ mod tests {
     }
 
     #[test]
+    fn worst_case_bounds_max_tokens_by_the_models_output_limit() {
+        let pricing = Pricing::new(crate::config::PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![],
+        });
+        let sonnet = |n| {
+            worst_case_micro(
+                &pricing,
+                "claude-sonnet-4-6",
+                100,
+                Some(n),
+                &CostDrivers::default(),
+            )
+        };
+        let limit = crate::models::builtin("claude-sonnet-4-6")
+            .map(|b| u64::from(b.max_output.1))
+            .unwrap();
+        assert_eq!(sonnet(u64::MAX), sonnet(limit));
+        assert!(sonnet(limit - 1) < sonnet(limit));
+        let unknown = |n| {
+            worst_case_micro(
+                &pricing,
+                "mystery-model",
+                100,
+                Some(n),
+                &CostDrivers::default(),
+            )
+        };
+        assert_eq!(unknown(u64::MAX), unknown(OUTPUT_TOKENS_BOUND));
+        // Absurd operator prices still give an amount every store and JSON reader takes.
+        let dear = Pricing::new(crate::config::PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![crate::config::PriceOverride {
+                model: "mystery-model".into(),
+                input: u64::MAX,
+                output: u64::MAX,
+                cache_read: u64::MAX,
+                cache_write_5m: u64::MAX,
+                cache_write_1h: u64::MAX,
+                web_search: u64::MAX,
+            }],
+        });
+        let most = worst_case_micro(
+            &dear,
+            "mystery-model",
+            usize::MAX,
+            Some(u64::MAX),
+            &CostDrivers::default(),
+        );
+        assert_eq!(most, MAX_MICRO_USD);
+    }
+
+    #[test]
     fn absurd_inputs_saturate_within_the_store_range() {
         let p = pricing();
         let d = CostDrivers {
@@ -153,7 +203,7 @@ mod tests {
             long_context: true,
         };
         let w = worst_case_micro(&p, SONNET, usize::MAX, Some(u64::MAX), &d);
-        assert_eq!(w, MAX_RESERVATION_MICRO);
+        assert_eq!(w, MAX_MICRO_USD);
         let plain = worst_case_micro(&p, SONNET, 10, Some(u64::MAX), &CostDrivers::default());
         let limit = worst_case_micro(&p, SONNET, 10, None, &CostDrivers::default());
         assert_eq!(

@@ -150,6 +150,15 @@ pub trait Store: Send + Sync {
         value: Vec<u8>,
         expires_at: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError>;
+    /// Writes `value` only if the key holds no live entry (an expired one is replaced); true
+    /// if written. Of several callers racing on one key, on any replica, exactly one wins.
+    async fn kv_insert(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
     /// Writes `value` only if the live entry still equals `expected` (compare-and-swap).
     async fn kv_replace(
         &self,

@@ -4,6 +4,11 @@
 //! Claude Code's recovery keys on: an Anthropic-envelope 400/413 of a known type keeps its
 //! message (`prompt is too long: ...`), and Bedrock's `Input is too long.` and Vertex's
 //! request-size 400 become exactly `Input is too long.`.
+//!
+//! Workload (CRI) callers get stricter hygiene on every provider, the raw Anthropic one
+//! included, and for every status ([`for_workload`]): the status and an accurate
+//! `error.type` are kept, the message is a `capability_rejected: <class>` token (400/413)
+//! or the status's generic sentence, never the upstream's words.
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -99,6 +104,32 @@ fn answer_with_type(
     envelope(status, kind, &message)
 }
 
+/// The error body a workload (CRI) caller gets for an upstream's error answer `body`: the
+/// upstream's `error.type` when it has a valid shape (else the status's), and as message
+/// the capability class of a 400/413 or the status's generic sentence.
+pub fn for_workload(status: StatusCode, body: &[u8]) -> Bytes {
+    let parsed: Value = serde_json::from_slice(body).unwrap_or_default();
+    let error = if parsed.is_array() {
+        &parsed[0]["error"]
+    } else {
+        &parsed["error"]
+    };
+    let kind = error["type"]
+        .as_str()
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .unwrap_or(error_type(status));
+    let message = error["message"]
+        .as_str()
+        .filter(|_| matches!(status.as_u16(), 400 | 413))
+        .and_then(crate::workload::capability_reason)
+        .map_or_else(
+            || generic(status).to_owned(),
+            |r| format!("capability_rejected: {r}"),
+        );
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    Bytes::from(body.to_string())
+}
+
 /// An answer in Anthropic's error envelope that a translation makes itself.
 pub fn envelope(status: StatusCode, kind: &str, message: &str) -> Answer {
     let body = json!({"type": "error", "error": {"type": kind, "message": message}});
@@ -158,6 +189,46 @@ mod tests {
         assert_eq!(
             msg(429, "Too many tokens, account 1234", None),
             "upstream rate limit exceeded"
+        );
+    }
+
+    fn workload(status: u16, body: &str) -> Value {
+        let out = for_workload(StatusCode::from_u16(status).unwrap(), body.as_bytes());
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn workload_errors_keep_status_type_and_only_a_clean_message() {
+        let arn = "arn:aws:bedrock:us-east-1:123456789012:model/x at api.internal.corp";
+        for (status, kind) in [
+            (400, "invalid_request_error"),
+            (404, "not_found_error"),
+            (429, "rate_limit_error"),
+            (500, "api_error"),
+            (529, "overloaded_error"),
+        ] {
+            let body = json!({"type": "error", "error": {"type": kind, "message": arn}});
+            let v = workload(status, &body.to_string());
+            assert_eq!(v["error"]["type"], kind, "{status}");
+            assert_eq!(
+                v["error"]["message"],
+                generic(StatusCode::from_u16(status).unwrap()),
+                "{status}"
+            );
+        }
+        // Not JSON at all (an HTML error page): the status's type and sentence.
+        let v = workload(404, "<html>nginx at 10.1.2.3</html>");
+        assert_eq!(v["error"]["type"], "not_found_error");
+        assert!(!v.to_string().contains("10.1.2.3"));
+        // Only a 400/413 is classified; a 429 saying "too long" is still a rate limit.
+        let long = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 5 > 4"}}"#;
+        assert_eq!(
+            workload(400, long)["error"]["message"],
+            "capability_rejected: prompt_too_long"
+        );
+        assert_eq!(
+            workload(429, long)["error"]["message"],
+            generic(StatusCode::TOO_MANY_REQUESTS)
         );
     }
 

@@ -45,6 +45,26 @@ pub async fn put(
     Ok(())
 }
 
+/// Writes `value` only if the key has no live entry. `ON CONFLICT` waits for a concurrent
+/// insert of the same key and then re-checks the condition, so of two racing inserts one wins.
+pub async fn insert(
+    c: &impl GenericClient,
+    key: &str,
+    value: &[u8],
+    expires_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<bool, PgError> {
+    let n = exec(
+        c,
+        "INSERT INTO kv (key, value, expires_at) VALUES ($1, $3, $4)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+         WHERE kv.expires_at IS NOT NULL AND kv.expires_at <= $2",
+        &[&key, &ms(now), &value, &expires_at.map(ms)],
+    )
+    .await?;
+    Ok(n == 1)
+}
+
 pub async fn replace(
     c: &impl GenericClient,
     key: &str,

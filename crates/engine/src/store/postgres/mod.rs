@@ -26,8 +26,8 @@
 //!   usage rows settles person by person in sorted order, so two batches cannot deadlock.
 //! - Cap mutations take a transaction-scoped advisory lock on (scope, period), so a
 //!   create-or-replace and its audit row are serialised even before the cap row exists;
-//!   `kv_incr` locks its row with an upsert before it counts; `kv_replace` and `kv_delete`
-//!   are single conditional statements (compare-and-swap).
+//!   `kv_incr` locks its row with an upsert before it counts; `kv_insert`, `kv_replace` and
+//!   `kv_delete` are single conditional statements (compare-and-swap).
 //!
 //! A deadlock or serialisation failure (which this ordering should prevent) is retried.
 //!
@@ -424,6 +424,17 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let c = self.client().await?;
         Ok(kv::put(&c, key, &value, expires_at).await?)
+    }
+
+    async fn kv_insert(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let c = self.client().await?;
+        Ok(kv::insert(&c, key, &value, expires_at, now).await?)
     }
 
     async fn kv_replace(

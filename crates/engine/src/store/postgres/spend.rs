@@ -217,7 +217,8 @@ pub async fn settle_in(
         None => return Ok(false),
     };
     let sql = "UPDATE spend SET reserved_micro = GREATEST(reserved_micro - $4, 0),
-                   spent_micro = spent_micro + $5, updated_at = $6
+                   spent_micro = LEAST(spent_micro::NUMERIC + $5::BIGINT, 9223372036854775807)::BIGINT,
+                   updated_at = $6
                WHERE principal = $1 AND period = $2 AND period_start = $3";
     let at = ms(now);
     // One statement per period, sent together and run in this order: the same order in

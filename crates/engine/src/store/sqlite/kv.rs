@@ -35,6 +35,24 @@ pub fn put(
     Ok(())
 }
 
+/// Writes `value` only if the key has no live entry (the upsert's condition runs under the
+/// write lock, so of two racing inserts one wins).
+pub fn insert(
+    c: &Connection,
+    key: &str,
+    value: Vec<u8>,
+    expires_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let n = c.execute(
+        "INSERT INTO kv (key, value, expires_at) VALUES (?1, ?3, ?4)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+         WHERE kv.expires_at IS NOT NULL AND kv.expires_at <= ?2",
+        params![key, ms(now), value, expires_at.map(ms)],
+    )?;
+    Ok(n == 1)
+}
+
 /// Writes `value` only if the live entry still equals `expected`.
 pub fn replace(
     c: &Connection,

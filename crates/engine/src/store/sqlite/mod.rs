@@ -206,6 +206,18 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn kv_insert(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.write(move |c| kv::insert(c, &key, value, expires_at, now))
+            .await
+    }
+
     async fn kv_replace(
         &self,
         key: &str,

@@ -2,7 +2,9 @@
 //! rows, the identity directory (principals) and retention. Synchronous functions run on
 //! the store's own thread; each mutation is one `BEGIN IMMEDIATE` transaction (SQLite has
 //! one writer, so a check and the write that follows it cannot interleave with another
-//! request's). The cap arithmetic itself is in [`crate::spend::caps`].
+//! request's). The cap arithmetic itself is in [`crate::spend::caps`]. Sums in the spend
+//! rows saturate at `i64::MAX`: SQLite would turn an overflowing sum into a float, which no
+//! reader could take back as an integer.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -115,7 +117,10 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
             "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
              VALUES (?1, ?2, ?3, 0, ?4, ?5)
              ON CONFLICT (principal, period, period_start)
-             DO UPDATE SET reserved_micro = reserved_micro + excluded.reserved_micro, updated_at = excluded.updated_at",
+             DO UPDATE SET reserved_micro = CASE
+                 WHEN reserved_micro > 9223372036854775807 - excluded.reserved_micro THEN 9223372036854775807
+                 ELSE reserved_micro + excluded.reserved_micro END,
+               updated_at = excluded.updated_at",
         )?
         .execute(params![req.sub, w.period.as_str(), ms(w.start), amount, now],
         )?;
@@ -165,7 +170,10 @@ pub fn settle(
     let actual = i(actual_micro);
     for (period, start) in Period::ALL.iter().zip(starts) {
         tx.prepare_cached(
-            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0), spent_micro = spent_micro + ?5, updated_at = ?6
+            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0),
+                spent_micro = CASE WHEN spent_micro > 9223372036854775807 - ?5 THEN 9223372036854775807
+                    ELSE spent_micro + ?5 END,
+                updated_at = ?6
              WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
         )?
         .execute(params![sub, period.as_str(), start, amount, actual, ms(now)],
