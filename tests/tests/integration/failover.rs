@@ -89,6 +89,13 @@ async fn network_errors_and_ttfb_timeout_fail_over() {
         rows[1].route_reason
     );
     assert_eq!(b.requests().len(), 2);
+    // The attempt given up at the first-byte timeout may have been served by `a`: it is
+    // charged its worst case on top of b's reported usage, and the row says estimated. A
+    // reset before any header was never served: only b's usage counts.
+    let worst = gatehouse_tests::caps::worst_case(&sonnet(false));
+    assert_eq!(rows[0].usage_source, "estimated");
+    assert_eq!(rows[0].cost_micro_usd, rows[1].cost_micro_usd + worst);
+    assert_eq!(rows[1].usage_source, "reported");
 }
 
 #[tokio::test]

@@ -378,6 +378,7 @@ impl Call<'_> {
             body_bytes,
             head.max_tokens,
             &head.drivers,
+            upstream_models.len(),
         )
         .await;
         match admitted {

@@ -63,7 +63,10 @@ pub enum Admitted {
     },
 }
 
-/// `models`: the requested id and every upstream id it may be sent as; the dearest prices it.
+/// `models`: the requested id and every upstream id it may be sent as; the dearest prices
+/// it. `attempts`: how many upstream attempts routing may make. Each attempt given up at
+/// the first-byte timeout may have been served upstream and is charged its worst case, so
+/// the reservation covers every attempt and a settlement can never pass it.
 pub async fn reserve(
     gw: &Gateway,
     who: &UserIdentity,
@@ -72,6 +75,7 @@ pub async fn reserve(
     body_bytes: usize,
     max_tokens: Option<u64>,
     drivers: &super::CostDrivers,
+    attempts: usize,
 ) -> Admitted {
     let Some(spend) = &gw.config.spend else {
         return Admitted::Unchecked;
@@ -81,7 +85,9 @@ pub async fn reserve(
         .iter()
         .map(|m| worst_case_micro(&gw.pricing, m, body_bytes, max_tokens, drivers))
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .saturating_mul(attempts.max(1) as u64)
+        .min(crate::metering::pricing::MAX_MICRO_USD);
     let req = ReserveRequest {
         reservation_id: new_id("rsv"),
         request_id: request_id.to_owned(),
