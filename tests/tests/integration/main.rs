@@ -10,6 +10,7 @@ mod desktop_app;
 mod desktop_connected;
 mod edge;
 mod failover;
+mod fuzz_corpus;
 mod identity;
 mod inference;
 mod otlp;

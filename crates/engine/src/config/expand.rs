@@ -6,8 +6,11 @@
 //!   credential store (the OS keychain on the desktop; refused on a headless server).
 //!
 //! Expansion recurses through sequences and mappings. Errors name the field path and the
-//! reference, never the value it resolved to.
+//! reference, never the value it resolved to. The expander remembers what each reference
+//! resolved to, so that later errors (serde's `invalid type: string "..."`, a validation
+//! message quoting a value) can be given the reference back instead ([`Expander::redact`]).
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use serde_yaml_ng::Value;
@@ -15,12 +18,50 @@ use serde_yaml_ng::Value;
 use super::ConfigError;
 use crate::deps::{CredentialStore, Environment};
 
+/// Resolved values shorter than this are left in messages: they cannot be a credential,
+/// and replacing them would garble indices and numbers in the message.
+const MIN_REDACTED_LEN: usize = 4;
+
 pub struct Expander<'a> {
-    pub env: &'a dyn Environment,
-    pub credentials: &'a dyn CredentialStore,
+    env: &'a dyn Environment,
+    credentials: &'a dyn CredentialStore,
+    /// `(reference, value)` for each reference resolved so far.
+    resolved: RefCell<Vec<(String, String)>>,
 }
 
-impl Expander<'_> {
+impl<'a> Expander<'a> {
+    pub fn new(env: &'a dyn Environment, credentials: &'a dyn CredentialStore) -> Self {
+        Self {
+            env,
+            credentials,
+            resolved: RefCell::default(),
+        }
+    }
+
+    /// `e` with every value a reference resolved to (as written, or escaped as `{:?}`
+    /// quotes it) replaced by that reference, longest value first.
+    pub fn redact(&self, mut e: ConfigError) -> ConfigError {
+        let mut pairs = self.resolved.borrow().clone();
+        pairs.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
+        for (reference, value) in pairs {
+            if value.chars().count() < MIN_REDACTED_LEN {
+                continue;
+            }
+            let quoted = format!("{value:?}");
+            let escaped = &quoted[1..quoted.len() - 1];
+            e.message = e.message.replace(&value, &reference);
+            if escaped != value {
+                e.message = e.message.replace(escaped, &reference);
+            }
+        }
+        e
+    }
+
+    fn remember(&self, reference: String, value: &str) {
+        self.resolved
+            .borrow_mut()
+            .push((reference, value.to_owned()));
+    }
     /// Expands every string in `value` in place.
     pub fn expand(&self, value: &mut Value, path: &str) -> Result<(), ConfigError> {
         match value {
@@ -58,11 +99,16 @@ impl Expander<'_> {
 
     fn expand_str(&self, s: &str, path: &str) -> Result<String, ConfigError> {
         if let Some(inner) = whole_reference(s) {
-            if let Some(file) = inner.strip_prefix("file:") {
-                return self.read_file(file.trim(), path);
-            }
-            if let Some(entry) = inner.strip_prefix("keyring:") {
-                return self.read_keyring(entry.trim(), path);
+            let value = if let Some(file) = inner.strip_prefix("file:") {
+                Some(self.read_file(file.trim(), path)?)
+            } else if let Some(entry) = inner.strip_prefix("keyring:") {
+                Some(self.read_keyring(entry.trim(), path)?)
+            } else {
+                None
+            };
+            if let Some(value) = value {
+                self.remember(s.to_owned(), &value);
+                return Ok(value);
             }
         }
         let mut out = String::with_capacity(s.len());
@@ -92,6 +138,7 @@ impl Expander<'_> {
             let value = self.env.var(name).ok_or_else(|| {
                 ConfigError::at(path, format!("environment variable {name} is not set"))
             })?;
+            self.remember(format!("${{{name}}}"), &value);
             out.push_str(&value);
             rest = &after[end + 1..];
         }
@@ -150,11 +197,7 @@ mod tests {
 
     fn expand(yaml: &str, env: MapEnvironment) -> Result<Value, ConfigError> {
         let mut v: Value = serde_yaml_ng::from_str(yaml).unwrap();
-        Expander {
-            env: &env,
-            credentials: &NoCredentialStore,
-        }
-        .expand(&mut v, "")?;
+        Expander::new(&env, &NoCredentialStore).expand(&mut v, "")?;
         Ok(v)
     }
 

@@ -7,7 +7,7 @@
 
 mod check;
 mod default;
-mod expand;
+pub(crate) mod expand;
 mod identity;
 pub mod managed;
 pub mod postgres;
@@ -327,17 +327,15 @@ impl Config {
         if tree.is_null() {
             tree = serde_yaml_ng::Value::Mapping(Default::default());
         }
-        Expander {
-            env: ctx.env,
-            credentials: ctx.credentials,
-        }
-        .expand(&mut tree, "")?;
+        let expander = Expander::new(ctx.env, ctx.credentials);
+        expander.expand(&mut tree, "")?;
+        // Errors from here on may quote a value; a resolved one is put back as its reference.
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." { String::new() } else { path };
-            ConfigError::at(&path, e.into_inner().to_string())
+            expander.redact(ConfigError::at(&path, e.into_inner().to_string()))
         })?;
-        validate::validate(raw, ctx)
+        validate::validate(raw, ctx).map_err(|e| expander.redact(e))
     }
 
     /// The JSON schema of the configuration file, generated from the raw types.

@@ -611,6 +611,39 @@ fn secrets_never_appear_in_errors() {
     assert!(!e.contains("sk-ant"), "{e}");
 }
 
+/// Found by the `config` fuzz target (fuzz/corpus/config/crash-resolved-value-in-error.yaml):
+/// an error quoting a value repeated what `${...}` had resolved to.
+#[test]
+fn errors_quote_the_reference_not_the_resolved_value() {
+    let env = MapEnvironment::default()
+        .with_var("K", "sk-ant-secret \"value\"")
+        .with_file("/run/k", "file-secret-value\n");
+    let load = |yaml: &str| {
+        Config::from_yaml(
+            yaml,
+            &LoadContext {
+                env: &env,
+                credentials: &NoCredentialStore,
+                default_data_dir: "/d".into(),
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = load("${K}");
+    assert_eq!(
+        e,
+        "invalid type: string \"${K}\", expected struct RawConfig"
+    );
+    let e = load("listen: {host: '${file:/run/k}'}");
+    assert_eq!(e, "listen.host: `${file:/run/k}` is not an IP address");
+    let e = load("listen: {host: 127.0.0.1}\nlogging: {dir: /l, rotation: 'x${K}'}");
+    assert_eq!(
+        e,
+        "logging.rotation: `x${K}` is not one of daily, hourly, never"
+    );
+}
+
 #[test]
 fn schema_is_generated_from_the_types() {
     let schema = Config::json_schema();
