@@ -9,6 +9,9 @@ pub mod autostart;
 pub mod bootstrap;
 pub mod central;
 pub mod claude_settings;
+/// Bodies of the fuzz targets and their corpus tests; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod keychain;
 pub mod notifier;
 pub mod session;

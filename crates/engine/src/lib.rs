@@ -13,6 +13,9 @@ pub mod deps;
 pub mod edge;
 pub mod error;
 pub mod events;
+/// Bodies of the fuzz targets and their corpus tests; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod identity;
 pub mod inference;

@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::config::WorkloadConfig;
 use crate::deps::Clock;
+use WorkloadError::Invalid;
 
 pub const TOKEN_TYPE: &str = "cri+jwt";
 const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
@@ -73,7 +74,7 @@ struct Act {
 }
 
 #[derive(Deserialize)]
-struct Claims {
+pub(crate) struct Claims {
     iss: String,
     sub: String,
     aud: Audience,
@@ -207,51 +208,72 @@ impl WorkloadVerifier {
     }
 
     pub async fn verify(self: &Arc<Self>, token: &str) -> Result<Workload, WorkloadError> {
-        use WorkloadError::Invalid;
-        let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid("malformed"))?;
-        if header.typ.as_deref() != Some(TOKEN_TYPE) {
-            return Err(Invalid("wrong_type"));
-        }
-        if header.alg != Algorithm::ES256 {
-            return Err(Invalid("bad_algorithm"));
-        }
-        let kid = header
-            .kid
-            .filter(|k| !k.is_empty())
-            .ok_or(Invalid("missing_kid"))?;
-        let mut set = self.key_set().await?;
-        if !set.keys.contains_key(&kid) {
-            let now = self.clock.now();
-            let may_refresh = self
-                .last_unknown_kid_refresh
-                .lock()
-                .map(|mut last| {
-                    let ok = last.is_none_or(|t| {
-                        (now - t).to_std().unwrap_or_default() >= UNKNOWN_KID_COOLDOWN
-                    });
-                    if ok {
-                        *last = Some(now);
-                    }
-                    ok
-                })
-                .unwrap_or(false);
-            if may_refresh {
-                if let Err(e) = self.refresh().await {
-                    tracing::warn!(error = %e, "workload key set refresh for an unknown kid failed");
-                }
-                set = self.current().ok_or(WorkloadError::Unavailable)?;
-            }
-        }
+        let kid = check_header(token)?;
+        let set = self.keys_for(&kid).await?;
         let key = set.keys.get(&kid).ok_or(Invalid("unknown_kid"))?;
-        let mut validation = Validation::new(Algorithm::ES256);
-        validation.set_issuer(&[&self.cfg.issuer]);
-        validation.set_audience(&self.cfg.audience);
-        validation.set_required_spec_claims(&["exp", "iat", "aud", "sub", "iss"]);
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        let data = jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| match e
-            .kind()
-        {
+        check_token(token, key, &self.cfg, self.clock.now().timestamp())
+    }
+
+    /// The key set to look `kid` up in: refreshed once (at most once a minute) when it
+    /// does not hold `kid`.
+    async fn keys_for(self: &Arc<Self>, kid: &str) -> Result<Arc<KeySet>, WorkloadError> {
+        let set = self.key_set().await?;
+        if set.keys.contains_key(kid) {
+            return Ok(set);
+        }
+        let now = self.clock.now();
+        let may_refresh = self
+            .last_unknown_kid_refresh
+            .lock()
+            .map(|mut last| {
+                let ok = last
+                    .is_none_or(|t| (now - t).to_std().unwrap_or_default() >= UNKNOWN_KID_COOLDOWN);
+                if ok {
+                    *last = Some(now);
+                }
+                ok
+            })
+            .unwrap_or(false);
+        if !may_refresh {
+            return Ok(set);
+        }
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(error = %e, "workload key set refresh for an unknown kid failed");
+        }
+        self.current().ok_or(WorkloadError::Unavailable)
+    }
+}
+
+/// The unverified header's checks: `typ`, `alg` and a `kid` to look the key up by.
+pub(crate) fn check_header(token: &str) -> Result<String, WorkloadError> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid("malformed"))?;
+    if header.typ.as_deref() != Some(TOKEN_TYPE) {
+        return Err(Invalid("wrong_type"));
+    }
+    if header.alg != Algorithm::ES256 {
+        return Err(Invalid("bad_algorithm"));
+    }
+    header
+        .kid
+        .filter(|k| !k.is_empty())
+        .ok_or(Invalid("missing_kid"))
+}
+
+/// Signature, issuer and audience with `key`, then the claims at `now` (Unix seconds).
+pub(crate) fn check_token(
+    token: &str,
+    key: &DecodingKey,
+    cfg: &WorkloadConfig,
+    now: i64,
+) -> Result<Workload, WorkloadError> {
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.set_issuer(&[&cfg.issuer]);
+    validation.set_audience(&cfg.audience);
+    validation.set_required_spec_claims(&["exp", "iat", "aud", "sub", "iss"]);
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    let data =
+        jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| match e.kind() {
             ErrorKind::InvalidSignature => Invalid("bad_signature"),
             ErrorKind::InvalidIssuer => Invalid("wrong_issuer"),
             ErrorKind::InvalidAudience => Invalid("wrong_audience"),
@@ -259,38 +281,47 @@ impl WorkloadVerifier {
             ErrorKind::MissingRequiredClaim(_) | ErrorKind::Json(_) => Invalid("missing_claim"),
             _ => Invalid("malformed"),
         })?;
-        let c = data.claims;
-        let now = self.clock.now().timestamp();
-        if c.exp + LEEWAY_SECS <= now {
-            return Err(Invalid("expired"));
-        }
-        if c.nbf.is_some_and(|n| n - LEEWAY_SECS > now) || c.iat - LEEWAY_SECS > now {
-            return Err(Invalid("not_yet_valid"));
-        }
-        // jsonwebtoken checked `aud`; the field is read here only to require its presence.
-        let _ = match c.aud {
-            Audience::One(a) => vec![a],
-            Audience::Many(v) => v,
-        };
-        if c.iss != self.cfg.issuer {
-            return Err(Invalid("wrong_issuer"));
-        }
-        if c.scope != "inference" {
-            return Err(Invalid("wrong_scope"));
-        }
-        let org = c.org.to_ascii_lowercase();
-        if !self.cfg.org_allowlist.contains(&org) {
-            return Err(Invalid("org_not_allowed"));
-        }
-        if c.sub.trim().is_empty() {
-            return Err(Invalid("missing_claim"));
-        }
-        Ok(Workload {
-            sub: c.sub,
-            org,
-            act: c.act.and_then(|a| a.sub),
-        })
+    check_claims(data.claims, cfg, now)
+}
+
+/// The claims of a token whose signature held: time (with leeway), issuer, scope, org.
+pub(crate) fn check_claims(
+    c: Claims,
+    cfg: &WorkloadConfig,
+    now: i64,
+) -> Result<Workload, WorkloadError> {
+    // Saturating: claims at the ends of the i64 range must not wrap around.
+    if c.exp.saturating_add(LEEWAY_SECS) <= now {
+        return Err(Invalid("expired"));
     }
+    if c.nbf.is_some_and(|n| n.saturating_sub(LEEWAY_SECS) > now)
+        || c.iat.saturating_sub(LEEWAY_SECS) > now
+    {
+        return Err(Invalid("not_yet_valid"));
+    }
+    // jsonwebtoken checked `aud`; the field is read here only to require its presence.
+    let _ = match c.aud {
+        Audience::One(a) => vec![a],
+        Audience::Many(v) => v,
+    };
+    if c.iss != cfg.issuer {
+        return Err(Invalid("wrong_issuer"));
+    }
+    if c.scope != "inference" {
+        return Err(Invalid("wrong_scope"));
+    }
+    let org = c.org.to_ascii_lowercase();
+    if !cfg.org_allowlist.contains(&org) {
+        return Err(Invalid("org_not_allowed"));
+    }
+    if c.sub.trim().is_empty() {
+        return Err(Invalid("missing_claim"));
+    }
+    Ok(Workload {
+        sub: c.sub,
+        org,
+        act: c.act.and_then(|a| a.sub),
+    })
 }
 
 /// A stable `capability_rejected: <reason>` for an upstream error message, so a workload
@@ -318,7 +349,33 @@ pub fn capability_reason(message: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Times at the ends of the i64 range overflowed the leeway arithmetic (seed
+    /// fuzz/corpus/tokens/workload-claims-iat-i64-min.json).
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let cfg = WorkloadConfig {
+            issuer: "https://issuer.example".into(),
+            jwks_url: url::Url::parse("https://issuer.example/jwks").unwrap(),
+            audience: vec!["gatehouse".into()],
+            org_allowlist: vec!["org".into()],
+        };
+        let claims = |exp: i64, iat: i64| -> Claims {
+            serde_json::from_value(serde_json::json!({
+                "iss": "https://issuer.example", "sub": "svc", "aud": "gatehouse",
+                "org": "ORG", "scope": "inference", "exp": exp, "iat": iat, "nbf": i64::MIN,
+            }))
+            .unwrap()
+        };
+        let now = 1_760_000_000;
+        assert!(check_claims(claims(i64::MAX, i64::MIN), &cfg, now).is_ok());
+        let expired = check_claims(claims(i64::MIN, 0), &cfg, now);
+        assert_eq!(expired.unwrap_err(), Invalid("expired"));
+        let future = check_claims(claims(i64::MAX, i64::MAX), &cfg, now);
+        assert_eq!(future.unwrap_err(), Invalid("not_yet_valid"));
+    }
 
     #[test]
     fn capability_reasons() {

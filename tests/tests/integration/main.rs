@@ -11,6 +11,7 @@ mod desktop_connected;
 mod edge;
 mod failover;
 mod flood;
+mod fuzz_corpus;
 mod hostile;
 mod identity;
 mod idp_outage;

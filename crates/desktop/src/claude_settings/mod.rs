@@ -14,7 +14,8 @@
 //! key order) is kept: the document is parsed with serde_json's `preserve_order`, changed
 //! in place (`shift_remove` for removals) and written back pretty-printed with two-space
 //! indents, as Claude Code writes it. Meaning is kept, not whitespace; the backup keeps the
-//! exact bytes. (Integers beyond 64 bits would lose precision; settings have none.)
+//! exact bytes. Numbers are read exactly (serde_json's `float_roundtrip`), so a float comes
+//! back bit for bit. (Integers beyond 64 bits would lose precision; settings have none.)
 //!
 //! Next to the settings file (beside a symlink, not in the dotfiles repository it points
 //! to) Gatehouse keeps two files, both written 0600 on Unix:

@@ -255,3 +255,33 @@ fn base_url_with_credentials_is_shown_without_them() {
     );
     assert_eq!(show(Key::AuthToken, None), Shown::Absent);
 }
+
+/// Found by the `claude_settings` fuzz target
+/// (fuzz/corpus/claude_settings/crash-float-roundtrip.json): a number in the user's settings
+/// came back from configure one bit off, because it was read with a fast, inexact float
+/// parser. Numbers now keep their exact value.
+#[test]
+fn numbers_keep_their_exact_value() {
+    let numbers = [
+        "123456788901.225070",
+        "0.1",
+        "2.2250738585072011e-308",
+        "1e23",
+    ];
+    let input = format!(
+        "{{{}}}",
+        numbers
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("\"n{i}\": {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let (_dir, s) = setup(Some(&input));
+    s.configure(&target()).unwrap();
+    let after = doc(&s);
+    for (i, n) in numbers.iter().enumerate() {
+        let exact: f64 = n.parse().unwrap();
+        assert_eq!(after[format!("n{i}")].as_f64(), Some(exact), "{n}");
+    }
+}

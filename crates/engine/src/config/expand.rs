@@ -160,7 +160,23 @@ impl<'a> Expander<'a> {
 /// `e` unchanged, unless its message quotes a value a reference resolved to: then only the
 /// field path and, for a type error, the expected type are left.
 pub fn hide(mut e: ConfigError, resolved: &[Secret]) -> ConfigError {
-    let quotes = |text: &str| resolved.iter().any(|v| text.contains(v.expose()));
+    // A value may be quoted as written, escaped as `{:?}` escapes it, or one line of it.
+    let forms = |v: &str| -> Vec<String> {
+        let mut out = vec![v.to_owned(), escaped(v)];
+        out.extend(
+            v.lines()
+                .map(str::trim)
+                .filter(|l| l.len() >= 4)
+                .flat_map(|l| [l.to_owned(), escaped(l)]),
+        );
+        out
+    };
+    let quotes = |text: &str| {
+        resolved
+            .iter()
+            .flat_map(|v| forms(v.expose()))
+            .any(|f| !f.is_empty() && text.contains(f.as_str()))
+    };
     if !quotes(&e.message) {
         return e;
     }
@@ -174,6 +190,12 @@ pub fn hide(mut e: ConfigError, resolved: &[Secret]) -> ConfigError {
         None => "invalid value (read through a reference, not shown)".to_owned(),
     };
     e
+}
+
+/// `v` as `{:?}` writes it inside its quotes.
+fn escaped(v: &str) -> String {
+    let quoted = format!("{v:?}");
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 fn whole_reference(s: &str) -> Option<&str> {

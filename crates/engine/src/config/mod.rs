@@ -7,7 +7,7 @@
 
 mod check;
 mod default;
-mod expand;
+pub(crate) mod expand;
 mod identity;
 pub mod managed;
 pub mod postgres;

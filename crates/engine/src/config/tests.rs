@@ -682,6 +682,42 @@ fn secrets_never_appear_in_errors() {
     assert!(!e.contains("sk-ant"), "{e}");
 }
 
+/// Found by the `config` fuzz target (fuzz/corpus/config/crash-resolved-value-in-error.yaml):
+/// an error quoting a value repeated what `${...}` had resolved to.
+#[test]
+fn errors_never_repeat_a_resolved_value_found_by_fuzzing() {
+    // Found by the `config` fuzz target: a resolved value quoted by a type error.
+    let env = MapEnvironment::default()
+        .with_var("K", "sk-ant-secret \"value\"")
+        .with_file("/run/k", "file-secret-value\n");
+    let load = |yaml: &str| {
+        Config::from_yaml(
+            yaml,
+            &LoadContext {
+                env: &env,
+                credentials: &NoCredentialStore,
+                default_data_dir: "/d".into(),
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    for (yaml, path) in [
+        ("${K}", ""),
+        ("listen: {host: '${file:/run/k}'}", "listen.host"),
+        (
+            "listen: {host: 127.0.0.1}\nlogging: {dir: /l, rotation: 'x${K}'}",
+            "logging.rotation",
+        ),
+    ] {
+        let e = load(yaml);
+        assert!(e.starts_with(path), "{e}");
+        for piece in ["sk-ant-secret", "file-secret", "\\\"value\\\""] {
+            assert!(!e.contains(piece), "{e}");
+        }
+    }
+}
+
 #[test]
 fn schema_is_generated_from_the_types() {
     let schema = Config::json_schema();

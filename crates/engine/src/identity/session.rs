@@ -150,10 +150,13 @@ pub fn verify(
 ) -> Result<SessionClaims, SessionError> {
     let c = decode(keys, issuer, token)?;
     let t = now.timestamp();
-    if c.exp + LEEWAY_SECS <= t {
+    // Saturating: claims at the ends of the i64 range must not wrap around.
+    if c.exp.saturating_add(LEEWAY_SECS) <= t {
         return Err(SessionError::Expired);
     }
-    if c.nbf.is_some_and(|nbf| nbf - LEEWAY_SECS > t) || c.iat - LEEWAY_SECS > t {
+    if c.nbf.is_some_and(|nbf| nbf.saturating_sub(LEEWAY_SECS) > t)
+        || c.iat.saturating_sub(LEEWAY_SECS) > t
+    {
         return Err(SessionError::NotYetValid);
     }
     Ok(c)
@@ -257,5 +260,28 @@ mod tests {
             verify(&keys, ISS, &t, now),
             Err(SessionError::WrongAudience)
         );
+    }
+
+    /// Times at the ends of the i64 range overflowed the leeway arithmetic (seed
+    /// fuzz/corpus/tokens/signed-claims-exp-i64-max.json).
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let keys = ring(&["secret-a-secret-a-secret-a-secret-a"]);
+        let now = Utc::now();
+        let (_, mut claims) = mint(&keys, ISS, 3600, now, &alice()).unwrap();
+        let (kid, key) = keys.signing().unwrap();
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(kid.to_owned());
+        let sign = |c: &SessionClaims| jsonwebtoken::encode(&header, c, key).unwrap();
+        (claims.exp, claims.iat, claims.nbf) = (i64::MAX, i64::MIN, Some(i64::MIN));
+        assert!(verify(&keys, ISS, &sign(&claims), now).is_ok());
+        claims.exp = 0;
+        assert_eq!(
+            verify(&keys, ISS, &sign(&claims), now),
+            Err(SessionError::Expired)
+        );
+        (claims.exp, claims.iat) = (i64::MAX, i64::MAX);
+        let future = verify(&keys, ISS, &sign(&claims), now);
+        assert_eq!(future, Err(SessionError::NotYetValid));
     }
 }

@@ -81,6 +81,9 @@ impl Pricing {
 pub const MAX_MICRO_USD: u64 = (1 << 53) - 1;
 
 fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
+    // Counts come from the upstream: saturate rather than overflow (a wrapped sum would pick
+    // the short-prompt prices for an enormous prompt). Prices are bounded by config, so the
+    // u128 products and their sum below cannot overflow.
     let prompt = u
         .input_tokens
         .saturating_add(u.cache_read_tokens)
@@ -118,6 +121,7 @@ fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::config::PriceOverride;
 
@@ -192,6 +196,30 @@ mod tests {
         };
         assert_eq!(p.cost_micro_usd("claude-haiku-5-5", &short).0, 10_000);
         assert_eq!(p.cost_micro_usd("claude-haiku-5-5", &long).0, 50_001);
+    }
+
+    /// Found by the `sse_usage` fuzz target (fuzz/corpus/sse_usage/crash-pricing-prompt-overflow):
+    /// counts an upstream reports near `u64::MAX` overflowed the prompt sum.
+    #[test]
+    fn huge_reported_counts_saturate() {
+        let u = Usage {
+            input_tokens: u64::MAX,
+            cache_write_1h_tokens: 20,
+            ..Usage::default()
+        };
+        let p = pricing(1.0, vec![]);
+        // The prompt is long: the long-prompt prices apply.
+        let (_, long) = models::builtin("claude-haiku-5-5")
+            .and_then(|b| b.tier.long_prompt)
+            .unwrap();
+        let nano =
+            u128::from(u64::MAX) * u128::from(long.input) + 20 * u128::from(long.cache_write_1h);
+        let cost = p.cost_micro_usd("claude-haiku-5-5", &u).0;
+        assert_eq!(
+            u128::from(cost),
+            nano.div_ceil(1000).min(u128::from(MAX_MICRO_USD))
+        );
+        assert_eq!(p.cost_micro_usd("mystery", &u).0, MAX_MICRO_USD);
     }
 
     #[test]

@@ -92,7 +92,7 @@ impl WireUsage {
                 // A total without its split: keep the split seen earlier (message_start)
                 // and count any difference as 5-minute writes.
                 if let Some(v) = self.cache_creation_input_tokens
-                    && u.cache_write_5m_tokens + u.cache_write_1h_tokens != v
+                    && u.cache_write_5m_tokens.checked_add(u.cache_write_1h_tokens) != Some(v)
                 {
                     u.cache_write_1h_tokens = u.cache_write_1h_tokens.min(v);
                     u.cache_write_5m_tokens = v - u.cache_write_1h_tokens;
@@ -409,6 +409,18 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         s.feed(b"data: {not json\n\n:comment\nevent:\n\n");
         assert!(s.saw_error());
         assert_eq!(s.result().1, UsageSource::None);
+    }
+
+    /// A split near `u64::MAX` followed by a total overflowed their sum (seed
+    /// fuzz/corpus/sse_usage/cache-total-after-huge-split.sse).
+    #[test]
+    fn cache_total_after_a_huge_split_does_not_overflow() {
+        let mut s = SseUsageScanner::default();
+        s.feed(b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"cache_creation\":{\"ephemeral_5m_input_tokens\":18446744073709551615,\"ephemeral_1h_input_tokens\":1}}}}\n\n");
+        s.feed(b"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":2,\"cache_creation_input_tokens\":5}}\n\n");
+        let (u, src) = s.result();
+        assert_eq!(src, UsageSource::Reported);
+        assert_eq!((u.cache_write_5m_tokens, u.cache_write_1h_tokens), (4, 1));
     }
 
     #[test]
