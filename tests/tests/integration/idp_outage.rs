@@ -2,6 +2,8 @@
 //! (gateway sessions are verified locally) until their session expires; then they are
 //! refused with the normal 401, and nothing else about the gateway changes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use gatehouse_tests::{SESSION_SECRET_A, session_token, sign_in_gateway, sonnet};
 
 #[tokio::test]

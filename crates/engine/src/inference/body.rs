@@ -25,14 +25,49 @@ pub struct Head {
 
 type TopLevel<'a> = IndexMap<Cow<'a, str>, &'a RawValue>;
 
-fn top_level(bytes: &[u8]) -> Result<TopLevel<'_>, ApiError> {
-    serde_json::from_slice::<TopLevel<'_>>(bytes).map_err(|e| {
-        if e.is_data() {
-            ApiError::InvalidRequest("request body must be a JSON object".into())
-        } else {
-            ApiError::InvalidRequest(format!("request body is not valid JSON: {e}"))
+/// The top-level fields in order, duplicates refused: the gateway's policy and an upstream
+/// must never read different values of the same key (`model` twice, say).
+struct Fields<'a>(TopLevel<'a>);
+
+impl<'de> serde::Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = TopLevel::new();
+                while let Some((k, v)) = m.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                    if out.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format!("duplicate key `{k}`")));
+                    }
+                    out.insert(k, v);
+                }
+                Ok(Fields(out))
+            }
         }
-    })
+        d.deserialize_map(Visit)
+    }
+}
+
+fn top_level(bytes: &[u8]) -> Result<TopLevel<'_>, ApiError> {
+    serde_json::from_slice::<Fields<'_>>(bytes)
+        .map(|f| f.0)
+        .map_err(|e| {
+            let text = e.to_string();
+            if text.starts_with("duplicate key") {
+                ApiError::InvalidRequest(format!("request body has a {text}"))
+            } else if e.is_data() {
+                ApiError::InvalidRequest("request body must be a JSON object".into())
+            } else {
+                ApiError::InvalidRequest(format!("request body is not valid JSON: {e}"))
+            }
+        })
 }
 
 pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
@@ -176,6 +211,15 @@ mod tests {
             10,
             "unknown typed tools count"
         );
+    }
+
+    #[test]
+    fn duplicate_top_level_keys_are_refused() {
+        let e =
+            parse_head(br#"{"model":"claude-sonnet-4-6","model":"claude-opus-4-6"}"#).unwrap_err();
+        assert!(e.to_string().contains("duplicate key `model`"), "{e}");
+        // Nested objects may repeat keys of the top level.
+        assert!(parse_head(br#"{"model":"m","metadata":{"model":"x"}}"#).is_ok());
     }
 
     #[test]

@@ -370,17 +370,14 @@ impl Call<'_> {
         let models: Vec<&str> = std::iter::once(head.model.as_str())
             .chain(upstream_models.iter().map(|(_, m)| m.as_str()))
             .collect();
-        let admitted = crate::spend::admission::reserve(
-            self.gw,
-            who,
-            self.request_id,
-            &models,
+        let cost = crate::spend::admission::Cost {
+            models: &models,
             body_bytes,
-            head.max_tokens,
-            &head.drivers,
-            upstream_models.len(),
-        )
-        .await;
+            max_tokens: head.max_tokens,
+            drivers: &head.drivers,
+            attempts: upstream_models.len(),
+        };
+        let admitted = crate::spend::admission::reserve(self.gw, who, self.request_id, &cost).await;
         match admitted {
             Admitted::Unchecked => Ok(None),
             Admitted::Held(h) => Ok(Some(h)),

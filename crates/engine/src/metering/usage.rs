@@ -457,9 +457,7 @@ event: message_delta\ndata: {{\"type\":\"message_delta\",\"usage\":{{\"output_to
 
     #[test]
     fn usage_is_read_from_the_tail_of_a_huge_json_body() {
-        let body = format!(
-            "{{\"content\":[{{\"type\":\"text\",\"text\":\"the \\\"usage\\\": trap\"}}],\"stop_reason\":\"end_turn\",\"usage\" : {{\"input_tokens\":11,\"output_tokens\":22}}}}"
-        );
+        let body = r#"{"content":[{"type":"text","text":"the \"usage\": trap"}],"stop_reason":"end_turn","usage" : {"input_tokens":11,"output_tokens":22}}"#;
         let u = from_json_tail(body.as_bytes()).unwrap();
         assert_eq!((u.input_tokens, u.output_tokens), (11, 22));
         assert!(from_json_tail(b"{\"content\":[]}").is_none());

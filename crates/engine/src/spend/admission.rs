@@ -63,31 +63,50 @@ pub enum Admitted {
     },
 }
 
-/// `models`: the requested id and every upstream id it may be sent as; the dearest prices
-/// it. `attempts`: how many upstream attempts routing may make. Each attempt given up at
-/// the first-byte timeout may have been served upstream and is charged its worst case, so
-/// the reservation covers every attempt and a settlement can never pass it.
+/// What a request may cost, as admission sees it.
+pub struct Cost<'a> {
+    /// The requested id and every upstream id it may be sent as; the dearest prices it.
+    pub models: &'a [&'a str],
+    pub body_bytes: usize,
+    pub max_tokens: Option<u64>,
+    pub drivers: &'a super::CostDrivers,
+    /// How many upstream attempts routing may make. Each attempt given up at the
+    /// first-byte timeout may have been served upstream and is charged its worst case, so
+    /// the reservation covers every attempt and a settlement can never pass it.
+    pub attempts: usize,
+}
+
+impl Cost<'_> {
+    fn worst_case(&self, gw: &Gateway) -> u64 {
+        self.models
+            .iter()
+            .map(|m| {
+                worst_case_micro(
+                    &gw.pricing,
+                    m,
+                    self.body_bytes,
+                    self.max_tokens,
+                    self.drivers,
+                )
+            })
+            .max()
+            .unwrap_or(0)
+            .saturating_mul(self.attempts.max(1) as u64)
+            .min(crate::metering::pricing::MAX_MICRO_USD)
+    }
+}
+
 pub async fn reserve(
     gw: &Gateway,
     who: &UserIdentity,
     request_id: &str,
-    models: &[&str],
-    body_bytes: usize,
-    max_tokens: Option<u64>,
-    drivers: &super::CostDrivers,
-    attempts: usize,
+    cost: &Cost<'_>,
 ) -> Admitted {
     let Some(spend) = &gw.config.spend else {
         return Admitted::Unchecked;
     };
     let now = gw.deps.clock.now();
-    let amount = models
-        .iter()
-        .map(|m| worst_case_micro(&gw.pricing, m, body_bytes, max_tokens, drivers))
-        .max()
-        .unwrap_or(0)
-        .saturating_mul(attempts.max(1) as u64)
-        .min(crate::metering::pricing::MAX_MICRO_USD);
+    let amount = cost.worst_case(gw);
     let req = ReserveRequest {
         reservation_id: new_id("rsv"),
         request_id: request_id.to_owned(),

@@ -88,6 +88,7 @@ pub const OUTPUT_TOKENS_BOUND: u64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::config::PricingConfig;
 

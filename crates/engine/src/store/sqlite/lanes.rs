@@ -98,10 +98,12 @@ where
     }
 }
 
+type Work = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
+
 /// A write the writer runs for itself (no caller waits for it).
 pub struct Detached {
     what: &'static str,
-    work: Option<Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>>,
+    work: Option<Work>,
 }
 
 impl Detached {
