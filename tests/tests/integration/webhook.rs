@@ -153,3 +153,35 @@ async fn failures_fail_closed_by_default_and_open_when_configured() {
         assert_eq!(skipped, if fail_closed { 0 } else { 5 });
     }
 }
+
+#[tokio::test]
+async fn a_hung_webhook_is_skipped_after_a_few_failures_and_probed_later() {
+    use gatehouse_engine::policy::webhook::{BREAKER_FAILURES, BREAKER_OPEN};
+    let (gw, hook) = setup(false).await;
+    hook.lock().unwrap().mode = Some(Mode::Hang);
+    for _ in 0..8 {
+        let r = gw.messages(sonnet(false)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "fail open");
+    }
+    let calls = hook.lock().unwrap().seen.len();
+    assert_eq!(
+        calls, BREAKER_FAILURES as usize,
+        "after {BREAKER_FAILURES} failures the hung webhook is not called again"
+    );
+    let skipped = gw.events.named("policy.skipped");
+    assert_eq!(skipped.len(), 8);
+    assert!(
+        skipped[7].to_string().contains("circuit open"),
+        "{}",
+        skipped[7]
+    );
+    // Once the open period has passed, one probe; it succeeds and the webhook is back.
+    hook.lock().unwrap().mode = Some(Mode::Allow);
+    tokio::time::sleep(BREAKER_OPEN + std::time::Duration::from_millis(300)).await;
+    for _ in 0..2 {
+        let r = gw.messages(sonnet(false)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(hook.lock().unwrap().seen.len(), calls + 2);
+    assert_eq!(gw.events.named("policy.skipped").len(), 8);
+}

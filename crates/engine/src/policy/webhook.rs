@@ -6,13 +6,22 @@
 //! object holding a boolean `block`; `reason` is shown to the user after removing control
 //! and format characters and cutting it to 500 code points; `rule_id` goes into the event.
 //! A timeout, non-2xx or malformed answer blocks (fail closed, the default) or lets the
-//! request pass with a `policy.skipped` event (fail open).
+//! request pass with a `policy.skipped` event (fail open). After [`BREAKER_FAILURES`]
+//! failures in a row the webhook is not called for [`BREAKER_OPEN`] (then one probe), and
+//! each request meanwhile gets the failure decision at once: a dead or hung webhook costs
+//! its timeout a few times, not on every request.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::breaker::{Admit, Breaker};
 use crate::outbound::SafeFetch;
+
+/// Failures in a row that open the webhook's breaker.
+pub const BREAKER_FAILURES: u32 = 3;
+/// How long an open breaker answers for the webhook before one probe.
+pub const BREAKER_OPEN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Request headers the webhook gets to see.
 const FORWARDED: &[&str] = &[
@@ -45,6 +54,7 @@ pub enum Decision {
 pub struct Webhook {
     cfg: WebhookConfig,
     fetch: SafeFetch,
+    breaker: std::sync::Mutex<Breaker>,
 }
 
 /// Removes control and format characters, trims, and cuts to 500 code points.
@@ -85,7 +95,41 @@ fn header_safe(s: &str) -> String {
 
 impl Webhook {
     pub fn new(cfg: WebhookConfig, fetch: SafeFetch) -> Self {
-        Self { cfg, fetch }
+        Self {
+            cfg,
+            fetch,
+            breaker: std::sync::Mutex::new(Breaker::new(BREAKER_FAILURES, BREAKER_OPEN)),
+        }
+    }
+
+    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        // Plain state: a panic elsewhere cannot leave it half-written.
+        self.breaker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the webhook, through its breaker.
+    pub async fn check(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: &[u8],
+        request_id: &str,
+        principal_sub: &str,
+    ) -> Decision {
+        let now = std::time::Instant::now();
+        if self.breaker().admit(now) == Admit::Skip {
+            return self.fail("not called: it failed repeatedly (circuit open)".into());
+        }
+        let (decision, ok) = self
+            .call(path, query, headers, body, request_id, principal_sub)
+            .await;
+        if ok {
+            self.breaker().on_success();
+        } else {
+            self.breaker().on_failure(std::time::Instant::now());
+        }
+        decision
     }
 
     fn fail(&self, why: String) -> Decision {
@@ -96,7 +140,8 @@ impl Webhook {
         }
     }
 
-    pub async fn check(
+    /// One call; the decision and whether the webhook answered properly.
+    async fn call(
         &self,
         path: &str,
         query: Option<&str>,
@@ -104,7 +149,7 @@ impl Webhook {
         body: &[u8],
         request_id: &str,
         principal_sub: &str,
-    ) -> Decision {
+    ) -> (Decision, bool) {
         let mut shown = serde_json::Map::new();
         for name in FORWARDED {
             if let Some(v) = headers.get(*name).and_then(|v| v.to_str().ok()) {
@@ -147,18 +192,16 @@ impl Webhook {
         };
         let body = match tokio::time::timeout(self.cfg.timeout, call).await {
             Err(_) => {
-                return self.fail(format!(
-                    "timed out after {} ms",
-                    self.cfg.timeout.as_millis()
-                ));
+                let ms = self.cfg.timeout.as_millis();
+                return (self.fail(format!("timed out after {ms} ms")), false);
             }
-            Ok(Err(e)) => return self.fail(e),
+            Ok(Err(e)) => return (self.fail(e), false),
             Ok(Ok(b)) => b,
         };
         let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(&body) else {
-            return self.fail("answer is not a JSON object".into());
+            return (self.fail("answer is not a JSON object".into()), false);
         };
-        match answer.get("block") {
+        let decision = match answer.get("block") {
             Some(Value::Bool(false)) => Decision::Allow,
             Some(Value::Bool(true)) => Decision::Block {
                 reason: answer
@@ -172,8 +215,9 @@ impl Webhook {
                     .and_then(Value::as_str)
                     .map(|r| sanitize_reason(r).chars().take(128).collect()),
             },
-            _ => self.fail("answer has no boolean `block`".into()),
-        }
+            _ => return (self.fail("answer has no boolean `block`".into()), false),
+        };
+        (decision, true)
     }
 }
 

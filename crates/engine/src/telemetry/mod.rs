@@ -8,7 +8,6 @@
 //! and destination URLs logged only in redacted form. The client's answer never depends on
 //! a collector.
 
-mod breaker;
 pub mod ingest;
 mod relay;
 

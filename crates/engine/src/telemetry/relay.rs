@@ -11,8 +11,8 @@ use http::{HeaderMap, HeaderValue};
 use tokio_util::task::TaskTracker;
 use url::Url;
 
-use super::breaker::{Admit, Breaker};
 use super::{Signal, TelemetryConfig, endpoint};
+use crate::breaker::{Admit, Breaker};
 use crate::events::{Event, EventSink};
 use crate::outbound::{SafeFetch, redact_url};
 

@@ -7,7 +7,10 @@
 //! ```
 //!
 //! `Head` must end within the head timeout, `Idle` within the keep-alive timeout; `Busy`
-//! has no clock (the request body has its own, see `body`). A request counts as busy
+//! has no clock (the request body has its own, see `body`). Phase changes never wake the
+//! watchdog (that would cost a task wake-up per request): it looks again at least every
+//! `min(head, idle)`, so an idle clock fires on time and a head clock at most that much
+//! late. A request counts as busy
 //! from the moment hyper hands it over until its response body is finished or dropped
 //! ([`InFlight`] rides along in [`Tracked`]). On HTTP/2, bytes between requests are PINGs
 //! and window updates, not the start of a head, so an HTTP/2 connection goes from `Idle`
@@ -23,7 +26,6 @@ use axum::body::Body;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Which clock ran out.
@@ -51,7 +53,6 @@ pub struct Activity {
     state: Mutex<State>,
     /// True while `Idle` on HTTP/1: the next byte read starts a head.
     between_requests: AtomicBool,
-    changed: Notify,
 }
 
 impl Activity {
@@ -64,7 +65,6 @@ impl Activity {
                 h2: false,
             }),
             between_requests: AtomicBool::new(false),
-            changed: Notify::new(),
         }
     }
 
@@ -89,8 +89,6 @@ impl Activity {
         if s.in_flight == 0 {
             s.phase = Phase::Idle(Instant::now());
             self.between_requests.store(!s.h2, Ordering::Relaxed);
-            drop(s);
-            self.changed.notify_one();
         }
     }
 
@@ -102,8 +100,6 @@ impl Activity {
         let mut s = self.state();
         if let Phase::Idle(_) = s.phase {
             s.phase = Phase::Head(Instant::now());
-            drop(s);
-            self.changed.notify_one();
         }
     }
 
@@ -123,18 +119,16 @@ impl Activity {
         }
     }
 
-    /// Resolves when the current phase outlives its clock.
+    /// Resolves when the current phase outlives its clock (looking again at least every
+    /// `min(head, idle)`, since phase changes do not wake it).
     pub async fn expired(&self, head: Duration, idle: Duration) -> Expiry {
+        let recheck = head.min(idle);
         loop {
+            let now = Instant::now();
             match self.due(head, idle) {
-                Some((at, why)) if at <= Instant::now() => return why,
-                Some((at, _)) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = self.changed.notified() => {}
-                    }
-                }
-                None => self.changed.notified().await,
+                Some((at, why)) if at <= now => return why,
+                Some((at, _)) => tokio::time::sleep_until(at.min(now + recheck)).await,
+                None => tokio::time::sleep_until(now + recheck).await,
             }
         }
     }
@@ -295,6 +289,22 @@ mod tests {
         let ended = Instant::now();
         drop(req);
         assert_eq!(watch.await.ok(), Some(Expiry::Idle));
-        assert!(Instant::now() >= ended + IDLE);
+        assert_eq!(Instant::now(), ended + IDLE, "the idle clock fires on time");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_after_an_idle_spell_is_noticed_within_one_head_period() {
+        let a = Arc::new(Activity::new(Instant::now()));
+        drop(a.begin(http::Version::HTTP_11));
+        let watch = {
+            let a = a.clone();
+            tokio::spawn(async move { a.expired(HEAD, IDLE).await })
+        };
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let head_since = Instant::now();
+        a.read();
+        assert_eq!(watch.await.ok(), Some(Expiry::Head));
+        let late = Instant::now() - (head_since + HEAD);
+        assert!(late <= HEAD, "at most one head period late: {late:?}");
     }
 }

@@ -1,5 +1,7 @@
-//! The per-destination circuit breaker: closed, open for a while after consecutive
-//! failures, then half-open with a single probe. Pure state; the caller supplies the time.
+//! A circuit breaker: closed, open for a while after consecutive failures, then half-open
+//! with a single probe. Pure state; the caller supplies the time. Used per OTLP
+//! destination (`telemetry::relay`) and for the policy webhook, so a dead or hung
+//! dependency costs its timeout a few times, not on every request.
 
 use std::time::{Duration, Instant};
 
