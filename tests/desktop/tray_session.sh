@@ -76,10 +76,15 @@ if timeout 20 "$bin" --data-dir "$work/data" tray --port "${url##*:}" >"$work/se
 fi
 echo "windows=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
 kill -0 "$app_pid" 2>/dev/null && echo "first_alive=yes"
-# The local token is in the Secret Service (looked up by its attributes).
-if secret-tool search --all service gatehouse 2>/dev/null | grep -q 'local-token'; then
-  echo "keychain=local-token"
-fi
+# The local token is in the Secret Service (looked up by its attributes); the app may
+# still be writing it on a busy machine, so look for up to 5 s.
+for _ in $(seq 20); do
+  if secret-tool search --all service gatehouse 2>/dev/null | grep -q 'local-token'; then
+    echo "keychain=local-token"
+    break
+  fi
+  sleep 0.25
+done
 # Notifications the daemon received (summaries), waiting briefly for the expected ones.
 for _ in $(seq 40); do
   # Shown notifications reach the history once closed.

@@ -254,6 +254,16 @@ impl Run<'_> {
         )
         .await?;
 
+        phase("faulty dependencies (hung policy webhook, dead OTLP collector)");
+        let faults = crate::faults::run(
+            self.children,
+            &opts.gatehouse,
+            &format!("http://{}", stack.fake.addr),
+            dir,
+            pr.quick,
+        )
+        .await?;
+
         self.meta.foreign_cpu = self.foreign.0 as f64 / self.foreign.1.max(1) as f64;
         self.meta.elapsed = started.elapsed();
         let [direct, proxy, gatehouse] = res;
@@ -266,6 +276,7 @@ impl Run<'_> {
             proxy_mem,
             gatehouse_mem,
             reservations,
+            faults,
         })
     }
 

@@ -10,13 +10,15 @@
 //! ```
 //!
 //! The `proxy` subcommand is the bare proxy baseline; the benchmark starts
-//! it as a subprocess of itself. The last phase measures the spend-reservation
-//! path on SQLite and, given a server, on PostgreSQL (see `reservation`).
+//! it as a subprocess of itself. The last phases measure the spend-reservation
+//! path on SQLite and, given a server, on PostgreSQL (see `reservation`), then
+//! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
 
 mod bench;
 mod client;
 mod cpu;
 mod discovery;
+mod faults;
 mod load;
 mod markdown;
 mod procs;

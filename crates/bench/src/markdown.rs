@@ -99,6 +99,7 @@ impl Results {
             out.push_str(&notes);
         }
         out.push_str(&self.reservations.markdown());
+        out.push_str(&self.faults.markdown());
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

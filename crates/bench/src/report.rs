@@ -87,6 +87,7 @@ pub struct Results {
     pub gatehouse_mem: Memory,
     /// What spend caps add to a signed-in person's request, per store.
     pub reservations: crate::reservation::Reservations,
+    pub faults: crate::faults::Faults,
 }
 
 pub(crate) const MIB: f64 = 1024.0;
