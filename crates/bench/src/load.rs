@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 use http::StatusCode;
 
-use crate::client::{Auth, Conn, Exchange};
+use crate::client::{Auth, CLIENT_KEY, Conn, Exchange};
 use crate::procs::rss_kib;
 
 /// Timeout of one non-streaming request.
@@ -154,9 +154,23 @@ pub async fn throughput(
     measure: Duration,
     pids: &[u32],
 ) -> anyhow::Result<Throughput> {
+    let auth = Auth::ApiKey(CLIENT_KEY.to_owned());
+    throughput_as(addr, auth, body, workers, warmup, measure, pids).await
+}
+
+/// [`throughput`] with requests carrying `auth`.
+pub async fn throughput_as(
+    addr: SocketAddr,
+    auth: Auth,
+    body: &Bytes,
+    workers: usize,
+    warmup: Duration,
+    measure: Duration,
+    pids: &[u32],
+) -> anyhow::Result<Throughput> {
     let start = Instant::now();
     let window = (start + warmup, start + warmup + measure);
-    let runs = join_all((0..workers).map(|_| worker(addr, body.clone(), window)));
+    let runs = join_all((0..workers).map(|_| worker(addr, auth.clone(), body.clone(), window)));
     let sampler = async {
         let mut peaks = vec![0u64; pids.len()];
         while Instant::now() < window.1 {
@@ -186,11 +200,12 @@ pub async fn throughput(
 /// every answer received.
 async fn worker(
     addr: SocketAddr,
+    auth: Auth,
     body: Bytes,
     window: (Instant, Instant),
 ) -> anyhow::Result<(u64, u64, u64)> {
     let (from, to) = window;
-    let mut conn = Some(Conn::connect(addr).await?);
+    let mut conn = Some(Conn::connect_as(addr, auth.clone()).await?);
     let (mut ok, mut errors, mut completed) = (0u64, 0u64, 0u64);
     // Far above what 16 workers can do in the window; only a safety bound.
     for _ in 0..50_000_000u64 {
@@ -198,7 +213,7 @@ async fn worker(
             break;
         }
         let Some(c) = conn.as_mut() else {
-            conn = Conn::connect(addr).await.ok();
+            conn = Conn::connect_as(addr, auth.clone()).await.ok();
             if conn.is_none() {
                 errors += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;

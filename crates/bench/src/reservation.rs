@@ -43,6 +43,9 @@ pub struct StoreRow {
     pub uncapped: Sequential,
     /// Caps on, a user cap binds the caller.
     pub capped: Sequential,
+    /// c=16 throughput (answers per second): caps off, and caps on with a binding cap.
+    pub off_rps: f64,
+    pub capped_rps: f64,
 }
 
 #[derive(Debug, Default)]
@@ -52,6 +55,8 @@ pub struct Reservations {
     pub skipped: Vec<String>,
     pub warmup: usize,
     pub n: usize,
+    /// Warm-up and measured window of the c=16 runs.
+    pub throughput: (Duration, Duration),
 }
 
 /// Runs the phase; children it starts are stopped before it returns.
@@ -67,6 +72,11 @@ pub async fn run(
     let mut out = Reservations {
         warmup: 200,
         n: if quick { 500 } else { 2000 },
+        throughput: if quick {
+            (Duration::from_millis(500), Duration::from_secs(2))
+        } else {
+            (Duration::from_secs(1), Duration::from_secs(5))
+        },
         ..Reservations::default()
     };
     let sqlite = format!(
@@ -203,6 +213,21 @@ impl Gateways<'_> {
                 children.check_alive()?;
                 *slot = s;
             }
+            for (case, addr, auth, slot) in [
+                ("caps off", off, &free, &mut row.off_rps),
+                ("caps on, capped caller", on, &capped, &mut row.capped_rps),
+            ] {
+                children.settle(SETTLE_MAX).await;
+                let (warmup, measure) = sizes.throughput;
+                let t = load::throughput_as(addr, auth.clone(), &body, 16, warmup, measure, &[])
+                    .await?;
+                eprintln!(
+                    "  {store:<8} {case:<26} c=16 {:.0} req/s, {} errors",
+                    t.requests_per_sec, t.errors
+                );
+                children.check_alive()?;
+                *slot = t.requests_per_sec;
+            }
             anyhow::Ok(row)
         }
         .await;
@@ -327,6 +352,19 @@ impl Reservations {
              the reservation is settled with the usage row after the response.\n\n",
         );
         out.push_str(&self.table());
+        out.push_str(
+            "\n| store | c=16 caps off (req/s) | c=16 caps on, binding cap (req/s) | caps on ÷ caps off | target |\n\
+             |---|---:|---:|---:|---|\n",
+        );
+        for r in &self.rows {
+            let ratio = r.capped_rps / r.off_rps.max(1.0);
+            let verdict = if ratio >= 0.8 { "pass" } else { "**miss**" };
+            let _ = writeln!(
+                out,
+                "| {} | {:.0} | {:.0} | {ratio:.2}× | ≥ 0.8× ({verdict}) |",
+                r.store, r.off_rps, r.capped_rps
+            );
+        }
         for s in &self.skipped {
             let _ = writeln!(out, "\n- {s}.");
         }
@@ -338,10 +376,11 @@ impl Reservations {
              binds the other. Session tokens are minted for the configured public origin; a \
              loopback OIDC issuer only serves discovery. Each case: one keep-alive connection, \
              {} warm-up then {} sequential non-streaming requests (`max_tokens` 64), \
-             nearest-rank percentiles of the whole exchange. PostgreSQL is the server given by \
+             nearest-rank percentiles of the whole exchange; c=16: 16 keep-alive connections \
+             back to back, {:?} warm-up then answers counted over {:?}. PostgreSQL is the server given by \
              `--postgres-url` (a fresh database, dropped afterwards; the cluster from \
              `scripts/postgres.sh` runs with fsync off), on the same machine.",
-            self.warmup, self.n
+            self.warmup, self.n, self.throughput.0, self.throughput.1
         );
         out
     }
