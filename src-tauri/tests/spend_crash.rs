@@ -160,6 +160,23 @@ struct Caller {
 }
 
 impl Caller {
+    /// [`SUB`], signed in, after a daily cap of `cap_cents` is set for them on `serve`.
+    async fn with_daily_cap(serve: &Serve, cap_cents: u64) -> Self {
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let r = http
+            .post(format!("{}/v1/organizations/spend_limits", serve.base))
+            .header("x-api-key", WRITE_KEY)
+            .json(&json!({"scope": {"type": "user", "user_id": SUB}, "amount": cap_cents.to_string(), "period": "daily"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        Caller {
+            http,
+            token: gatehouse_tests::session_token(ORIGIN, SUB, "dana@corp.example", &[]),
+        }
+    }
+
     /// A stream tagged `tag` (the fake records it) with request id `id`.
     fn messages(&self, serve: &Serve, tag: &str, id: &str) -> reqwest::RequestBuilder {
         self.http
@@ -266,12 +283,12 @@ admin:
     )
 }
 
-/// Reads a stream until its first text delta.
-async fn first_delta(r: reqwest::Response) -> reqwest::Response {
+/// Reads a 200 stream until `n` text deltas have arrived.
+async fn read_deltas(r: reqwest::Response, n: usize) -> reqwest::Response {
     assert_eq!(r.status(), 200);
     let mut r = r;
     let mut seen = String::new();
-    while !seen.contains("event: content_block_delta") {
+    while seen.matches("event: content_block_delta").count() < n {
         let chunk = tokio::time::timeout(DEADLINE, r.chunk())
             .await
             .unwrap()
@@ -310,26 +327,14 @@ async fn kill_9_with_500_streams_open_accounts_for_every_one() {
     // Room for every stream and ten more, not for twice as many.
     let cap_cents = ((streams + 10) * worst).div_ceil(10_000);
     let mut first = Serve::start(&config_path).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let r = http
-        .post(format!("{}/v1/organizations/spend_limits", first.base))
-        .header("x-api-key", WRITE_KEY)
-        .json(&json!({"scope": {"type": "user", "user_id": SUB}, "amount": cap_cents.to_string(), "period": "daily"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let caller = Caller {
-        http,
-        token: gatehouse_tests::session_token(ORIGIN, SUB, "dana@corp.example", &[]),
-    };
+    let caller = Caller::with_daily_cap(&first, cap_cents).await;
     // Opened in waves, so no listen queue overflows; each read to its first delta.
     let mut open = Vec::with_capacity(DRILL_STREAMS);
     for wave in 0..DRILL_STREAMS / 50 {
         let started = (0..50).map(|i| {
             let tag = format!("drill-{:03}", wave * 50 + i);
             let send = caller.messages(&first, &tag, &tag).send();
-            async move { first_delta(send.await.unwrap()).await }
+            async move { read_deltas(send.await.unwrap(), 1).await }
         });
         open.extend(futures_util::future::join_all(started).await);
     }
@@ -405,19 +410,7 @@ async fn kill_9_mid_stream_then_the_books_balance_after_restart() {
     );
 
     let mut first = Serve::start(&config_path).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let r = http
-        .post(format!("{}/v1/organizations/spend_limits", first.base))
-        .header("x-api-key", WRITE_KEY)
-        .json(&json!({"scope": {"type": "user", "user_id": SUB}, "amount": cap_cents.to_string(), "period": "daily"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let caller = Caller {
-        http,
-        token: gatehouse_tests::session_token(ORIGIN, SUB, "dana@corp.example", &[]),
-    };
+    let caller = Caller::with_daily_cap(&first, cap_cents).await;
 
     // Two streams finish and are charged what the fake reported.
     for ((tag, answer), expected) in done.iter().zip(&expected_done) {
@@ -433,18 +426,7 @@ async fn kill_9_mid_stream_then_the_books_balance_after_restart() {
     let mut live = Vec::new();
     for (tag, id) in LIVE {
         let r = caller.messages(&first, tag, id).send().await.unwrap();
-        assert_eq!(r.status(), 200);
-        let mut r = r;
-        let mut seen = String::new();
-        while seen.matches("event: content_block_delta").count() < 2 {
-            let chunk = tokio::time::timeout(DEADLINE, r.chunk())
-                .await
-                .unwrap()
-                .unwrap()
-                .unwrap();
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-        live.push(r);
+        live.push(read_deltas(r, 2).await);
     }
     // ... one waits for the upstream's headers ...
     fake.push_fault(Fault::HangBeforeHeaders { ms: 600_000 });

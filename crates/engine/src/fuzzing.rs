@@ -164,7 +164,7 @@ fn check_price(u: &Usage) {
 /// A request body: `parse_head` answers 400 or agrees with a full JSON parse, and the model
 /// rewrite changes `model` and nothing else.
 pub fn json_head(data: &[u8]) {
-    let head = match parse_head(data) {
+    let head = match parse_head(data, true) {
         Ok(h) => h,
         Err(e) => {
             assert_eq!(e.outcome().0.as_u16(), 400, "{e}");
@@ -172,7 +172,7 @@ pub fn json_head(data: &[u8]) {
         }
     };
     let rewritten = with_model(data, "fuzz/model \"\u{e9}\"").expect("rewrite of a valid body");
-    let again = parse_head(&rewritten).expect("the rewritten body parses");
+    let again = parse_head(&rewritten, true).expect("the rewritten body parses");
     assert_eq!(again.model, "fuzz/model \"\u{e9}\"");
     assert_eq!(
         (again.stream, again.max_tokens),

@@ -40,20 +40,11 @@ async fn store_failure_is_visible_and_fails_as_configured() {
                 .json(&sonnet(false))
                 .send()
         };
-        assert_eq!(
-            s.gw.client
-                .get(s.gw.url("/readyz"))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
+        assert_eq!(ready(&s).await, 200);
         assert_eq!(infer().await.unwrap().status(), 200);
         wreck(&s.gw.db_path());
-        let r = s.gw.client.get(s.gw.url("/readyz")).send().await.unwrap();
         assert_eq!(
-            r.status(),
+            ready(&s).await,
             503,
             "a failed store read makes the gateway unready"
         );

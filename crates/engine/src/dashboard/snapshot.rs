@@ -87,19 +87,6 @@ async fn meters(gw: &Gateway, now: DateTime<Utc>) -> Result<Vec<Value>, StoreErr
         .collect())
 }
 
-/// Upstream health; where each upstream is (its host) only with detail.
-fn upstreams(gw: &Gateway, detail: bool) -> Vec<Value> {
-    let mut health = gw.upstreams.health.to_json();
-    if !detail {
-        for u in &mut health {
-            if let Some(o) = u.as_object_mut() {
-                o.remove("host");
-            }
-        }
-    }
-    health
-}
-
 /// The snapshot; `detail` adds the recent requests, the refusals and upstream hosts.
 pub async fn build(gw: &Gateway, detail: bool) -> Value {
     let now = gw.deps.clock.now();
@@ -165,6 +152,7 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
         "meters": meters.unwrap_or_default(),
         "recent": recent.unwrap_or_default().iter().map(recent_row).collect::<Vec<_>>(),
         "blocks": blocks,
-        "upstreams": upstreams(gw, detail),
+        // Where each upstream is, only with detail.
+        "upstreams": gw.upstreams.health.to_json(detail),
     })
 }

@@ -19,8 +19,9 @@ pub struct Head {
     pub model: String,
     pub stream: bool,
     pub max_tokens: Option<u64>,
-    /// What can make the request cost more than its bytes (for the spend worst case).
-    pub drivers: CostDrivers,
+    /// What can make the request cost more than its bytes (for the spend worst case);
+    /// read only when asked for, so a gateway without caps does not scan every body.
+    pub drivers: Option<CostDrivers>,
 }
 
 type TopLevel<'a> = IndexMap<Cow<'a, str>, &'a RawValue>;
@@ -70,7 +71,8 @@ fn top_level(bytes: &[u8]) -> Result<TopLevel<'_>, ApiError> {
         })
 }
 
-pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
+/// The head; `costs` also reads the [`CostDrivers`].
+pub fn parse_head(bytes: &[u8], costs: bool) -> Result<Head, ApiError> {
     let top = top_level(bytes)?;
     let model = match top.get("model") {
         None => return Err(ApiError::InvalidRequest("model: field required".into())),
@@ -96,7 +98,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, ApiError> {
         model,
         stream,
         max_tokens,
-        drivers: cost_drivers(&top),
+        drivers: costs.then(|| cost_drivers(&top)),
     })
 }
 
@@ -183,7 +185,21 @@ mod tests {
     use super::*;
 
     fn drivers(body: &str) -> CostDrivers {
-        parse_head(body.as_bytes()).unwrap().drivers
+        parse_head(body.as_bytes(), true).unwrap().drivers.unwrap()
+    }
+
+    #[test]
+    fn cost_drivers_are_read_only_when_asked_for() {
+        let body =
+            br#"{"model":"m","mcp_servers":[{"type":"url","url":"https://mcp","name":"x"}]}"#;
+        assert_eq!(parse_head(body, false).unwrap().drivers, None);
+        assert!(
+            parse_head(body, true)
+                .unwrap()
+                .drivers
+                .unwrap()
+                .fetched_input
+        );
     }
 
     #[test]
@@ -215,17 +231,21 @@ mod tests {
 
     #[test]
     fn duplicate_top_level_keys_are_refused() {
-        let e =
-            parse_head(br#"{"model":"claude-sonnet-4-6","model":"claude-opus-4-6"}"#).unwrap_err();
+        let e = parse_head(
+            br#"{"model":"claude-sonnet-4-6","model":"claude-opus-4-6"}"#,
+            false,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("duplicate key `model`"), "{e}");
         // Nested objects may repeat keys of the top level.
-        assert!(parse_head(br#"{"model":"m","metadata":{"model":"x"}}"#).is_ok());
+        assert!(parse_head(br#"{"model":"m","metadata":{"model":"x"}}"#, false).is_ok());
     }
 
     #[test]
     fn head_fields() {
         let h = parse_head(
             br#"{"model":"claude-sonnet-4-6","max_tokens":10,"stream":true,"messages":[]}"#,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -234,10 +254,10 @@ mod tests {
                 model: "claude-sonnet-4-6".into(),
                 stream: true,
                 max_tokens: Some(10),
-                drivers: CostDrivers::default(),
+                drivers: None,
             }
         );
-        let h = parse_head(br#"{"model":"m","stream":null}"#).unwrap();
+        let h = parse_head(br#"{"model":"m","stream":null}"#, false).unwrap();
         assert!(!h.stream);
     }
 
@@ -253,7 +273,7 @@ mod tests {
             (b"", "not valid JSON"),
             (br#"{"model":"m"} trailing"#, "not valid JSON"),
         ] {
-            let e = parse_head(body).unwrap_err();
+            let e = parse_head(body, false).unwrap_err();
             assert_eq!(e.outcome().0.as_u16(), 400);
             assert!(e.to_string().contains(needle), "{e}");
         }

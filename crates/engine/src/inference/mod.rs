@@ -68,6 +68,39 @@ fn long_context(headers: &http::HeaderMap) -> bool {
         .any(|b| b.trim().starts_with("context-1m"))
 }
 
+/// The worst case of the attempts given up at the first-byte timeout (legs by index). The
+/// cost drivers are read here if admission did not need them (a rare path).
+fn abandoned_cost(
+    gw: &Gateway,
+    head: &body::Head,
+    bytes: &[u8],
+    headers: &http::HeaderMap,
+    abandoned: &[usize],
+    upstream_models: &[(usize, String)],
+) -> u64 {
+    let drivers = head.drivers.unwrap_or_else(|| {
+        let mut d = body::parse_head(bytes, true)
+            .ok()
+            .and_then(|h| h.drivers)
+            .unwrap_or_default();
+        d.long_context = long_context(headers);
+        d
+    });
+    abandoned
+        .iter()
+        .map(|leg| {
+            let model = &upstream_models[*leg].1;
+            crate::spend::worst_case_micro(
+                &gw.pricing,
+                model,
+                bytes.len(),
+                head.max_tokens,
+                &drivers,
+            )
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// One inference request on its way through the steps.
 struct Call<'a> {
     gw: &'a Arc<Gateway>,
@@ -92,7 +125,11 @@ pub async fn handle(
     };
     call.not_paused()?;
     let (parts, bytes) = call.read_body(req).await?;
-    let head = body::parse_head(&bytes)?;
+    // What can raise the cost is read only when caps will price it.
+    let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
+    if let Some(d) = head.drivers.as_mut() {
+        d.long_context = long_context(&parts.headers);
+    }
     call.webhook(&parts, &bytes, &head.model).await?;
     call.model_allowed(&head.model)?;
     let (legs, not_configured) = call.legs(&head.model, &bytes)?;
@@ -100,8 +137,6 @@ pub async fn handle(
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
         .collect();
-    let mut head = head;
-    head.drivers.long_context = long_context(&parts.headers);
     let held = call.reserve(&head, &upstream_models, bytes.len()).await?;
     let mut facts = RequestFacts {
         request_id: request_id.to_owned(),
@@ -140,19 +175,16 @@ pub async fn handle(
     .await;
     // Attempts given up at the first-byte timeout may still have been served (and billed)
     // upstream: each is charged its worst case, flagged estimated.
-    facts.abandoned_micro = abandoned
-        .iter()
-        .map(|leg| {
-            let model = &upstream_models[*leg].1;
-            crate::spend::worst_case_micro(
-                &gw.pricing,
-                model,
-                bytes.len(),
-                head.max_tokens,
-                &head.drivers,
-            )
-        })
-        .fold(0u64, u64::saturating_add);
+    if !abandoned.is_empty() {
+        facts.abandoned_micro = abandoned_cost(
+            gw,
+            &head,
+            &bytes,
+            &parts.headers,
+            &abandoned,
+            &upstream_models,
+        );
+    }
     // From here every path records usage, which settles the reservation.
     Ok(relay::respond(&call, routed, facts, held, &upstream_models).await)
 }
@@ -374,7 +406,7 @@ impl Call<'_> {
             models: &models,
             body_bytes,
             max_tokens: head.max_tokens,
-            drivers: &head.drivers,
+            drivers: &head.drivers.unwrap_or_default(),
             attempts: upstream_models.len(),
         };
         let admitted = crate::spend::admission::reserve(self.gw, who, self.request_id, &cost).await;

@@ -150,8 +150,8 @@ impl UpstreamHealth {
             .and_then(|e| e.lock().ok().map(|e| e.state))
     }
 
-    /// Every upstream as the dashboard shows it.
-    pub fn to_json(&self) -> Vec<Value> {
+    /// Every upstream as the dashboard shows it; `with_hosts` adds where each one is.
+    pub fn to_json(&self, with_hosts: bool) -> Vec<Value> {
         let iso =
             |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
         self.names
@@ -159,16 +159,19 @@ impl UpstreamHealth {
             .zip(&self.entries)
             .filter_map(|((name, provider, host), e)| {
                 let e = e.lock().ok()?.clone();
-                Some(json!({
+                let mut v = json!({
                     "name": name,
                     "provider": provider,
-                    "host": host,
                     "state": e.state.as_str(),
                     "last_status": e.last_status,
                     "last_error": e.last_error,
                     "last_ok_at": iso(e.last_ok_at),
                     "last_error_at": iso(e.last_error_at),
-                }))
+                });
+                if with_hosts {
+                    v["host"] = json!(host);
+                }
+                Some(v)
             })
             .collect()
     }
@@ -201,7 +204,7 @@ mod tests {
         assert_eq!(h.state(0), Some(State::Degraded));
         h.failure(0, None, "ttfb timeout");
         assert_eq!(h.state(0), Some(State::Down));
-        let j = &h.to_json()[0];
+        let j = &h.to_json(true)[0];
         assert_eq!(j["state"], "down");
         assert_eq!(
             j["last_status"], 503,

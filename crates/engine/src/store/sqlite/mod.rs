@@ -376,15 +376,9 @@ impl Store for SqliteStore {
         spend_before: DateTime<Utc>,
         principals_before: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        let cuts = [
-            audit_before,
-            spend_before,
-            spend_before,
-            spend_before,
-            principals_before,
-        ];
+        let steps = spend::retention_steps(audit_before, spend_before, principals_before);
         let mut total = 0;
-        for (sql, cut) in spend::RETENTION_SQL.into_iter().zip(cuts) {
+        for (sql, cut) in steps {
             for _ in 0..spend::RETENTION_BATCHES {
                 let n = self
                     .write(move |c| spend::retention_batch(c, sql, cut))

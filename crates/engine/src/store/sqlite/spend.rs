@@ -398,15 +398,36 @@ pub fn principals(
 pub const RETENTION_BATCH: i64 = 10_000;
 pub const RETENTION_BATCHES: usize = 50;
 
-/// The retention statements, in the order a sweep runs them; each deletes at most
-/// [`RETENTION_BATCH`] rows older than its cut-off.
-pub const RETENTION_SQL: [&str; 5] = [
-    "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
-    "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
-    "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
-    "DELETE FROM reservations WHERE rowid IN (SELECT rowid FROM reservations WHERE created_at < ?1 AND state != 'open' LIMIT ?2)",
-    "DELETE FROM principals WHERE rowid IN (SELECT rowid FROM principals WHERE updated_at < ?1 LIMIT ?2)",
-];
+/// The retention statements with their cut-offs, in the order a sweep runs them; each
+/// deletes at most [`RETENTION_BATCH`] rows older than its cut-off.
+pub fn retention_steps(
+    audit_before: DateTime<Utc>,
+    spend_before: DateTime<Utc>,
+    principals_before: DateTime<Utc>,
+) -> [(&'static str, DateTime<Utc>); 5] {
+    [
+        (
+            "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
+            audit_before,
+        ),
+        (
+            "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM reservations WHERE rowid IN (SELECT rowid FROM reservations WHERE created_at < ?1 AND state != 'open' LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM principals WHERE rowid IN (SELECT rowid FROM principals WHERE updated_at < ?1 LIMIT ?2)",
+            principals_before,
+        ),
+    ]
+}
 
 /// One retention batch (a short write, so the writer interleaves it with requests' writes);
 /// the number of rows deleted.
