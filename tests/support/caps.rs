@@ -54,6 +54,7 @@ pub fn list_prices() -> gatehouse_engine::metering::pricing::Pricing {
     gatehouse_engine::metering::pricing::Pricing::new(gatehouse_engine::config::PricingConfig {
         multiplier: 1.0,
         overrides: vec![],
+        default: None,
     })
 }
 
@@ -62,7 +63,7 @@ pub fn worst_case(body: &Value) -> u64 {
     let model = body["model"].as_str().unwrap();
     gatehouse_engine::spend::worst_case_micro(
         &list_prices(),
-        model,
+        &gatehouse_engine::metering::pricing::PricedAs::model(model),
         serde_json::to_vec(body).unwrap().len(),
         body["max_tokens"].as_u64(),
         &Default::default(),

@@ -141,6 +141,7 @@ fn check_price(u: &Usage) {
     let pricing = Pricing::new(PricingConfig {
         multiplier: 1.0,
         overrides: Vec::new(),
+        default: None,
     });
     for model in ["claude-haiku-5-5", "claude-opus-5-5", "not-a-claude-model"] {
         let (cost, _) = pricing.cost_micro_usd(model, u);

@@ -58,3 +58,18 @@ pub struct Gateway {
     /// at a time, shared by its waiters), so no traffic can queue store reads.
     pub snapshots: [Memo<serde_json::Value>; 2],
 }
+
+impl Gateway {
+    /// What a request for `requested` costs as when upstream `upstream` (by index) serves it
+    /// as `upstream_model` (see [`Pricing::priced_as`]).
+    pub fn priced_as<'a>(
+        &'a self,
+        requested: &'a str,
+        upstream: usize,
+        upstream_model: &'a str,
+    ) -> crate::metering::pricing::PricedAs<'a> {
+        let name = self.upstreams.list.get(upstream).map(|u| u.name.as_str());
+        self.pricing
+            .priced_as(requested, name, Some(upstream_model))
+    }
+}

@@ -109,6 +109,13 @@ impl FakeUpstream {
         self.shared.push_fault(fault);
     }
 
+    /// Answers every request carrying `key` (as `x-api-key` or a bearer token) with
+    /// `status` and an error envelope, with `retry-after` when given: a revoked or
+    /// rate-limited key.
+    pub fn refuse_key(&self, key: &str, status: u16, retry_after: Option<u32>) {
+        self.shared.refuse_key(key, status, retry_after);
+    }
+
     /// Turns body recording on (default) or off. When off, requests are still
     /// recorded (method, path, headers, size) but `body` is `Value::Null` and
     /// the body is never parsed into a `serde_json::Value` — use this for

@@ -1,6 +1,6 @@
 //! Accept loop, per-connection hyper serving and the Anthropic API routes.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -41,6 +41,8 @@ const UPSTREAM_ONLY_HEADERS: [(&str, &str); 5] = [
 pub(crate) struct Shared {
     rendered: RwLock<Arc<Rendered>>,
     faults: Mutex<VecDeque<Fault>>,
+    /// Credentials answered with a fixed status (a revoked or rate-limited key).
+    key_refusals: Mutex<HashMap<String, (u16, Option<u32>)>>,
     pub(crate) records: RecordStore,
     recording: AtomicBool,
     next_id: AtomicU64,
@@ -51,6 +53,7 @@ impl Shared {
         Shared {
             rendered: RwLock::new(Arc::new(Rendered::new(config))),
             faults: Mutex::new(VecDeque::new()),
+            key_refusals: Mutex::new(HashMap::new()),
             records: RecordStore::default(),
             recording: AtomicBool::new(true),
             next_id: AtomicU64::new(0),
@@ -77,6 +80,33 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push_back(fault);
+    }
+
+    pub(crate) fn refuse_key(&self, key: &str, status: u16, retry_after: Option<u32>) {
+        self.key_refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned(), (status, retry_after));
+    }
+
+    /// The refusal for the request's credential (`x-api-key` or `Authorization: Bearer`).
+    fn key_refusal(&self, headers: &http::HeaderMap) -> Option<Response<FakeBody>> {
+        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        let key = text("x-api-key")
+            .or_else(|| text("authorization").and_then(|v| v.strip_prefix("Bearer ")))?;
+        let (status, retry_after) = *self
+            .key_refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)?;
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let error_type = default_error_type(status.as_u16());
+        let mut resp = error_response(status, error_type, default_error_message(error_type));
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        Some(resp)
     }
 
     fn pop_fault(&self) -> Option<Fault> {
@@ -211,6 +241,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             "request_too_large",
             default_error_message("request_too_large"),
         ));
+    }
+    if parts.method == Method::POST
+        && let Some(resp) = shared.key_refusal(&parts.headers)
+    {
+        return Ok(resp);
     }
     if parts.method == Method::POST
         && let Some(cloud) = crate::clouds::classify(path)

@@ -37,19 +37,7 @@ async fn concurrent_requests_never_overshoot_a_cap() {
     .await;
     let alice = token(&s, "alice", &["engineering"]);
     let body = msg(256);
-    let pricing = gatehouse_engine::metering::pricing::Pricing::new(
-        gatehouse_engine::config::PricingConfig {
-            multiplier: 1.0,
-            overrides: vec![],
-        },
-    );
-    let worst = gatehouse_engine::spend::worst_case_micro(
-        &pricing,
-        "claude-sonnet-4-6",
-        serde_json::to_vec(&body).unwrap().len(),
-        Some(256),
-        &Default::default(),
-    );
+    let worst = gatehouse_tests::caps::worst_case(&body);
     let fits = (2 * 10_000 / worst) as usize;
     assert!(fits >= 2, "test premise: {worst}");
     let results = futures_util::future::join_all((0..30).map(|_| infer(&s, &alice, &body))).await;

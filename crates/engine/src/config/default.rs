@@ -97,6 +97,7 @@ pub fn embedded_default(
         pricing: PricingConfig {
             multiplier: 1.0,
             overrides: Vec::new(),
+            default: None,
         },
         logging: LoggingConfig::default(),
         local_key: true,

@@ -302,7 +302,15 @@ pub struct ClientKeyConfig {
 /// A price override, in nano-USD per token (USD per million tokens x 1000).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriceOverride {
+    /// The upstream (by name) whose requests this applies to; `None`: any.
+    pub upstream: Option<String>,
     pub model: String,
+    pub price: Prices,
+}
+
+/// Nano-USD per token (and per web search request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prices {
     pub input: u64,
     pub output: u64,
     pub cache_read: u64,
@@ -316,6 +324,9 @@ pub struct PriceOverride {
 pub struct PricingConfig {
     pub multiplier: f64,
     pub overrides: Vec<PriceOverride>,
+    /// `pricing.default`: what a model nothing else prices costs (`None`: the built-in
+    /// default tier).
+    pub default: Option<Prices>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

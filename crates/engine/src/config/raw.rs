@@ -217,6 +217,14 @@ pub struct RawAssumeRole {
     pub session_name: Option<String>,
 }
 
+/// One key of `auth.api_keys`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawPoolKey {
+    Key(String),
+    Named { id: String, key: String },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 pub enum RawProvider {
     #[serde(rename = "anthropic")]
@@ -251,6 +259,11 @@ impl RawProvider {
 pub struct RawUpstreamAuth {
     /// Sent as `x-api-key` (anthropic, foundry).
     pub api_key: Option<String>,
+    /// A key pool instead of `api_key`: keys used in turn; one answered 401/403 is set
+    /// aside, one answered 429 cools down for its `retry-after`, the others carry on.
+    /// Each entry is the key, or `{id, key}` to name it in events and the dashboard
+    /// (default id: `key-<n>`, from 1).
+    pub api_keys: Option<Vec<RawPoolKey>>,
     /// Sent as `Authorization: Bearer` (OAuth or gateway tokens).
     pub auth_token: Option<String>,
     /// An Anthropic OAuth token: Bearer plus the `oauth-2025-04-20` beta.
@@ -300,12 +313,32 @@ pub struct RawPricing {
     pub multiplier: Option<f64>,
     #[serde(default)]
     pub overrides: Vec<RawPriceOverride>,
+    /// Prices for a model nothing else prices (a non-Claude upstream model without an
+    /// override); each such model is flagged once (`pricing.unknown_model`). Default: $5
+    /// input and $25 output per million tokens.
+    pub default: Option<RawPrice>,
+}
+
+/// Prices in USD per million tokens; omitted cache prices derive from `input`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: Option<f64>,
+    pub cache_write_5m: Option<f64>,
+    pub cache_write_1h: Option<f64>,
+    /// USD per web search request.
+    pub web_search: Option<f64>,
 }
 
 /// Prices in USD per million tokens; omitted cache prices derive from `input`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPriceOverride {
+    /// Only for requests this upstream (by name) served; default: whichever served it.
+    pub upstream: Option<String>,
+    /// The requested model id or an upstream's model id (`deepseek-chat`).
     pub model: String,
     pub input: f64,
     pub output: f64,
@@ -314,6 +347,20 @@ pub struct RawPriceOverride {
     pub cache_write_1h: Option<f64>,
     /// USD per web search request.
     pub web_search: Option<f64>,
+}
+
+impl RawPriceOverride {
+    /// The prices alone.
+    pub fn price(&self) -> RawPrice {
+        RawPrice {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write_5m: self.cache_write_5m,
+            cache_write_1h: self.cache_write_1h,
+            web_search: self.web_search,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -75,8 +75,8 @@ fn example_values_are_applied() {
         c.models.rows[0].upstream_model["corp-proxy"],
         "sonnet-4-6-corp"
     );
-    assert_eq!(c.pricing.overrides[0].input, 3_000);
-    assert_eq!(c.pricing.overrides[0].cache_write_1h, 6_000);
+    assert_eq!(c.pricing.overrides[0].price.input, 3_000);
+    assert_eq!(c.pricing.overrides[0].price.cache_write_1h, 6_000);
     assert_eq!(c.client_keys[0].id, "ci");
     assert!(matches!(&c.store, StoreConfig::Sqlite { path } if path.ends_with("gatehouse.db")));
 }
@@ -224,6 +224,14 @@ fn errors_name_the_field_path() {
         (
             "listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1}]}\n",
             "pricing.overrides[0].input",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\npricing: {overrides: [{upstream: nope, model: m, input: 1, output: 1}]}\n",
+            "pricing.overrides[0].upstream: no upstream is named `nope`",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\npricing: {default: {input: 1, output: .nan}}\n",
+            "pricing.default.output",
         ),
         (
             "listen: {host: 127.0.0.1}\nmodels: [{id: m, upstream_model: {nope: x}}]\n",

@@ -16,7 +16,9 @@ use url::Url;
 
 use super::ConfigError;
 use super::check::{http_url, non_empty_secret};
-use super::raw::{RawAssumeRole, RawGuardrail, RawProvider, RawUpstream, RawUpstreamAuth};
+use super::raw::{
+    RawAssumeRole, RawGuardrail, RawPoolKey, RawProvider, RawUpstream, RawUpstreamAuth,
+};
 use crate::deps::TokenSource;
 use crate::secret::Secret;
 
@@ -160,7 +162,7 @@ impl UpstreamConfig {
     pub fn missing_credential(&self) -> Option<&str> {
         let c = self.credential.as_ref()?;
         match &c.source {
-            CredentialSource::Static(_) => None,
+            CredentialSource::Static(_) | CredentialSource::Pool(_) => None,
             CredentialSource::Dynamic(source) if source.current().is_some() => None,
             _ => Some(&c.missing_hint),
         }
@@ -188,6 +190,16 @@ pub enum CredentialSource {
     Dynamic(Arc<dyn TokenSource>),
     /// Not there: the upstream is skipped and inference answers 503 with the hint.
     Missing,
+    /// `auth.api_keys`: the upstream's link takes one in turn per attempt
+    /// (`upstream::keys`); [`UpstreamCredential::current`] gives the first.
+    Pool(Arc<[PoolKey]>),
+}
+
+/// One key of a pool: its id (shown in events and the dashboard) and its value.
+#[derive(Debug, Clone)]
+pub struct PoolKey {
+    pub id: String,
+    pub value: Secret,
 }
 
 impl std::fmt::Debug for CredentialSource {
@@ -196,6 +208,7 @@ impl std::fmt::Debug for CredentialSource {
             CredentialSource::Static(_) => "Static(..)",
             CredentialSource::Dynamic(_) => "Dynamic(..)",
             CredentialSource::Missing => "Missing",
+            CredentialSource::Pool(_) => "Pool(..)",
         })
     }
 }
@@ -236,6 +249,7 @@ impl UpstreamCredential {
             CredentialSource::Static(s) => Some(s.clone()),
             CredentialSource::Dynamic(source) => source.current(),
             CredentialSource::Missing => None,
+            CredentialSource::Pool(keys) => keys.first().map(|k| k.value.clone()),
         }
     }
 }
@@ -317,7 +331,7 @@ fn provider(
     let keys = Keys::of(u);
     Ok(match u.provider {
         RawProvider::Anthropic => {
-            keys.only(at, &["api_key", "auth_token", "oauth_token"])?;
+            keys.only(at, &["api_key", "api_keys", "auth_token", "oauth_token"])?;
             (
                 Provider::Anthropic,
                 ANTHROPIC_BASE_URL.to_owned(),
@@ -423,9 +437,15 @@ fn foundry(
     keys: &Keys,
     at: &dyn Fn(&str) -> String,
 ) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
-    keys.only(at, &["resource", "api_key", "use_azure_ad"])?;
+    keys.only(at, &["resource", "api_key", "api_keys", "use_azure_ad"])?;
     let resource = foundry_resource(u.resource.as_deref(), &at("resource"))?;
     let base = format!("https://{resource}.services.ai.azure.com/anthropic");
+    if u.auth.api_key.is_none()
+        && u.auth.use_azure_ad != Some(true)
+        && let Some(pool) = key_pool(&u.auth, CredentialScheme::ApiKey, at)?
+    {
+        return Ok((Provider::Foundry(FoundryConfig { resource }), base, Some(pool)));
+    }
     let key = match (&u.auth.api_key, u.auth.use_azure_ad) {
         (Some(k), None | Some(false)) => non_empty_secret(k, &at("auth.api_key"))?,
         (None, Some(true)) => {
@@ -556,6 +576,7 @@ impl Keys {
             ("project_id", u.project_id.is_some()),
             ("resource", u.resource.is_some()),
             ("api_key", a.api_key.is_some()),
+            ("api_keys", a.api_keys.is_some()),
             ("auth_token", a.auth_token.is_some()),
             ("oauth_token", a.oauth_token.is_some()),
             ("aws_access_key_id", a.aws_access_key_id.is_some()),
@@ -598,17 +619,72 @@ fn anthropic_credential(
     let mut set = given
         .iter()
         .filter_map(|(v, k, s)| v.as_ref().map(|v| (v, *k, *s)));
-    let Some((value, key, scheme)) = set.next() else {
-        return Ok(None);
-    };
-    if set.next().is_some() {
+    let first = set.next();
+    if set.next().is_some() || (first.is_some() && a.api_keys.is_some()) {
         return Err(ConfigError::at(
             &at("auth"),
-            "set one of api_key, auth_token or oauth_token",
+            "set one of api_key, api_keys, auth_token or oauth_token",
         ));
     }
+    let Some((value, key, scheme)) = first else {
+        return key_pool(a, CredentialScheme::ApiKey, at);
+    };
     let secret = non_empty_secret(value, &at(&format!("auth.{key}")))?;
     Ok(Some(UpstreamCredential::fixed(scheme, secret)))
+}
+
+/// Most keys one pool takes.
+const POOL_MAX_KEYS: usize = 64;
+
+/// `auth.api_keys`, when set: at least one key, ids unique and safe to show.
+fn key_pool(
+    a: &RawUpstreamAuth,
+    scheme: CredentialScheme,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<UpstreamCredential>, ConfigError> {
+    let Some(list) = &a.api_keys else {
+        return Ok(None);
+    };
+    if list.is_empty() || list.len() > POOL_MAX_KEYS {
+        return Err(ConfigError::at(
+            &at("auth.api_keys"),
+            format!("must list 1 to {POOL_MAX_KEYS} keys"),
+        ));
+    }
+    let mut ids = HashSet::new();
+    let mut keys = Vec::with_capacity(list.len());
+    for (n, entry) in list.iter().enumerate() {
+        let path = at(&format!("auth.api_keys[{n}]"));
+        let (id, value) = match entry {
+            RawPoolKey::Key(k) => (format!("key-{}", n + 1), k),
+            RawPoolKey::Named { id, key } => (id.clone(), key),
+        };
+        let id_ok = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !id_ok {
+            return Err(ConfigError::at(
+                &format!("{path}.id"),
+                "must be 1 to 64 letters, digits, `-`, `_` or `.`",
+            ));
+        }
+        if !ids.insert(id.clone()) {
+            return Err(ConfigError::at(
+                &format!("{path}.id"),
+                format!("duplicate key id `{id}`"),
+            ));
+        }
+        let value = non_empty_secret(value, &format!("{path}.key"))?;
+        keys.push(PoolKey { id, value });
+    }
+    Ok(Some(UpstreamCredential {
+        scheme,
+        source: CredentialSource::Pool(keys.into()),
+        role: CredentialRole::Provider,
+        missing_hint: String::new(),
+    }))
 }
 
 fn aws_auth(a: &RawUpstreamAuth, at: &dyn Fn(&str) -> String) -> Result<AwsAuth, ConfigError> {

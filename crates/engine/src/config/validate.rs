@@ -9,11 +9,11 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::check::http_url;
-use super::raw::{RawConfig, RawPriceOverride, RawTimeouts};
+use super::raw::{RawConfig, RawPrice, RawTimeouts};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
     LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, PriceOverride,
-    PricingConfig, Rotation, StoreConfig, Timeouts, UpstreamConfig,
+    Prices, PricingConfig, Rotation, StoreConfig, Timeouts, UpstreamConfig,
 };
 use crate::secret::Secret;
 
@@ -32,7 +32,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let upstreams = super::upstream::validate(&raw.upstreams)?;
     let models = models(&raw, &upstreams)?;
     let client_keys = client_keys(&raw)?;
-    let pricing = pricing(&raw)?;
+    let pricing = pricing(&raw, &upstreams)?;
     let logging = logging(&raw)?;
     let identity = super::identity::validate(&raw, &listen)?;
     let workload = super::identity::validate_workload(&raw)?;
@@ -387,37 +387,52 @@ fn client_keys(raw: &RawConfig) -> Result<Vec<ClientKeyConfig>, ConfigError> {
     Ok(out)
 }
 
-fn pricing(raw: &RawConfig) -> Result<PricingConfig, ConfigError> {
+fn pricing(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<PricingConfig, ConfigError> {
     let multiplier = raw.pricing.multiplier.unwrap_or(1.0);
     if !(multiplier > 0.0 && multiplier <= 1.0) {
         return Err(ConfigError::at("pricing.multiplier", "must be in (0, 1]"));
     }
     let mut seen = HashSet::new();
-    let overrides = raw
+    let mut overrides = Vec::with_capacity(raw.pricing.overrides.len());
+    for (i, o) in raw.pricing.overrides.iter().enumerate() {
+        let at = format!("pricing.overrides[{i}]");
+        if o.model.trim().is_empty() {
+            return Err(ConfigError::at(&format!("{at}.model"), "must not be empty"));
+        }
+        if let Some(name) = &o.upstream
+            && !upstreams.iter().any(|u| &u.name == name)
+        {
+            return Err(ConfigError::at(
+                &format!("{at}.upstream"),
+                format!("no upstream is named `{name}`"),
+            ));
+        }
+        if !seen.insert((o.upstream.as_deref(), o.model.as_str())) {
+            return Err(ConfigError::at(
+                &format!("{at}.model"),
+                format!("duplicate override for `{}`", o.model),
+            ));
+        }
+        overrides.push(PriceOverride {
+            upstream: o.upstream.clone(),
+            model: o.model.clone(),
+            price: prices(&o.price(), &at)?,
+        });
+    }
+    let default = raw
         .pricing
-        .overrides
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            if !seen.insert(o.model.as_str()) {
-                return Err(ConfigError::at(
-                    &format!("pricing.overrides[{i}].model"),
-                    format!("duplicate override for `{}`", o.model),
-                ));
-            }
-            price_override(o, &format!("pricing.overrides[{i}]"))
-        })
-        .collect::<Result<_, _>>()?;
+        .default
+        .as_ref()
+        .map(|p| prices(p, "pricing.default"))
+        .transpose()?;
     Ok(PricingConfig {
         multiplier,
         overrides,
+        default,
     })
 }
 
-fn price_override(o: &RawPriceOverride, at: &str) -> Result<PriceOverride, ConfigError> {
-    if o.model.trim().is_empty() {
-        return Err(ConfigError::at(&format!("{at}.model"), "must not be empty"));
-    }
+fn prices(p: &RawPrice, at: &str) -> Result<Prices, ConfigError> {
     let per_mtok = |v: f64, field: &str| -> Result<u64, ConfigError> {
         if !v.is_finite() || !(0.0..=1_000_000.0).contains(&v) {
             return Err(ConfigError::at(
@@ -428,21 +443,20 @@ fn price_override(o: &RawPriceOverride, at: &str) -> Result<PriceOverride, Confi
         // USD per million tokens equals micro-USD per token; keep three more digits.
         Ok((v * 1000.0).round() as u64)
     };
-    let input = per_mtok(o.input, "input")?;
-    Ok(PriceOverride {
-        model: o.model.clone(),
+    let input = per_mtok(p.input, "input")?;
+    Ok(Prices {
         input,
-        output: per_mtok(o.output, "output")?,
-        cache_read: o
+        output: per_mtok(p.output, "output")?,
+        cache_read: p
             .cache_read
             .map_or(Ok(input / 10), |v| per_mtok(v, "cache_read"))?,
-        cache_write_5m: o
+        cache_write_5m: p
             .cache_write_5m
             .map_or(Ok(input * 5 / 4), |v| per_mtok(v, "cache_write_5m"))?,
-        cache_write_1h: o
+        cache_write_1h: p
             .cache_write_1h
             .map_or(Ok(input * 2), |v| per_mtok(v, "cache_write_1h"))?,
-        web_search: match o.web_search {
+        web_search: match p.web_search {
             None => 10_000_000,
             Some(v) if v.is_finite() && (0.0..=1000.0).contains(&v) => {
                 (v * 1_000_000_000.0).round() as u64

@@ -153,6 +153,19 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
         "recent": recent.unwrap_or_default().iter().map(recent_row).collect::<Vec<_>>(),
         "blocks": blocks,
         // Where each upstream is, only with detail.
-        "upstreams": gw.upstreams.health.to_json(detail),
+        "upstreams": upstreams(gw, detail),
     })
+}
+
+/// Upstream health, each pooled upstream with its keys (ids and states, never values).
+fn upstreams(gw: &Gateway, detail: bool) -> Vec<Value> {
+    let mut list = gw.upstreams.health.to_json(detail);
+    let ups = &gw.upstreams;
+    for (up, pool) in ups.list.iter().zip(&ups.key_pools) {
+        let Some(pool) = pool else { continue };
+        if let Some(entry) = list.iter_mut().find(|e| e["name"] == up.name.as_str()) {
+            entry["keys"] = Value::Array(pool.to_json());
+        }
+    }
+    list
 }

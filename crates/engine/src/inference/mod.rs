@@ -89,10 +89,10 @@ fn abandoned_cost(
     abandoned
         .iter()
         .map(|leg| {
-            let model = &upstream_models[*leg].1;
+            let (upstream, model) = &upstream_models[*leg];
             crate::spend::worst_case_micro(
                 &gw.pricing,
-                model,
+                &gw.priced_as(&head.model, *upstream, model),
                 bytes.len(),
                 head.max_tokens,
                 &drivers,
@@ -399,8 +399,9 @@ impl Call<'_> {
         if self.endpoint != Endpoint::Messages {
             return Ok(None);
         }
-        let models: Vec<&str> = std::iter::once(head.model.as_str())
-            .chain(upstream_models.iter().map(|(_, m)| m.as_str()))
+        let models: Vec<_> = upstream_models
+            .iter()
+            .map(|(i, m)| self.gw.priced_as(&head.model, *i, m))
             .collect();
         let cost = crate::spend::admission::Cost {
             models: &models,

@@ -1,11 +1,18 @@
 //! Prices a request's usage in integer micro-USD.
 //!
-//! Lookup order: an operator override for the model (full id, then the id without its date
-//! suffix) -> the built-in table -> the newest built-in price of the model's Claude family
-//! -> [`crate::models::DEFAULT_TIER`], flagged so the caller can warn. `pricing.multiplier`
-//! (in (0, 1]) scales the result.
+//! Which id is priced ([`Pricing::priced_as`]): the upstream's model id when an operator
+//! priced it or when it is not a Claude model (`deepseek-chat` behind a `claude-sonnet-…`
+//! request costs what DeepSeek charges); otherwise the requested id, or the upstream's when
+//! the requested one is unknown. Lookup order for that id: an operator override for the
+//! upstream that served it, then one for any upstream (full id, then the id without its
+//! date suffix) -> the built-in table -> the newest built-in price of the model's Claude
+//! family -> `pricing.default` (else [`crate::models::DEFAULT_TIER`]), flagged once per
+//! model so the operator can price it. `pricing.multiplier` (in (0, 1]) scales the result.
 
-use crate::config::PricingConfig;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use crate::config::{PriceOverride, Prices, PricingConfig};
 use crate::models::{self, BUILTIN, DEFAULT_TIER, Tier};
 
 use super::usage::Usage;
@@ -17,61 +24,146 @@ pub enum PriceSource {
     Builtin,
     /// Unknown id of a known family: priced like its newest sibling.
     Family,
-    /// Nothing known: the default tier.
+    /// Nothing known: `pricing.default` or the default tier.
     Default,
 }
 
-#[derive(Debug, Clone)]
+/// The id a request is priced as, and the upstream that served it (for overrides scoped
+/// to one upstream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PricedAs<'a> {
+    pub model: &'a str,
+    pub upstream: Option<&'a str>,
+}
+
+impl<'a> PricedAs<'a> {
+    /// A model id under no particular upstream.
+    pub fn model(model: &'a str) -> Self {
+        Self {
+            model,
+            upstream: None,
+        }
+    }
+}
+
+/// At most this many unpriced model ids are remembered as already flagged.
+const FLAGGED_LIMIT: usize = 1024;
+
+#[derive(Debug)]
 pub struct Pricing {
     config: PricingConfig,
+    /// Unpriced ids already reported (`pricing.unknown_model` once per id).
+    flagged: Mutex<HashSet<String>>,
 }
 
 impl Pricing {
     pub fn new(config: PricingConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            flagged: Mutex::new(HashSet::new()),
+        }
     }
 
-    pub fn tier(&self, model: &str) -> (Tier, PriceSource) {
-        let norm = models::normalize(model);
-        let found = self
-            .config
+    /// Which id a request for `requested`, served by `upstream` as `upstream_model`, is
+    /// priced as (see the module doc).
+    pub fn priced_as<'a>(
+        &self,
+        requested: &'a str,
+        upstream: Option<&'a str>,
+        upstream_model: Option<&'a str>,
+    ) -> PricedAs<'a> {
+        let as_requested = PricedAs { model: requested, upstream };
+        let Some(served) = upstream_model.filter(|m| *m != requested) else {
+            return as_requested;
+        };
+        let as_served = PricedAs { model: served, upstream };
+        if self.find_override(&as_served).is_some() {
+            return as_served;
+        }
+        if self.find_override(&as_requested).is_some() {
+            return as_requested;
+        }
+        if !looks_like_claude(served) {
+            return as_served;
+        }
+        if self.tier_of(&as_requested).1 == PriceSource::Default {
+            return as_served;
+        }
+        as_requested
+    }
+
+    fn find_override(&self, at: &PricedAs<'_>) -> Option<&PriceOverride> {
+        let norm = models::normalize(at.model);
+        let scoped = |o: &&PriceOverride| o.upstream.is_none() || o.upstream.as_deref() == at.upstream;
+        // The upstream's own price first, then any upstream's; exact ids before normalised.
+        let ranked = |o: &&PriceOverride| (o.upstream.is_none(), o.model != at.model);
+        self.config
             .overrides
             .iter()
-            .find(|o| o.model == model)
-            .or_else(|| {
-                self.config
-                    .overrides
-                    .iter()
-                    .find(|o| models::normalize(&o.model) == norm)
-            });
-        if let Some(o) = found {
-            let tier = Tier {
-                input: o.input,
-                output: o.output,
-                cache_write_5m: o.cache_write_5m,
-                cache_write_1h: o.cache_write_1h,
-                cache_read: o.cache_read,
-                web_search: o.web_search,
-                long_prompt: None,
-            };
-            return (tier, PriceSource::Override);
+            .filter(scoped)
+            .filter(|o| o.model == at.model || models::normalize(&o.model) == norm)
+            .min_by_key(ranked)
+    }
+
+    /// The prices of `model` under no particular upstream.
+    pub fn tier(&self, model: &str) -> (Tier, PriceSource) {
+        self.tier_of(&PricedAs::model(model))
+    }
+
+    pub fn tier_of(&self, at: &PricedAs<'_>) -> (Tier, PriceSource) {
+        if let Some(o) = self.find_override(at) {
+            return (tier(&o.price), PriceSource::Override);
         }
-        if let Some(b) = models::builtin(model) {
+        if let Some(b) = models::builtin(at.model) {
             return (b.tier, PriceSource::Builtin);
         }
-        if let Some(fam) = models::family(model)
+        if let Some(fam) = models::family(at.model)
             && let Some(b) = BUILTIN.iter().find(|b| b.family == fam)
         {
             return (b.tier, PriceSource::Family);
         }
-        (DEFAULT_TIER, PriceSource::Default)
+        let default = self.config.default.as_ref().map_or(DEFAULT_TIER, tier);
+        (default, PriceSource::Default)
     }
 
     /// Cost in micro-USD (rounded up, so a non-zero usage never costs 0), at most
     /// [`MAX_MICRO_USD`].
     pub fn cost_micro_usd(&self, model: &str, usage: &Usage) -> (u64, PriceSource) {
-        let (tier, source) = self.tier(model);
+        self.cost_of(&PricedAs::model(model), usage)
+    }
+
+    pub fn cost_of(&self, at: &PricedAs<'_>, usage: &Usage) -> (u64, PriceSource) {
+        let (tier, source) = self.tier_of(at);
         (cost_with(&tier, usage, self.config.multiplier), source)
+    }
+
+    /// True the first time an unpriced `model` is seen (so it is flagged once).
+    pub fn first_unpriced(&self, model: &str) -> bool {
+        let Ok(mut flagged) = self.flagged.lock() else {
+            return false;
+        };
+        if flagged.contains(model) || flagged.len() >= FLAGGED_LIMIT {
+            return false;
+        }
+        flagged.insert(model.to_owned())
+    }
+}
+
+/// A Claude model under any provider's spelling (`claude-…`, Bedrock's
+/// `us.anthropic.claude-…-v1:0`, Vertex's `claude-…@date`).
+fn looks_like_claude(id: &str) -> bool {
+    models::family(id).is_some() || id.to_ascii_lowercase().contains("claude")
+}
+
+fn tier(p: &Prices) -> Tier {
+    Tier {
+        input: p.input,
+        output: p.output,
+        cache_write_5m: p.cache_write_5m,
+        cache_write_1h: p.cache_write_1h,
+        cache_read: p.cache_read,
+        web_search: p.web_search,
+        long_prompt: None,
     }
 }
 
@@ -129,7 +221,54 @@ mod tests {
         Pricing::new(PricingConfig {
             multiplier,
             overrides,
+            default: None,
         })
+    }
+
+    fn per_mtok(input: u64, output: u64) -> Prices {
+        Prices {
+            input: input * 1000,
+            output: output * 1000,
+            cache_read: input * 100,
+            cache_write_5m: input * 1250,
+            cache_write_1h: input * 2000,
+            web_search: 0,
+        }
+    }
+
+    #[test]
+    fn upstream_models_are_priced_by_what_served_them() {
+        let o = |upstream: Option<&str>, model: &str, price| PriceOverride {
+            upstream: upstream.map(str::to_owned),
+            model: model.to_owned(),
+            price,
+        };
+        let p = Pricing::new(PricingConfig {
+            multiplier: 1.0,
+            overrides: vec![
+                o(None, "deepseek-chat", per_mtok(1, 2)),
+                o(Some("openrouter"), "deepseek-chat", per_mtok(3, 4)),
+            ],
+            default: Some(per_mtok(7, 9)),
+        });
+        let sonnet = "claude-sonnet-4-6";
+        // A priced non-Claude model behind a Claude id: its own price, per upstream.
+        let at = p.priced_as(sonnet, Some("deepseek"), Some("deepseek-chat"));
+        assert_eq!(at.model, "deepseek-chat");
+        assert_eq!(p.tier_of(&at).0.input, 1_000);
+        let at = p.priced_as(sonnet, Some("openrouter"), Some("deepseek-chat"));
+        assert_eq!(p.tier_of(&at).0.input, 3_000);
+        // An unpriced non-Claude model: `pricing.default`, flagged once.
+        let at = p.priced_as(sonnet, Some("local"), Some("qwen3-coder"));
+        assert_eq!(p.tier_of(&at), (tier(&per_mtok(7, 9)), PriceSource::Default));
+        assert!(p.first_unpriced("qwen3-coder"));
+        assert!(!p.first_unpriced("qwen3-coder"));
+        // A Claude model under a provider's id keeps the requested id's price.
+        let at = p.priced_as(sonnet, Some("bedrock"), Some("us.anthropic.claude-sonnet-4-6"));
+        assert_eq!(at.model, sonnet);
+        assert_eq!(p.tier_of(&at).1, PriceSource::Builtin);
+        // No upstream model (or the same id): the requested id.
+        assert_eq!(p.priced_as(sonnet, None, None).model, sonnet);
     }
 
     #[test]
@@ -159,13 +298,16 @@ mod tests {
     #[test]
     fn overrides_multiplier_family_and_default() {
         let o = PriceOverride {
+            upstream: None,
             model: "claude-opus-4-8".into(),
-            input: 1_000,
-            output: 2_000,
-            cache_read: 100,
-            cache_write_5m: 1_250,
-            cache_write_1h: 2_000,
-            web_search: 0,
+            price: Prices {
+                input: 1_000,
+                output: 2_000,
+                cache_read: 100,
+                cache_write_5m: 1_250,
+                cache_write_1h: 2_000,
+                web_search: 0,
+            },
         };
         let p = pricing(0.5, vec![o]);
         let u = Usage {

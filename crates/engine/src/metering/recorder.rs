@@ -105,22 +105,27 @@ async fn write(store: &dyn Store, rows: Vec<UsageRecord>) {
 }
 
 fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord {
-    let priced_model = f.route.upstream_model.as_deref().filter(|_| {
-        // Operators price what callers ask for; fall back to the upstream id only when the
-        // requested id is unknown.
-        pricing.tier(&f.request.model).1 == PriceSource::Default
-    });
-    let model = priced_model.unwrap_or(&f.request.model);
+    let at = pricing.priced_as(
+        &f.request.model,
+        f.route.upstream.as_deref(),
+        f.route.upstream_model.as_deref(),
+    );
     let (cost, source) = if f.request.endpoint == "count_tokens" {
         (0, PriceSource::Builtin)
     } else {
-        pricing.cost_micro_usd(model, &f.usage)
+        pricing.cost_of(&at, &f.usage)
     };
-    if source == PriceSource::Default && f.usage != Default::default() {
+    // Flagged once per model: the operator prices it (`pricing.overrides`) or accepts
+    // `pricing.default`.
+    if source == PriceSource::Default
+        && f.usage != Default::default()
+        && pricing.first_unpriced(at.model)
+    {
+        tracing::warn!(model = %at.model, "no price known for this model; charged at pricing.default");
         events.push(
             Event::new("pricing.unknown_model")
                 .with("request_id", f.request.request_id.clone())
-                .with("model", model.to_owned()),
+                .with("model", at.model.to_owned()),
         );
     }
     let rec = UsageRecord {

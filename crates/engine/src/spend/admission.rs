@@ -65,8 +65,9 @@ pub enum Admitted {
 
 /// What a request may cost, as admission sees it.
 pub struct Cost<'a> {
-    /// The requested id and every upstream id it may be sent as; the dearest prices it.
-    pub models: &'a [&'a str],
+    /// What the request is priced as on each upstream it may be sent to; the dearest
+    /// prices it.
+    pub models: &'a [crate::metering::pricing::PricedAs<'a>],
     pub body_bytes: usize,
     pub max_tokens: Option<u64>,
     pub drivers: &'a super::CostDrivers,

@@ -8,7 +8,7 @@
 //! sampling rounds on the upstream, each re-reading the context, and bill per use. For
 //! those the input of every round is bounded only by the context window.
 
-use crate::metering::pricing::{MAX_MICRO_USD, Pricing};
+use crate::metering::pricing::{MAX_MICRO_USD, PricedAs, Pricing};
 
 /// The context window that bounds one round's input when the prompt's own bytes do not.
 pub const CONTEXT_WINDOW: u64 = 200_000;
@@ -50,12 +50,12 @@ impl CostDrivers {
 /// The worst case in micro-USD, at most [`MAX_MICRO_USD`] (so sums stay in the rows' range).
 pub fn worst_case_micro(
     pricing: &Pricing,
-    model: &str,
+    at: &PricedAs<'_>,
     body_bytes: usize,
     max_tokens: Option<u64>,
     drivers: &CostDrivers,
 ) -> u64 {
-    let (tier, _) = pricing.tier(model);
+    let (tier, _) = pricing.tier_of(at);
     let prompt = (body_bytes as u64).min(LONG_CONTEXT_WINDOW);
     let unbounded = drivers.fetched_input || drivers.server_tool_uses > 0;
     let per_round_input = if unbounded {
@@ -73,7 +73,7 @@ pub fn worst_case_micro(
     // No upstream generates more than its model's output limit (a larger `max_tokens` is
     // refused upstream); unknown models are bounded by the largest window.
     let limit =
-        crate::models::builtin(model).map_or(LONG_CONTEXT_WINDOW, |b| u64::from(b.max_output.1));
+        crate::models::builtin(at.model).map_or(LONG_CONTEXT_WINDOW, |b| u64::from(b.max_output.1));
     let output_tokens = max_tokens.unwrap_or(limit).min(limit);
     let rounds = u128::from(drivers.rounds());
     let nano = rounds
@@ -96,17 +96,21 @@ mod tests {
         Pricing::new(PricingConfig {
             multiplier: 1.0,
             overrides: Vec::new(),
+            default: None,
         })
     }
 
-    const SONNET: &str = "claude-sonnet-4-6";
+    const SONNET: PricedAs<'static> = PricedAs {
+        model: "claude-sonnet-4-6",
+        upstream: None,
+    };
 
     #[test]
     fn plain_requests_cost_their_bytes_and_max_tokens() {
         // Sonnet 4.6: 1000 bytes x $6 (1 h cache write) + 100 x $15 per MTok.
         let plain = worst_case_micro(
             &pricing(),
-            SONNET,
+            &SONNET,
             1_000,
             Some(100),
             &CostDrivers::default(),
@@ -117,19 +121,19 @@ mod tests {
     #[test]
     fn fetched_content_and_server_tools_raise_the_worst_case() {
         let p = pricing();
-        let plain = worst_case_micro(&p, SONNET, 1_000, Some(100), &CostDrivers::default());
+        let plain = worst_case_micro(&p, &SONNET, 1_000, Some(100), &CostDrivers::default());
         let fetched = CostDrivers {
             fetched_input: true,
             ..Default::default()
         };
-        let by_url = worst_case_micro(&p, SONNET, 1_000, Some(100), &fetched);
+        let by_url = worst_case_micro(&p, &SONNET, 1_000, Some(100), &fetched);
         assert!(by_url > 100 * plain, "{by_url} vs {plain}");
         let search = CostDrivers {
             server_tool_uses: 5,
             web_searches: 5,
             ..Default::default()
         };
-        let searched = worst_case_micro(&p, SONNET, 1_000, Some(100), &search);
+        let searched = worst_case_micro(&p, &SONNET, 1_000, Some(100), &search);
         assert!(
             searched > 5 * by_url,
             "six rounds of a full window: {searched}"
@@ -138,7 +142,7 @@ mod tests {
             long_context: true,
             ..fetched
         };
-        assert!(worst_case_micro(&p, SONNET, 1_000, Some(100), &long) > 4 * by_url);
+        assert!(worst_case_micro(&p, &SONNET, 1_000, Some(100), &long) > 4 * by_url);
     }
 
     #[test]
@@ -146,11 +150,12 @@ mod tests {
         let pricing = Pricing::new(crate::config::PricingConfig {
             multiplier: 1.0,
             overrides: vec![],
+            default: None,
         });
         let sonnet = |n| {
             worst_case_micro(
                 &pricing,
-                "claude-sonnet-4-6",
+                &SONNET,
                 100,
                 Some(n),
                 &CostDrivers::default(),
@@ -164,7 +169,7 @@ mod tests {
         let unknown = |n| {
             worst_case_micro(
                 &pricing,
-                "mystery-model",
+                &PricedAs::model("mystery-model"),
                 100,
                 Some(n),
                 &CostDrivers::default(),
@@ -175,18 +180,22 @@ mod tests {
         let dear = Pricing::new(crate::config::PricingConfig {
             multiplier: 1.0,
             overrides: vec![crate::config::PriceOverride {
+                upstream: None,
                 model: "mystery-model".into(),
-                input: u64::MAX,
-                output: u64::MAX,
-                cache_read: u64::MAX,
-                cache_write_5m: u64::MAX,
-                cache_write_1h: u64::MAX,
-                web_search: u64::MAX,
+                price: crate::config::Prices {
+                    input: u64::MAX,
+                    output: u64::MAX,
+                    cache_read: u64::MAX,
+                    cache_write_5m: u64::MAX,
+                    cache_write_1h: u64::MAX,
+                    web_search: u64::MAX,
+                },
             }],
+            default: None,
         });
         let most = worst_case_micro(
             &dear,
-            "mystery-model",
+            &PricedAs::model("mystery-model"),
             usize::MAX,
             Some(u64::MAX),
             &CostDrivers::default(),
@@ -203,10 +212,10 @@ mod tests {
             web_searches: u64::MAX,
             long_context: true,
         };
-        let w = worst_case_micro(&p, SONNET, usize::MAX, Some(u64::MAX), &d);
+        let w = worst_case_micro(&p, &SONNET, usize::MAX, Some(u64::MAX), &d);
         assert_eq!(w, MAX_MICRO_USD);
-        let plain = worst_case_micro(&p, SONNET, 10, Some(u64::MAX), &CostDrivers::default());
-        let limit = worst_case_micro(&p, SONNET, 10, None, &CostDrivers::default());
+        let plain = worst_case_micro(&p, &SONNET, 10, Some(u64::MAX), &CostDrivers::default());
+        let limit = worst_case_micro(&p, &SONNET, 10, None, &CostDrivers::default());
         assert_eq!(
             plain, limit,
             "max_tokens is bounded by the model's output limit"

@@ -17,6 +17,7 @@ pub mod errors;
 pub mod foundry;
 pub mod headers;
 pub mod health;
+pub mod keys;
 pub mod router;
 pub mod sse;
 pub mod vertex;
@@ -30,7 +31,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, StatusCode};
 
-use crate::config::{Config, CredentialScheme, Provider, UpstreamConfig};
+use crate::config::{Config, CredentialScheme, CredentialSource, Provider, UpstreamConfig};
 use crate::deps::Deps;
 use crate::secret::Secret;
 
@@ -171,6 +172,8 @@ pub struct Upstreams {
     pub ttfb: Duration,
     /// Per-upstream state from real outcomes, in `list` order.
     pub health: health::UpstreamHealth,
+    /// Each upstream's key pool (`auth.api_keys`), in `list` order.
+    pub key_pools: Vec<Option<Arc<keys::Pool>>>,
 }
 
 /// Why the upstreams could not be set up.
@@ -195,6 +198,7 @@ impl Upstreams {
             .build()
             .map_err(|e| SetupError::Client(e.to_string()))?;
         let mut links: Vec<Arc<dyn Upstream>> = Vec::with_capacity(config.upstreams.len());
+        let mut key_pools = Vec::with_capacity(config.upstreams.len());
         for up in &config.upstreams {
             let fail = |message: String| SetupError::Provider {
                 name: up.name.clone(),
@@ -222,6 +226,21 @@ impl Upstreams {
                     .map_err(fail)?,
                 ),
             };
+            let pool = up.credential.as_ref().and_then(|c| match &c.source {
+                CredentialSource::Pool(list) => Some(Arc::new(keys::Pool::new(
+                    &up.name,
+                    c.scheme,
+                    list,
+                    deps.clock.clone(),
+                    deps.events.clone(),
+                ))),
+                _ => None,
+            });
+            let link = match &pool {
+                Some(pool) => Arc::new(keys::Pooled::new(link, pool.clone())),
+                None => link,
+            };
+            key_pools.push(pool);
             links.push(link);
         }
         Ok(Self {
@@ -233,6 +252,7 @@ impl Upstreams {
                 deps.clock.clone(),
                 deps.events.clone(),
             ),
+            key_pools,
         })
     }
 }
