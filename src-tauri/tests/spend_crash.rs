@@ -318,7 +318,7 @@ async fn kill_9_with_500_streams_open_accounts_for_every_one() {
     let pricing = Pricing::new(gatehouse_tests::load(&yaml, dir.path()).pricing);
     let worst = gatehouse_engine::spend::worst_case_micro(
         &pricing,
-        MODEL,
+        &gatehouse_engine::metering::pricing::PricedAs::model(MODEL),
         serde_json::to_vec(&body("drill-000")).unwrap().len(),
         Some(MAX_TOKENS),
         &Default::default(),
@@ -378,7 +378,7 @@ async fn kill_9_mid_stream_then_the_books_balance_after_restart() {
     let pricing = Pricing::new(gatehouse_tests::load(&yaml, dir.path()).pricing);
     let worst = gatehouse_engine::spend::worst_case_micro(
         &pricing,
-        MODEL,
+        &gatehouse_engine::metering::pricing::PricedAs::model(MODEL),
         serde_json::to_vec(&body(OVER)).unwrap().len(),
         Some(MAX_TOKENS),
         &Default::default(),

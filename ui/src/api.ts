@@ -90,8 +90,12 @@ export type ProviderTest = {
 
 export type Provider = {
   name: string;
-  kind: 'anthropic' | 'bedrock' | 'vertex' | 'foundry';
+  kind: 'anthropic' | 'bedrock' | 'vertex' | 'foundry' | 'preset';
   key_stored: boolean;
+  preset?: string | null;
+  base_url?: string | null;
+  /** Claude family (or `*`) -> the provider's model. */
+  model_map?: Record<string, string> | null;
   region?: string | null;
   project_id?: string | null;
   resource?: string | null;
@@ -99,6 +103,17 @@ export type Provider = {
   /** The running gateway routes to it (false while it restarts). */
   active?: boolean;
   last_test?: ProviderTest | null;
+};
+
+/** A third-party provider the tray sets up in one step. */
+export type Preset = {
+  id: string;
+  label: string;
+  wire: 'anthropic' | 'openai';
+  base_url: string;
+  key: 'required' | 'optional' | 'none';
+  /** Claude family (or `*`) -> the provider's model; empty ones must be filled in. */
+  models: Record<string, string>;
 };
 
 export type AppState = {
@@ -124,6 +139,9 @@ export type AppState = {
   central_spend: null | { fetched_at: string; limits: Meter[] };
   policy: null | { fetched_at: string; checksum: string; available_models: string[] | null };
   providers: Provider[];
+  presets: Preset[];
+  /** The provider tried first. */
+  primary: string;
   budgets: { daily_cents: number | null; weekly_cents: number | null; monthly_cents: number | null };
   start_at_login: boolean;
   /** The saved port (applies at the next start). */

@@ -49,6 +49,12 @@ pub struct ProviderEntry {
     /// An endpoint other than the provider's default (VPC endpoint, proxy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// `kind: preset`: which preset (`app::presets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// `kind: preset`: Claude family (or `*`) -> the provider's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_map: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +66,8 @@ pub struct Settings {
     pub start_at_login: bool,
     pub port: u16,
     pub providers: Vec<ProviderEntry>,
+    /// The provider tried first (`None`: Anthropic, then the others as added).
+    pub primary: Option<String>,
 }
 
 impl Default for Settings {
@@ -71,6 +79,7 @@ impl Default for Settings {
             start_at_login: false,
             port: gatehouse_engine::config::DEFAULT_LOCAL_PORT,
             providers: Vec::new(),
+            primary: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod clouds;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;
+mod desktop_presets;
 mod edge;
 mod failover;
 mod flood;

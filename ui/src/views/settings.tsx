@@ -104,6 +104,28 @@ function Providers({ app, act }: { app: AppState; act: Act }) {
             <li class="row" data-testid="provider" key={p.name}>
               <span>{p.name}</span>
               <span class="muted">{p.kind}</span>
+              {p.model_map && (
+                <span class="muted small mono" data-testid="model-map">
+                  {Object.entries(p.model_map)
+                    .map(([f, m]) => `${f} → ${m}`)
+                    .join(', ')}
+                </span>
+              )}
+              {app.primary === p.name ? (
+                <span class="badge ok" data-testid="primary">
+                  primary
+                </span>
+              ) : (
+                <button
+                  type="button"
+                  class="secondary"
+                  disabled={locked}
+                  data-testid="make-primary"
+                  onClick={() => void act('POST', `providers/${encodeURIComponent(p.name)}/primary`, {})}
+                >
+                  Use first
+                </button>
+              )}
               <span class={p.key_stored ? 'badge ok' : 'badge bad'} data-testid="key-state">
                 {p.key_stored ? 'key stored in keychain' : 'no key stored'}
               </span>
@@ -154,8 +176,108 @@ function Providers({ app, act }: { app: AppState; act: Act }) {
           Add key
         </button>
       </form>
+      <PresetProvider app={app} act={act} />
       <CloudProvider app={app} act={act} />
     </section>
+  );
+}
+
+/** A preset (DeepSeek, Kimi, Ollama, ...): base URL filled in, the key to the keychain, a
+ *  model map from the Claude families Claude Code asks for to the provider's models. */
+function PresetProvider({ app, act }: { app: AppState; act: Act }) {
+  const presets = app.presets ?? [];
+  const [id, setId] = useState(presets[0]?.id ?? '');
+  const [key, setKey] = useState('');
+  const [edits, setEdits] = useState<Record<string, string>>({});
+  const preset = presets.find((p) => p.id === id);
+  if (!preset) return null;
+  const locked = app.locks.local_providers || !app.keychain.available;
+  const value = (name: string, fallback: string) => edits[name] ?? fallback;
+  const edit = (name: string, v: string) => setEdits({ ...edits, [name]: v });
+  const add = async (e: Event) => {
+    e.preventDefault();
+    const models: Record<string, string> = {};
+    for (const [family, model] of Object.entries(preset.models)) {
+      models[family] = value(`model:${family}`, model).trim();
+    }
+    const body: Record<string, unknown> = {
+      kind: 'preset',
+      preset: preset.id,
+      base_url: value('base_url', preset.base_url).trim(),
+      models,
+    };
+    if (key.trim() !== '') body.api_key = key.trim();
+    // The key is sent once and forgotten here, whatever the answer.
+    setKey('');
+    await act('POST', 'providers', body);
+  };
+  return (
+    <form class="stack" data-testid="preset-provider" onSubmit={(e) => void add(e)}>
+      <label>
+        Provider preset
+        <select
+          value={id}
+          disabled={locked}
+          data-testid="preset-kind"
+          onChange={(e) => {
+            setId(e.currentTarget.value);
+            setEdits({});
+            setKey('');
+          }}
+        >
+          {presets.map((p) => (
+            <option value={p.id} key={p.id}>
+              {p.label}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Base URL{preset.wire === 'openai' ? ' (OpenAI-compatible, with its version path)' : ''}
+        <input
+          type="text"
+          autocomplete="off"
+          spellcheck={false}
+          disabled={locked}
+          data-testid="preset-base_url"
+          value={value('base_url', preset.base_url)}
+          onInput={(e) => edit('base_url', e.currentTarget.value)}
+        />
+      </label>
+      {preset.key !== 'none' && (
+        <label>
+          API key{preset.key === 'optional' ? ' (optional)' : ''}
+          <input
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            disabled={locked}
+            data-testid="preset-api_key"
+            value={key}
+            onInput={(e) => setKey(e.currentTarget.value)}
+          />
+        </label>
+      )}
+      {Object.entries(preset.models).map(([family, model]) => (
+        <label key={`${preset.id}-${family}`}>
+          {family === '*' ? 'Model for every Claude model' : `Model for Claude ${family}`}
+          <input
+            type="text"
+            autocomplete="off"
+            spellcheck={false}
+            disabled={locked}
+            data-testid={`preset-model-${family === '*' ? 'any' : family}`}
+            value={value(`model:${family}`, model)}
+            onInput={(e) => edit(`model:${family}`, e.currentTarget.value)}
+          />
+        </label>
+      ))}
+      <div class="row">
+        <button type="submit" disabled={locked} data-testid="preset-add">
+          Add {preset.label}
+        </button>
+      </div>
+    </form>
   );
 }
 

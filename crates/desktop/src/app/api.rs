@@ -173,6 +173,10 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
             let name = &p["providers/".len()..p.len() - "/test".len()];
             done(app.test_provider(name).await)
         }
+        (Method::POST, p) if p.starts_with("providers/") && p.ends_with("/primary") => {
+            let name = &p["providers/".len()..p.len() - "/primary".len()];
+            done(app.make_primary(name).await)
+        }
         (Method::DELETE, p) if p.starts_with("providers/") => {
             done(app.remove_provider(&p["providers/".len()..]).await)
         }

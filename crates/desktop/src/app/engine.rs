@@ -143,14 +143,18 @@ fn config(
                     ),
                 });
             }
-            // The user's cloud providers, after Anthropic, in the order they were added. One
-            // that no longer validates (a key removed from the keychain) is left out.
-            for p in settings.providers.iter().filter(|p| p.kind != "anthropic") {
+            // The user's cloud providers and presets. One that no longer validates (a key
+            // removed from the keychain) is left out.
+            for p in settings.providers.iter().filter(|p| p.name != "anthropic") {
                 let index = cfg.upstreams.len();
                 match super::providers::upstream(p, secrets.get(&p.name), index) {
                     Ok(up) => cfg.upstreams.push(up),
                     Err(e) => tracing::warn!(provider = %p.name, error = %e, "provider left out"),
                 }
+            }
+            // The primary provider first; the others keep their order (stable sort).
+            if let Some(primary) = &settings.primary {
+                cfg.upstreams.sort_by_key(|u| &u.name != primary);
             }
         }
         Mode::Connected => {

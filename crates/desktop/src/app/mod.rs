@@ -16,6 +16,7 @@
 pub mod api;
 mod connected;
 mod engine;
+pub mod presets;
 mod providers;
 mod state;
 
@@ -368,6 +369,11 @@ impl App {
     /// Sends one minimal real request to a provider; the result shows in the app state.
     pub async fn test_provider(&self, name: &str) -> Result<(), AppError> {
         providers::test(self, name).await
+    }
+
+    /// Makes a provider the first one tried.
+    pub async fn make_primary(&self, name: &str) -> Result<(), AppError> {
+        state::make_primary(self, name).await
     }
 
     pub async fn remove_provider(&self, name: &str) -> Result<(), AppError> {

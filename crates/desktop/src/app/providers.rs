@@ -4,9 +4,12 @@
 //! the non-secret fields (region, project, resource, profile, base URL) to the settings.
 //! A cloud provider becomes an engine upstream validated by the server's own rules
 //! (`config::upstream::from_raw`), so a bad region or resource is refused here the way
-//! `check-config` refuses it. "Test" sends one minimal real request to that upstream.
+//! `check-config` refuses it. Presets (`super::presets`: DeepSeek, Kimi, GLM, Qwen,
+//! MiniMax, OpenRouter, Ollama, LM Studio, any OpenAI-compatible URL) are upstreams with a
+//! base URL, a key (kept raw in the keychain) and a model map. "Test" sends one minimal
+//! real request to that upstream.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use gatehouse_engine::config::raw::{RawProvider, RawUpstream, RawUpstreamAuth};
@@ -16,12 +19,13 @@ use gatehouse_engine::secret::Secret;
 use gatehouse_engine::upstream::{Call, Operation};
 use serde_json::{Value, json};
 
+use super::presets::{self, KeyNeed, Wire};
 use super::{App, AppError};
 use crate::keychain::SERVICE;
 use crate::settings::{ProviderEntry, provider_account};
 
 /// Provider kinds the app can add.
-pub const KINDS: &[&str] = &["anthropic", "bedrock", "vertex", "foundry"];
+pub const KINDS: &[&str] = &["anthropic", "bedrock", "vertex", "foundry", "preset"];
 /// The cheap model a test asks for (as each provider names it).
 const TEST_MODEL: &str = "claude-haiku-4-5";
 
@@ -42,6 +46,9 @@ pub fn parse(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> 
             KINDS.join(", ")
         )));
     }
+    if kind == "preset" {
+        return parse_preset(body);
+    }
     let entry = ProviderEntry {
         name: kind.to_owned(),
         kind: kind.to_owned(),
@@ -50,18 +57,11 @@ pub fn parse(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> 
         resource: field(body, "resource").map(str::to_owned),
         aws_profile: field(body, "aws_profile").map(str::to_owned),
         base_url: field(body, "base_url").map(str::to_owned),
-    };
-    let api_key = || -> Result<Secret, AppError> {
-        let key = field(body, "api_key").unwrap_or_default();
-        if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(AppError::BadInput(
-                "the API key must be at least 8 printable characters without spaces".into(),
-            ));
-        }
-        Ok(Secret::new(key))
+        preset: None,
+        model_map: None,
     };
     let secret = match kind {
-        "anthropic" | "foundry" => Some(api_key()?),
+        "anthropic" | "foundry" => Some(api_key(body)?),
         "bedrock" => {
             let keys = (
                 field(body, "aws_access_key_id"),
@@ -114,7 +114,70 @@ pub fn parse(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> 
     Ok((entry, secret))
 }
 
-/// The engine upstream for a cloud entry and its keychain secret.
+fn api_key(body: &Value) -> Result<Secret, AppError> {
+    let key = field(body, "api_key").unwrap_or_default();
+    if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AppError::BadInput(
+            "the API key must be at least 8 printable characters without spaces".into(),
+        ));
+    }
+    Ok(Secret::new(key))
+}
+
+/// A preset: its base URL (the preset's unless changed), key and model map (the preset's
+/// defaults, changed per family), checked by the server's rules.
+fn parse_preset(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> {
+    let id = field(body, "preset").unwrap_or_default();
+    let preset = presets::find(id)
+        .ok_or_else(|| AppError::BadInput(format!("no preset named `{id}`")))?;
+    let base_url = field(body, "base_url").unwrap_or(preset.base_url);
+    if base_url.is_empty() {
+        return Err(AppError::BadInput(format!(
+            "{} needs a base URL (with its version path, e.g. https://host/v1)",
+            preset.label
+        )));
+    }
+    let mut model_map = BTreeMap::new();
+    for (family, default) in preset.models {
+        let model = body
+            .get("models")
+            .and_then(|m| field(m, family))
+            .unwrap_or(default);
+        if model.is_empty() {
+            let which = if *family == "*" { "every" } else { family };
+            return Err(AppError::BadInput(format!(
+                "{}: name the model to use for {which} Claude model",
+                preset.label
+            )));
+        }
+        model_map.insert((*family).to_owned(), model.to_owned());
+    }
+    let secret = match (preset.key, field(body, "api_key")) {
+        (KeyNeed::None, _) | (KeyNeed::Optional, None) => None,
+        (KeyNeed::Required | KeyNeed::Optional, Some(_)) => Some(api_key(body)?),
+        (KeyNeed::Required, None) => {
+            return Err(AppError::BadInput(format!(
+                "{} needs an API key",
+                preset.label
+            )));
+        }
+    };
+    let entry = ProviderEntry {
+        name: preset.id.to_owned(),
+        kind: "preset".to_owned(),
+        region: None,
+        project_id: None,
+        resource: None,
+        aws_profile: None,
+        base_url: Some(base_url.to_owned()),
+        preset: Some(preset.id.to_owned()),
+        model_map: Some(model_map),
+    };
+    upstream(&entry, secret.as_ref(), 0)?;
+    Ok((entry, secret))
+}
+
+/// The engine upstream for a cloud or preset entry and its keychain secret.
 pub fn upstream(
     entry: &ProviderEntry,
     secret: Option<&Secret>,
@@ -141,6 +204,28 @@ pub fn upstream(
             auth.api_key = secret.map(|k| k.expose().to_owned());
             RawProvider::Foundry
         }
+        "preset" => {
+            let preset = entry
+                .preset
+                .as_deref()
+                .and_then(presets::find)
+                .ok_or_else(|| AppError::BadInput(format!("`{}`: unknown preset", entry.name)))?;
+            let key = secret.map(|k| k.expose().to_owned());
+            match preset.wire {
+                Wire::Anthropic { bearer: true } => {
+                    auth.auth_token = key;
+                    RawProvider::Anthropic
+                }
+                Wire::Anthropic { bearer: false } => {
+                    auth.api_key = key;
+                    RawProvider::Anthropic
+                }
+                Wire::OpenAi => {
+                    auth.api_key = key;
+                    RawProvider::OpenAi
+                }
+            }
+        }
         _ => RawProvider::Anthropic,
     };
     let raw = RawUpstream {
@@ -158,6 +243,7 @@ pub fn upstream(
         headers: None,
         groups: None,
         models: None,
+        model_map: entry.model_map.clone(),
     };
     let mut up = gatehouse_engine::config::upstream::from_raw(&raw, index)
         .map_err(|e| AppError::BadInput(e.to_string()))?;
@@ -184,7 +270,7 @@ pub async fn cloud_secrets(app: &App) -> HashMap<String, Secret> {
         .settings()
         .providers
         .into_iter()
-        .filter(|p| p.kind != "anthropic")
+        .filter(|p| p.name != "anthropic")
         .map(|p| p.name)
         .collect();
     super::keychain(move || {
@@ -215,7 +301,12 @@ pub async fn test(app: &App, name: &str) -> Result<(), AppError> {
             return Err(AppError::BadInput(format!("no provider named `{name}`")));
         };
         let up = &ups.list[i];
-        let model = IdStyle::of(&up.provider).id_for(TEST_MODEL);
+        let model = up
+            .model_map
+            .get("haiku")
+            .or_else(|| up.model_map.get("*"))
+            .cloned()
+            .unwrap_or_else(|| IdStyle::of(&up.provider).id_for(TEST_MODEL));
         let body = json!({"model": model, "max_tokens": 1,
                           "messages": [{"role": "user", "content": "ping"}]});
         let value = up.credential.as_ref().map(|c| (c.scheme, c.current()));

@@ -124,11 +124,15 @@ pub async fn build(app: &App) -> Value {
         .providers
         .iter()
         .map(|p| {
-            let stored = if p.kind == "anthropic" {
+            let stored = if p.name == "anthropic" {
                 inner.keys.slot(&p.name).has_stored()
             } else {
-                // A cloud provider is an engine upstream only with what it needs.
+                // A cloud provider or preset is an engine upstream only with what it
+                // needs; a profile or a local server has no key.
                 p.aws_profile.is_none()
+                    && p.preset.as_deref().and_then(super::presets::find).is_none_or(|pr| {
+                        pr.key != super::presets::KeyNeed::None
+                    })
             };
             json!({
                 "name": p.name,
@@ -138,6 +142,9 @@ pub async fn build(app: &App) -> Value {
                 "project_id": p.project_id,
                 "resource": p.resource,
                 "aws_profile": p.aws_profile,
+                "preset": p.preset,
+                "base_url": p.base_url,
+                "model_map": p.model_map,
                 "last_test": tests.get(&p.name),
                 "active": active.contains(&p.name),
             })
@@ -185,6 +192,10 @@ pub async fn build(app: &App) -> Value {
         "central_spend": central_spend,
         "policy": policy,
         "providers": providers,
+        "presets": super::presets::all_json(),
+        "primary": settings.primary.as_deref().unwrap_or("anthropic"),
+        // The running engine's upstreams in the order it tries them.
+        "routing": active,
         "budgets": settings.budgets,
         "start_at_login": settings.start_at_login,
         "port": settings.port,
@@ -388,7 +399,7 @@ pub async fn add_provider(app: &App, body: &Value) -> Result<(), AppError> {
         None => super::keychain(move || creds.delete(SERVICE, &account)).await?,
     }
     let mut next = app.settings();
-    let cloud = entry.kind != "anthropic";
+    let cloud = entry.name != "anthropic";
     let name = entry.name.clone();
     next.providers.retain(|p| p.name != name);
     next.providers.push(entry);
@@ -403,18 +414,35 @@ pub async fn add_provider(app: &App, body: &Value) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Makes `name` the first provider tried (the others follow in their order); the
+/// gateway restarts in the background, Claude Code's settings stay as they are.
+pub async fn make_primary(app: &App, name: &str) -> Result<(), AppError> {
+    let mut next = app.settings();
+    if name != "anthropic" && !next.providers.iter().any(|p| p.name == name) {
+        return Err(AppError::BadInput(format!("no provider named `{name}`")));
+    }
+    next.primary = (name != "anthropic").then(|| name.to_owned());
+    save(app, next).await?;
+    restart_soon(app);
+    app.publish("app.state");
+    Ok(())
+}
+
 pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
     let mut next = app.settings();
     let Some(removed) = next.providers.iter().find(|p| p.name == name).cloned() else {
         return Err(AppError::BadInput(format!("no provider named `{name}`")));
     };
     next.providers.retain(|p| p.name != name);
+    if next.primary.as_deref() == Some(name) {
+        next.primary = None;
+    }
     let creds = crate::keychain::credentials(&app.inner().deps.keychain);
     let account = provider_account(name);
     super::keychain(move || creds.delete(SERVICE, &account)).await?;
     save(app, next).await?;
     app.inner().keys.slot(name).set(None);
-    if removed.kind != "anthropic" {
+    if removed.name != "anthropic" {
         restart_soon(app);
     }
     app.publish("app.state");

@@ -88,6 +88,7 @@ pub fn embedded_default(
             headers: Vec::new(),
             groups: None,
             models: None,
+            model_map: Default::default(),
         }],
         models: ModelsConfig {
             rows: Vec::new(),

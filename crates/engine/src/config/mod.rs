@@ -71,6 +71,9 @@ pub struct LoadContext<'a> {
 /// Client keys shorter than this are refused: they must not be guessable.
 pub const MIN_CLIENT_KEY_LEN: usize = 32;
 
+/// The Claude model families (`claude-<family>-<version>`).
+pub const CLAUDE_FAMILIES: &[&str] = &["opus", "sonnet", "haiku", "fable", "mythos"];
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {

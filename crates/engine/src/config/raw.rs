@@ -193,6 +193,10 @@ pub struct RawUpstream {
     pub groups: Option<Vec<String>>,
     /// The only model ids sent to this upstream (case-insensitive, one `*` wildcard).
     pub models: Option<Vec<String>>,
+    /// What this upstream serves for each Claude family Claude Code asks for (`opus`,
+    /// `sonnet`, `haiku`, …; `"*"` for any other), e.g. `{sonnet: deepseek-chat}`;
+    /// `models[].upstream_model` still wins.
+    pub model_map: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

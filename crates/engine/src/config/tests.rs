@@ -617,6 +617,34 @@ fn cloud_upstreams_take_their_own_keys() {
             "upstreams[0].auth.api_key: not a key of this provider",
         ),
         (
+            "{name: b, provider: bedrock, region: us-east-1, auth: {api_keys: [k]}}",
+            "upstreams[0].auth.api_keys: not a key of this provider",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {api_key: k, api_keys: [k2]}}",
+            "upstreams[0].auth: set one of api_key, api_keys",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {api_keys: []}}",
+            "upstreams[0].auth.api_keys: must list 1 to 64 keys",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {api_keys: [{id: a b, key: k}]}}",
+            "upstreams[0].auth.api_keys[0].id: must be 1 to 64",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {api_keys: [{id: x, key: k}, {id: x, key: j}]}}",
+            "upstreams[0].auth.api_keys[1].id: duplicate key id `x`",
+        ),
+        (
+            "{name: a, provider: anthropic, model_map: {gpt: x}}",
+            "upstreams[0].model_map.gpt: not a Claude family",
+        ),
+        (
+            "{name: a, provider: anthropic, model_map: {sonnet: deep seek}}",
+            "upstreams[0].model_map.sonnet: must be a model id",
+        ),
+        (
             "{name: v, provider: vertex, region: us-east5}",
             "upstreams[0].project_id: required for this provider",
         ),

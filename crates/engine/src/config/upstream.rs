@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use url::Url;
 
@@ -148,6 +148,8 @@ pub struct UpstreamConfig {
     pub groups: Option<Vec<String>>,
     /// Only these model ids are sent here (`models`; one `*` wildcard).
     pub models: Option<Vec<String>>,
+    /// `model_map`: the id sent here for a Claude family (`"*"`: any other family).
+    pub model_map: BTreeMap<String, String>,
 }
 
 impl UpstreamConfig {
@@ -319,6 +321,7 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         headers: extra_headers(u.headers.as_ref(), &at)?,
         groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
         models: name_list(u.models.as_deref(), &at("models"), true)?,
+        model_map: model_map(u.model_map.as_ref(), &at)?,
     })
 }
 
@@ -631,6 +634,38 @@ fn anthropic_credential(
     };
     let secret = non_empty_secret(value, &at(&format!("auth.{key}")))?;
     Ok(Some(UpstreamCredential::fixed(scheme, secret)))
+}
+
+/// `model_map`: family names (or `*`) to non-empty model ids.
+fn model_map(
+    raw: Option<&BTreeMap<String, String>>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(BTreeMap::new());
+    };
+    for (family, model) in raw {
+        let path = at(&format!("model_map.{family}"));
+        if family != "*" && !crate::config::CLAUDE_FAMILIES.contains(&family.as_str()) {
+            return Err(ConfigError::at(
+                &path,
+                format!(
+                    "not a Claude family (one of {}, or `*`)",
+                    crate::config::CLAUDE_FAMILIES.join(", ")
+                ),
+            ));
+        }
+        let id_like = !model.is_empty()
+            && model.len() <= 256
+            && !model.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !id_like {
+            return Err(ConfigError::at(
+                &path,
+                "must be a model id (no spaces, at most 256 characters)",
+            ));
+        }
+    }
+    Ok(raw.clone())
 }
 
 /// Most keys one pool takes.

@@ -11,6 +11,8 @@
 
 pub mod provider_ids;
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::config::{ModelsConfig, UpstreamConfig};
@@ -337,7 +339,7 @@ pub const BUILTIN: &[BuiltinModel] = &[
     ),
 ];
 
-const FAMILIES: &[&str] = &["opus", "sonnet", "haiku", "fable", "mythos"];
+use crate::config::CLAUDE_FAMILIES as FAMILIES;
 
 /// Lower-case, without a `[1m]`-style suffix or a trailing `-YYYYMMDD` date.
 pub fn normalize(id: &str) -> String {
@@ -419,6 +421,8 @@ struct Route {
     groups: Option<Vec<String>>,
     /// `upstreams[].models`: only these ids are sent to it.
     models: Option<Vec<String>>,
+    /// `upstreams[].model_map`: the id sent for a Claude family.
+    model_map: BTreeMap<String, String>,
 }
 
 /// Whether `requested` is on an upstream's `models` list: case-insensitive, one `*`
@@ -448,6 +452,7 @@ impl Catalog {
                     style: IdStyle::of(&u.provider),
                     groups: u.groups.clone(),
                     models: u.models.clone(),
+                    model_map: u.model_map.clone(),
                 })
                 .collect(),
         }
@@ -494,7 +499,11 @@ impl Catalog {
                 res.not_configured.push(up.name.clone());
                 continue;
             }
+            let mapped = family(requested)
+                .and_then(|f| up.model_map.get(f).or_else(|| up.model_map.get("*")));
             if let Some(target) = row.and_then(|r| r.upstream_model.get(&up.name)) {
+                res.targets.push((i, target.clone()));
+            } else if let Some(target) = mapped {
                 res.targets.push((i, target.clone()));
             } else if builtin_ok || row.is_some_and(|_| family(requested).is_some()) {
                 res.targets.push((i, up.style.id_for(requested)));
@@ -562,6 +571,7 @@ mod tests {
             headers: Vec::new(),
             groups: None,
             models: None,
+            model_map: Default::default(),
         }
     }
 
@@ -676,7 +686,41 @@ mod route_tests {
             headers: Vec::new(),
             groups: groups.map(v),
             models: models.map(v),
+            model_map: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_model_map_names_what_an_upstream_serves_per_family() {
+        let mut mapped = up("deepseek", None, None);
+        mapped.model_map = [("sonnet", "deepseek-chat"), ("*", "deepseek-reasoner")]
+            .iter()
+            .map(|(f, m)| ((*f).to_owned(), (*m).to_owned()))
+            .collect();
+        let rows = vec![crate::config::ModelRow {
+            id: "claude-haiku-4-5".into(),
+            label: None,
+            description: None,
+            upstream_model: [("deepseek".to_owned(), "deepseek-lite".to_owned())].into(),
+        }];
+        let c = Catalog::new(
+            &ModelsConfig {
+                rows,
+                auto_include_builtin: true,
+            },
+            &[up("anthropic", None, None), mapped],
+        );
+        let targets = |m: &str| c.resolve(m).unwrap().targets;
+        assert_eq!(
+            targets("claude-sonnet-4-5-20250929"),
+            [
+                (0, "claude-sonnet-4-5-20250929".to_owned()),
+                (1, "deepseek-chat".to_owned())
+            ]
+        );
+        assert_eq!(targets("claude-opus-4-8")[1].1, "deepseek-reasoner");
+        // An operator's row still wins.
+        assert_eq!(targets("claude-haiku-4-5")[1].1, "deepseek-lite");
     }
 
     #[test]

@@ -195,6 +195,7 @@ mod tests {
             headers: Vec::new(),
             groups: None,
             models: None,
+            model_map: Default::default(),
         };
         let h = UpstreamHealth::new(&[up], Arc::new(SystemClock), events.clone());
         assert_eq!(h.state(0), Some(State::Unknown));
