@@ -207,3 +207,136 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         assert!(!bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()));
     }
 }
+
+/// Set in the throwaway Secret Service session the outer test starts.
+const IN_SESSION: &str = "GATEHOUSE_TEST_KEYRING_SESSION";
+
+/// The Settings tab in headless Chromium with the real Secret Service: a person picks the
+/// DeepSeek preset, pastes a key and adds it; the key is then in gnome-keyring (looked up
+/// with libsecret's `secret-tool`) and in no file, page or event. A test cannot move
+/// itself onto a new session bus, so this one runs [`preset_in_the_secret_service`] again
+/// inside `dbus-run-session` with an unlocked gnome-keyring.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preset_is_set_up_in_the_settings_tab_with_the_key_in_the_secret_service() {
+    for tool in ["dbus-run-session", "gnome-keyring-daemon", "secret-tool"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(found, "{tool} is missing: run scripts/setup.sh");
+    }
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let script = r#"eval "$(printf throwaway | gnome-keyring-daemon --unlock --components=secrets)"
+exec "$0" --exact desktop_presets::preset_in_the_secret_service --ignored --nocapture"#;
+    let run = tokio::process::Command::new("timeout")
+        .args(["150", "dbus-run-session", "--", "bash", "-c", script])
+        .arg(std::env::current_exe().unwrap())
+        .env(IN_SESSION, home.path())
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", home.path().join(".local/share"))
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && out.contains("1 passed"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// Run only by the test above, inside its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "runs inside the Secret Service session of the test above"]
+async fn preset_in_the_secret_service() {
+    let root = std::path::PathBuf::from(std::env::var(IN_SESSION).expect("started by the outer test"));
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            root.join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (mut deps, parts) = desktop_deps(&root, env);
+    let keyring = gatehouse_desktop::keychain::KeyringStore::native().unwrap();
+    keyring.probe().unwrap();
+    deps.keychain = Ok(std::sync::Arc::new(keyring));
+    let app = App::start(deps).await.unwrap();
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = tokio::process::Command::new("node")
+        .arg(gatehouse_tests::e2e_dir().join("preset_provider.mjs"))
+        .current_dir(gatehouse_tests::e2e_dir())
+        .env("APP_URL", app.dashboard_url())
+        .env("PRESET", "deepseek")
+        .env("KEY", KEY)
+        .env("ENDPOINT", fake.url())
+        .env("SCREENSHOT_DIR", &shots)
+        .env("TIMEOUT_SECS", "60")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), out)
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(v["test_result"].as_str().unwrap().starts_with("works (200)"), "{v}");
+    assert_eq!(v["key_field_after"], "", "the form keeps no key");
+    assert_eq!(v["key_in_page"], false);
+    assert!(v["model_map"].as_str().unwrap().contains("sonnet → deepseek-chat"), "{v}");
+    assert_eq!(v["console_errors"], json!([]));
+    eprintln!("preset set up in {} s of page time", v["seconds"]);
+    // The Test request carried the key as a bearer token.
+    assert!(fake.requests().iter().any(|r| r
+        .headers
+        .iter()
+        .any(|(k, val)| k == "authorization" && *val == format!("Bearer {KEY}"))));
+    app.shutdown().await;
+
+    // In the Secret Service, under the provider's account; nowhere else.
+    let found = std::process::Command::new("secret-tool")
+        .args(["lookup", "service", "gatehouse", "username", "provider:deepseek"])
+        .output()
+        .unwrap();
+    let stored = String::from_utf8_lossy(&found.stdout);
+    assert_eq!(stored.trim(), KEY, "the key is in the Secret Service");
+    let events = serde_json::to_string(&parts.events.events()).unwrap();
+    assert!(!events.contains(KEY));
+    let mut dirs = vec![root.join("data"), root.join("home")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                // gnome-keyring's own (encrypted) keyring file is the one allowed place.
+                if !path.ends_with("keyrings") {
+                    dirs.push(path);
+                }
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+                    "the key reached {}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
