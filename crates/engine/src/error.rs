@@ -62,6 +62,9 @@ pub enum ApiError {
     SpendLimited {
         message: String,
         headers: Box<HeaderMap>,
+        /// `error.details.error_code` (`spend_limit_reached` when the person's own cap
+        /// blocked the request).
+        code: Option<&'static str>,
     },
     #[error("internal error")]
     Internal,
@@ -135,6 +138,12 @@ impl ApiError {
         let (status, kind, retry) = self.outcome();
         let mut body =
             json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        if let ApiError::SpendLimited {
+            code: Some(code), ..
+        } = &self
+        {
+            body["error"]["details"] = json!({"error_code": code});
+        }
         if let Some(id) = request_id {
             body["request_id"] = id.into();
         }
@@ -205,6 +214,7 @@ mod tests {
                 ApiError::SpendLimited {
                     message: "m".into(),
                     headers: Box::default(),
+                    code: None,
                 },
                 429,
             ),

@@ -319,7 +319,9 @@ async fn sign_in(
             .into_response();
     };
     match (req.method().as_str(), path) {
-        ("GET", "/.well-known/oauth-authorization-server") => device::discovery(id),
+        ("GET", "/.well-known/oauth-authorization-server") => {
+            device::discovery(id, gw.workload.is_some())
+        }
         ("POST", "/oauth/device_authorization") => {
             device::device_authorization(gw, id, client_ip, req).await
         }

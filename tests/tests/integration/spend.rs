@@ -78,6 +78,11 @@ async fn concurrent_requests_never_overshoot_a_cap() {
     assert_eq!(daily["reserved_micro_usd"], 0);
     assert_eq!(daily["limit_cents"], 2);
     assert_eq!(daily["limit_scope"], "user");
+    // The person's own cap names itself (Claude Code 2.1.333 passes it on to Desktop).
+    let r = infer(&s, &alice, &msg(64_000)).await;
+    assert_eq!(r.status(), 429);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["details"]["error_code"], "spend_limit_reached");
 }
 
 #[tokio::test]
@@ -140,6 +145,7 @@ async fn usage_headers_past_thresholds_then_the_block() {
     assert!(retry > 0);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["type"], "billing_error");
+    assert!(v["error"].get("details").is_none(), "a group's cap is not the person's own");
     let m = v["error"]["message"].as_str().unwrap();
     assert!(
         m.starts_with("spend limit reached (monthly; resets ")

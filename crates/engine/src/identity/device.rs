@@ -78,11 +78,13 @@ pub async fn read_form(req: Request<Body>) -> Result<HashMap<String, String>, Re
     Ok(pairs.into_iter().collect())
 }
 
-pub fn discovery(id: &Identity) -> Response<Body> {
+/// The version of the gateway protocol the reference advertises (Claude Code 2.1.333).
+pub const GATEWAY_PROTOCOL_VERSION: u32 = 1;
+
+/// The discovery document; `cri` adds `cri_enabled: true` (workload callers accepted).
+pub fn discovery(id: &Identity, cri: bool) -> Response<Body> {
     let o = id.origin();
-    json_no_store(
-        StatusCode::OK,
-        json!({
+    let mut doc = json!({
             "issuer": o,
             "device_authorization_endpoint": format!("{o}/oauth/device_authorization"),
             "token_endpoint": format!("{o}/oauth/token"),
@@ -91,8 +93,13 @@ pub fn discovery(id: &Identity) -> Response<Body> {
             "response_types_supported": [],
             "token_endpoint_auth_methods_supported": ["none"],
             "revocation_endpoint_auth_methods_supported": ["none"],
-        }),
-    )
+            "scopes_supported": ["openid", "profile", "email"],
+            "gateway_protocol_version": GATEWAY_PROTOCOL_VERSION,
+    });
+    if cri {
+        doc["cri_enabled"] = json!(true);
+    }
+    json_no_store(StatusCode::OK, doc)
 }
 
 fn user_code() -> String {

@@ -95,9 +95,13 @@ pub fn blocked(
         put(h, "overage-period", b.period.as_str());
         put(h, "overage-disabled-reason", "org_spend_cap_reached");
     }
+    // The person's own cap names itself (Claude Code passes the code on to Desktop); a
+    // group's or the organization's does not.
+    let own = binding.is_some_and(|b| b.cap_scope == Some(super::ScopeType::User));
     ApiError::SpendLimited {
         message,
         headers: Box::new(headers),
+        code: own.then_some("spend_limit_reached"),
     }
 }
 
@@ -108,6 +112,7 @@ pub fn unavailable() -> ApiError {
     ApiError::SpendLimited {
         message: "spend limit unavailable: the gateway cannot read spend caps right now; try again shortly".into(),
         headers: Box::new(headers),
+        code: None,
     }
 }
 
@@ -162,6 +167,29 @@ mod tests {
         let mut none = HeaderMap::new();
         on_success(&mut none, &[st(Period::Daily, None, 500, 2)]);
         assert!(none.is_empty(), "no headers for a person without a cap");
+    }
+
+    #[test]
+    fn only_the_persons_own_cap_names_itself() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 12, 1, 12, 0, 0)
+            .single()
+            .unwrap();
+        let code = |scope| {
+            let mut s = st(Period::Daily, Some(100), 100, 2);
+            s.cap_scope = scope;
+            match blocked(&[s], &[Period::Daily], None, now) {
+                ApiError::SpendLimited { code, .. } => code,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(code(Some(super::super::ScopeType::User)), Some("spend_limit_reached"));
+        assert_eq!(code(Some(super::super::ScopeType::Organization)), None);
+        assert_eq!(code(None), None);
+        let ApiError::SpendLimited { code, .. } = unavailable() else {
+            panic!("a spend error")
+        };
+        assert_eq!(code, None, "not when caps cannot be read");
     }
 
     #[test]
