@@ -50,6 +50,8 @@ pub struct Gateway {
     pub local: crate::local_control::LocalControls,
     /// Every event, broadcast to live subscribers (the desktop, dashboard streams).
     pub live: Live,
+    /// Prometheus series counted from the events (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The last refusals, for the Policy blocks view.
     pub refusals: Refusals,
     /// `/readyz`'s answer (ready, reason): one probe at a time, shared by its waiters.

@@ -23,6 +23,7 @@ pub mod inference;
 pub mod local_control;
 pub mod memo;
 pub mod metering;
+pub mod metrics;
 pub mod models;
 pub mod outbound;
 pub mod pipeline;

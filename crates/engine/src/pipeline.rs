@@ -60,6 +60,7 @@ pub enum Target {
     SignIn,
     App,
     Admin,
+    Metrics,
     Models,
     ManagedSettings,
     UserBootstrap,
@@ -120,6 +121,7 @@ pub const ROUTES: &[Route] = {
         route("/gatehouse/app/*", "*", A::App, T::App),
         route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
         route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
+        route("/metrics", "GET", A::Admin, T::Metrics),
         route("/v1/models", "GET", A::Bearer, T::Models),
         route("/managed/settings", "GET", A::Bearer, T::ManagedSettings),
         route("/user/bootstrap", "GET", A::Bearer, T::UserBootstrap),
@@ -267,7 +269,13 @@ async fn run(
     };
     // Admin API: `x-api-key` from the admin key ring first (no fallback), else an
     // admin-group session; it authenticates itself.
-    if route.is_some_and(|r| r.admit == Admit::Admin) {
+    if let Some(r) = route.filter(|r| r.admit == Admit::Admin) {
+        if r.target == Target::Metrics {
+            if !r.allows(req.method()) {
+                return Ok(r.method_not_allowed(req.method()));
+            }
+            return metrics(gw, &admission, req.headers().clone()).await;
+        }
         return Ok(crate::spend::admin::handle(gw, request_id, &admission, req).await);
     }
     let principal = match auth::admit(&admission, req.headers()).await {
@@ -304,6 +312,28 @@ async fn run(
         return Err(ApiError::NotFound(format!("no route for {method} {path}")));
     };
     dispatch(gw, request_id, &principal, route, req).await
+}
+
+/// `GET /metrics`: the Prometheus text exposition, for an admin key (read or write) or an
+/// admin-group session; 404 without `admin`.
+async fn metrics(
+    gw: &Gateway,
+    admission: &auth::Admission<'_>,
+    headers: http::HeaderMap,
+) -> Result<Response<Body>, ApiError> {
+    if gw.config.spend.is_none() {
+        return Err(ApiError::NotFound(
+            "metrics need admin keys (admin.read_keys)".into(),
+        ));
+    }
+    crate::spend::admin::authenticate(gw, &headers, admission).await?;
+    let text = gw.metrics.render(&gw.upstreams.health.to_json(false));
+    let mut resp = Response::new(Body::from(text));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(resp)
 }
 
 /// Sign-in routes (public, and 404 unless `oidc` is configured).
@@ -368,7 +398,7 @@ async fn dispatch(
             inference::handle(gw, request_id, principal, endpoint, req).await
         }
         // Admitted above, before bearer admission.
-        Target::Dashboard | Target::SignIn | Target::App | Target::Admin => {
+        Target::Dashboard | Target::SignIn | Target::App | Target::Admin | Target::Metrics => {
             Err(ApiError::NotFound("no such route".into()))
         }
     }

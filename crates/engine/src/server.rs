@@ -85,6 +85,8 @@ pub async fn start_on(
     })?;
     // Every event also reaches live subscribers (the desktop, dashboard streams).
     let (deps, live) = crate::events::live::tap(deps);
+    // ... and is counted for `/metrics`.
+    let (deps, metrics) = crate::metrics::tap(deps);
     let store: Arc<dyn Store> = match &config.store {
         StoreConfig::Sqlite { path } => {
             let path = path.clone();
@@ -193,6 +195,7 @@ pub async fn start_on(
         started_at: deps.clock.now(),
         local: Default::default(),
         live,
+        metrics,
         refusals: Refusals::default(),
         readiness: crate::memo::Memo::new(Duration::ZERO),
         snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),

@@ -82,7 +82,12 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         );
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
-    let token = app.dashboard_url().split("#token=").nth(1).unwrap().to_owned();
+    let token = app
+        .dashboard_url()
+        .split("#token=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
     let desk = Desk {
         app: app.clone(),
         token,
@@ -95,7 +100,15 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         .iter()
         .map(|p| p["id"].as_str().unwrap())
         .collect();
-    for id in ["deepseek", "kimi", "glm", "qwen", "openrouter", "ollama", "lmstudio"] {
+    for id in [
+        "deepseek",
+        "kimi",
+        "glm",
+        "qwen",
+        "openrouter",
+        "ollama",
+        "lmstudio",
+    ] {
         assert!(ids.contains(&id), "{ids:?}");
     }
 
@@ -106,7 +119,9 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         json!({"kind": "preset", "preset": "nope", "api_key": KEY}),
         json!({"kind": "preset", "preset": "deepseek", "api_key": KEY, "models": {"sonnet": "deep seek"}}),
     ] {
-        let (status, v) = desk.call(reqwest::Method::POST, "providers", body.clone()).await;
+        let (status, v) = desk
+            .call(reqwest::Method::POST, "providers", body.clone())
+            .await;
         assert_eq!(status, 400, "{body} -> {v}");
     }
     let (status, v) = desk
@@ -146,7 +161,11 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
 
     // "Use first": Claude Code's requests now go to DeepSeek, with its model ids.
     let (status, _) = desk
-        .call(reqwest::Method::POST, "providers/deepseek/primary", json!({}))
+        .call(
+            reqwest::Method::POST,
+            "providers/deepseek/primary",
+            json!({}),
+        )
         .await;
     assert_eq!(status, 200);
     desk.routes_to(&["deepseek", "anthropic"]).await;
@@ -191,8 +210,14 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert!(listed.iter().all(|id| id.starts_with("claude-")), "{listed:?}");
-    assert!(anthropic.requests().is_empty(), "nothing reached the other provider");
+    assert!(
+        listed.iter().all(|id| id.starts_with("claude-")),
+        "{listed:?}"
+    );
+    assert!(
+        anthropic.requests().is_empty(),
+        "nothing reached the other provider"
+    );
     // Claude Code's settings were never written.
     assert!(!dir.path().join("home/.claude/settings.json").exists());
     app.shutdown().await;
@@ -260,7 +285,8 @@ exec "$0" --exact desktop_presets::preset_in_the_secret_service --ignored --noca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs inside the Secret Service session of the test above"]
 async fn preset_in_the_secret_service() {
-    let root = std::path::PathBuf::from(std::env::var(IN_SESSION).expect("started by the outer test"));
+    let root =
+        std::path::PathBuf::from(std::env::var(IN_SESSION).expect("started by the outer test"));
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let env = MapEnvironment::default()
         .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
@@ -297,22 +323,41 @@ async fn preset_in_the_secret_service() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert!(v["test_result"].as_str().unwrap().starts_with("works (200)"), "{v}");
+    assert!(
+        v["test_result"]
+            .as_str()
+            .unwrap()
+            .starts_with("works (200)"),
+        "{v}"
+    );
     assert_eq!(v["key_field_after"], "", "the form keeps no key");
     assert_eq!(v["key_in_page"], false);
-    assert!(v["model_map"].as_str().unwrap().contains("sonnet → deepseek-chat"), "{v}");
+    assert!(
+        v["model_map"]
+            .as_str()
+            .unwrap()
+            .contains("sonnet → deepseek-chat"),
+        "{v}"
+    );
     assert_eq!(v["console_errors"], json!([]));
     eprintln!("preset set up in {} s of page time", v["seconds"]);
     // The Test request carried the key as a bearer token.
-    assert!(fake.requests().iter().any(|r| r
-        .headers
-        .iter()
-        .any(|(k, val)| k == "authorization" && *val == format!("Bearer {KEY}"))));
+    assert!(fake.requests().iter().any(|r| {
+        r.headers
+            .iter()
+            .any(|(k, val)| k == "authorization" && *val == format!("Bearer {KEY}"))
+    }));
     app.shutdown().await;
 
     // In the Secret Service, under the provider's account; nowhere else.
     let found = std::process::Command::new("secret-tool")
-        .args(["lookup", "service", "gatehouse", "username", "provider:deepseek"])
+        .args([
+            "lookup",
+            "service",
+            "gatehouse",
+            "username",
+            "provider:deepseek",
+        ])
         .output()
         .unwrap();
     let stored = String::from_utf8_lossy(&found.stdout);
@@ -321,7 +366,9 @@ async fn preset_in_the_secret_service() {
     assert!(!events.contains(KEY));
     let mut dirs = vec![root.join("data"), root.join("home")];
     while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries {
             let path = e.unwrap().path();
             if path.is_dir() {

@@ -128,7 +128,10 @@ async fn person_signs_in_through_the_browser_and_the_session_works() {
     );
     assert!(meta.get("authorization_endpoint").is_none());
     // The fields the reference's discovery carries (2.1.333).
-    assert_eq!(meta["scopes_supported"], json!(["openid", "profile", "email"]));
+    assert_eq!(
+        meta["scopes_supported"],
+        json!(["openid", "profile", "email"])
+    );
     assert_eq!(meta["gateway_protocol_version"], 1);
     assert_eq!(meta["response_types_supported"], json!([]));
     assert!(meta.get("cri_enabled").is_none(), "no workload tokens here");

@@ -51,7 +51,11 @@ async fn bad_keys_are_set_aside_and_requests_keep_succeeding() {
         let resp = gw.messages(sonnet(stream)).send().await.unwrap();
         assert_eq!(resp.status(), 200);
         let body = resp.text().await.unwrap();
-        let done = if stream { "message_stop" } else { "fake upstream" };
+        let done = if stream {
+            "message_stop"
+        } else {
+            "fake upstream"
+        };
         assert!(body.contains(done), "{body}");
     }
     let used: Vec<String> = gw
@@ -91,7 +95,11 @@ async fn bad_keys_are_set_aside_and_requests_keep_succeeding() {
         .collect();
     assert_eq!(
         states,
-        [("key-1", "set_aside"), ("busy", "cooling"), ("key-3", "ready")]
+        [
+            ("key-1", "set_aside"),
+            ("busy", "cooling"),
+            ("key-3", "ready")
+        ]
     );
     assert_eq!(keys[2]["uses"], 6);
 
@@ -113,7 +121,10 @@ async fn a_pool_with_every_key_cooling_answers_429_with_the_soonest_retry_after(
         .unwrap()
         .parse()
         .unwrap();
-    assert!((1..=5).contains(&wait), "the good key's 5 s, not 30: {wait}");
+    assert!(
+        (1..=5).contains(&wait),
+        "the good key's 5 s, not 30: {wait}"
+    );
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["type"], "rate_limit_error");
     // While every key cools down, nothing more is sent upstream.

@@ -18,6 +18,7 @@ mod identity;
 mod idp_outage;
 mod inference;
 mod key_pools;
+mod metrics;
 mod otlp;
 mod policy;
 mod postgres;

@@ -145,7 +145,10 @@ async fn usage_headers_past_thresholds_then_the_block() {
     assert!(retry > 0);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["type"], "billing_error");
-    assert!(v["error"].get("details").is_none(), "a group's cap is not the person's own");
+    assert!(
+        v["error"].get("details").is_none(),
+        "a group's cap is not the person's own"
+    );
     let m = v["error"]["message"].as_str().unwrap();
     assert!(
         m.starts_with("spend limit reached (monthly; resets ")

@@ -128,8 +128,8 @@ fn api_key(body: &Value) -> Result<Secret, AppError> {
 /// defaults, changed per family), checked by the server's rules.
 fn parse_preset(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> {
     let id = field(body, "preset").unwrap_or_default();
-    let preset = presets::find(id)
-        .ok_or_else(|| AppError::BadInput(format!("no preset named `{id}`")))?;
+    let preset =
+        presets::find(id).ok_or_else(|| AppError::BadInput(format!("no preset named `{id}`")))?;
     let base_url = field(body, "base_url").unwrap_or(preset.base_url);
     if base_url.is_empty() {
         return Err(AppError::BadInput(format!(

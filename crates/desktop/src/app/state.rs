@@ -130,9 +130,10 @@ pub async fn build(app: &App) -> Value {
                 // A cloud provider or preset is an engine upstream only with what it
                 // needs; a profile or a local server has no key.
                 p.aws_profile.is_none()
-                    && p.preset.as_deref().and_then(super::presets::find).is_none_or(|pr| {
-                        pr.key != super::presets::KeyNeed::None
-                    })
+                    && p.preset
+                        .as_deref()
+                        .and_then(super::presets::find)
+                        .is_none_or(|pr| pr.key != super::presets::KeyNeed::None)
             };
             json!({
                 "name": p.name,

@@ -447,7 +447,11 @@ fn foundry(
         && u.auth.use_azure_ad != Some(true)
         && let Some(pool) = key_pool(&u.auth, CredentialScheme::ApiKey, at)?
     {
-        return Ok((Provider::Foundry(FoundryConfig { resource }), base, Some(pool)));
+        return Ok((
+            Provider::Foundry(FoundryConfig { resource }),
+            base,
+            Some(pool),
+        ));
     }
     let key = match (&u.auth.api_key, u.auth.use_azure_ad) {
         (Some(k), None | Some(false)) => non_empty_secret(k, &at("auth.api_key"))?,

@@ -72,11 +72,17 @@ impl Pricing {
         upstream: Option<&'a str>,
         upstream_model: Option<&'a str>,
     ) -> PricedAs<'a> {
-        let as_requested = PricedAs { model: requested, upstream };
+        let as_requested = PricedAs {
+            model: requested,
+            upstream,
+        };
         let Some(served) = upstream_model.filter(|m| *m != requested) else {
             return as_requested;
         };
-        let as_served = PricedAs { model: served, upstream };
+        let as_served = PricedAs {
+            model: served,
+            upstream,
+        };
         if self.find_override(&as_served).is_some() {
             return as_served;
         }
@@ -94,7 +100,8 @@ impl Pricing {
 
     fn find_override(&self, at: &PricedAs<'_>) -> Option<&PriceOverride> {
         let norm = models::normalize(at.model);
-        let scoped = |o: &&PriceOverride| o.upstream.is_none() || o.upstream.as_deref() == at.upstream;
+        let scoped =
+            |o: &&PriceOverride| o.upstream.is_none() || o.upstream.as_deref() == at.upstream;
         // The upstream's own price first, then any upstream's; exact ids before normalised.
         let ranked = |o: &&PriceOverride| (o.upstream.is_none(), o.model != at.model);
         self.config
@@ -260,11 +267,18 @@ mod tests {
         assert_eq!(p.tier_of(&at).0.input, 3_000);
         // An unpriced non-Claude model: `pricing.default`, flagged once.
         let at = p.priced_as(sonnet, Some("local"), Some("qwen3-coder"));
-        assert_eq!(p.tier_of(&at), (tier(&per_mtok(7, 9)), PriceSource::Default));
+        assert_eq!(
+            p.tier_of(&at),
+            (tier(&per_mtok(7, 9)), PriceSource::Default)
+        );
         assert!(p.first_unpriced("qwen3-coder"));
         assert!(!p.first_unpriced("qwen3-coder"));
         // A Claude model under a provider's id keeps the requested id's price.
-        let at = p.priced_as(sonnet, Some("bedrock"), Some("us.anthropic.claude-sonnet-4-6"));
+        let at = p.priced_as(
+            sonnet,
+            Some("bedrock"),
+            Some("us.anthropic.claude-sonnet-4-6"),
+        );
         assert_eq!(at.model, sonnet);
         assert_eq!(p.tier_of(&at).1, PriceSource::Builtin);
         // No upstream model (or the same id): the requested id.

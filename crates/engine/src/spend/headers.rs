@@ -183,7 +183,10 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         };
-        assert_eq!(code(Some(super::super::ScopeType::User)), Some("spend_limit_reached"));
+        assert_eq!(
+            code(Some(super::super::ScopeType::User)),
+            Some("spend_limit_reached")
+        );
         assert_eq!(code(Some(super::super::ScopeType::Organization)), None);
         assert_eq!(code(None), None);
         let ApiError::SpendLimited { code, .. } = unavailable() else {

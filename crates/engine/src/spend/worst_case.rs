@@ -152,15 +152,7 @@ mod tests {
             overrides: vec![],
             default: None,
         });
-        let sonnet = |n| {
-            worst_case_micro(
-                &pricing,
-                &SONNET,
-                100,
-                Some(n),
-                &CostDrivers::default(),
-            )
-        };
+        let sonnet = |n| worst_case_micro(&pricing, &SONNET, 100, Some(n), &CostDrivers::default());
         let limit = crate::models::builtin("claude-sonnet-4-6")
             .map(|b| u64::from(b.max_output.1))
             .unwrap();

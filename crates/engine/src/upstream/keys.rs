@@ -312,7 +312,10 @@ mod tests {
         };
         assert_eq!(h(&[]), COOLDOWN_DEFAULT);
         assert_eq!(h(&[("retry-after", "30")]), TimeDelta::seconds(30));
-        assert_eq!(h(&[("retry-after-ms", "1500")]), TimeDelta::milliseconds(1500));
+        assert_eq!(
+            h(&[("retry-after-ms", "1500")]),
+            TimeDelta::milliseconds(1500)
+        );
         assert_eq!(h(&[("retry-after", "999999")]), COOLDOWN_MAX);
         assert_eq!(h(&[("retry-after", "0")]), TimeDelta::seconds(1));
         assert_eq!(

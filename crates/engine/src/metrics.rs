@@ -1,0 +1,306 @@
+//! Prometheus metrics (`GET /metrics`, behind an admin key), built from the events the
+//! gateway already emits: every event is counted by name, and each `inference` event (one
+//! per usage row) feeds the request, latency, time-to-first-token, token and cost series,
+//! so the figures always agree with the usage rows. Upstream health is read at scrape time.
+//!
+//! Labels are bounded: event names are fixed in the code, upstreams come from the config,
+//! and model ids are kept to the first [`MODEL_LABELS`] distinct ones (then `other`), so an
+//! authenticated caller inventing model ids cannot grow the series without bound. No
+//! principal, key id or email is ever a label.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+
+use crate::deps::Deps;
+use crate::events::{Event, EventSink};
+
+/// Distinct model labels kept before the rest are counted as `other`.
+pub const MODEL_LABELS: usize = 200;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: String,
+    status: String,
+    upstream: String,
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    model: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    upstream: String,
+    state: String,
+}
+
+fn seconds_buckets() -> Histogram {
+    // 5 ms to about 164 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+/// The gateway's metric families and their registry.
+pub struct Metrics {
+    registry: Registry,
+    events: Family<EventLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<EndpointLabels, Histogram, fn() -> Histogram>,
+    ttft: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    tokens: Family<TokenLabels, Counter>,
+    cost: Family<ModelLabels, Counter>,
+    disconnects: Family<EndpointLabels, Counter>,
+    upstream_state: Family<StateLabels, Gauge>,
+    models: Mutex<HashSet<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("gatehouse");
+        let events = Family::default();
+        registry.register("events", "Events emitted, by name", events.clone());
+        let requests = Family::default();
+        registry.register(
+            "requests",
+            "Requests that reached routing (one per usage row), by endpoint, status, upstream and requested model",
+            requests.clone(),
+        );
+        let duration = Family::new_with_constructor(seconds_buckets as fn() -> Histogram);
+        registry.register(
+            "request_duration_seconds",
+            "Time from the request to the end of its answer",
+            duration.clone(),
+        );
+        let ttft = Family::new_with_constructor(seconds_buckets as fn() -> Histogram);
+        registry.register(
+            "time_to_first_byte_seconds",
+            "Time to the upstream's first byte (its headers), per upstream that answered",
+            ttft.clone(),
+        );
+        let tokens = Family::default();
+        registry.register(
+            "tokens",
+            "Tokens reported by upstreams, by requested model and kind",
+            tokens.clone(),
+        );
+        let cost = Family::default();
+        registry.register(
+            "cost_micro_usd",
+            "What requests cost, in micro-USD, by requested model",
+            cost.clone(),
+        );
+        let disconnects = Family::default();
+        registry.register(
+            "client_disconnects",
+            "Requests whose caller left before the answer ended",
+            disconnects.clone(),
+        );
+        let upstream_state = Family::default();
+        registry.register(
+            "upstream_state",
+            "1 for each upstream's current health state",
+            upstream_state.clone(),
+        );
+        Self {
+            registry,
+            events,
+            requests,
+            duration,
+            ttft,
+            tokens,
+            cost,
+            disconnects,
+            upstream_state,
+            models: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The model label: the id itself while fewer than [`MODEL_LABELS`] are known.
+    fn model_label(&self, model: &str) -> String {
+        let Ok(mut known) = self.models.lock() else {
+            return "other".into();
+        };
+        if known.contains(model) || (known.len() < MODEL_LABELS && known.insert(model.to_owned())) {
+            model.to_owned()
+        } else {
+            "other".into()
+        }
+    }
+
+    /// Counts an event; an `inference` event also feeds the request series.
+    pub fn observe(&self, event: &Event) {
+        let labels = EventLabels {
+            event: event.evt.to_owned(),
+        };
+        self.events.get_or_create(&labels).inc();
+        if event.evt == "inference" {
+            self.inference(&event.fields);
+        }
+    }
+
+    fn inference(&self, f: &serde_json::Map<String, Value>) {
+        let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
+        let number = |k: &str| f.get(k).and_then(Value::as_u64).unwrap_or_default();
+        let model = self.model_label(text("model"));
+        let endpoint = EndpointLabels {
+            endpoint: text("endpoint").to_owned(),
+        };
+        let request = RequestLabels {
+            endpoint: endpoint.endpoint.clone(),
+            status: number("status").to_string(),
+            upstream: text("upstream").to_owned(),
+            model: model.clone(),
+        };
+        self.requests.get_or_create(&request).inc();
+        let ms = |v: u64| v as f64 / 1000.0;
+        self.duration
+            .get_or_create(&endpoint)
+            .observe(ms(number("latency_ms")));
+        if let (Some(ttfb), false) = (
+            f.get("ttfb_ms").and_then(Value::as_u64),
+            request.upstream.is_empty(),
+        ) {
+            let up = UpstreamLabels {
+                upstream: request.upstream.clone(),
+            };
+            self.ttft.get_or_create(&up).observe(ms(ttfb));
+        }
+        for (kind, key) in [
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_tokens"),
+            ("cache_write", "cache_write_5m_tokens"),
+            ("cache_write", "cache_write_1h_tokens"),
+        ] {
+            let n = number(key);
+            if n > 0 {
+                let l = TokenLabels {
+                    model: model.clone(),
+                    kind: kind.to_owned(),
+                };
+                self.tokens.get_or_create(&l).inc_by(n);
+            }
+        }
+        let cost = number("cost_micro_usd");
+        if cost > 0 {
+            self.cost.get_or_create(&ModelLabels { model }).inc_by(cost);
+        }
+        if f.get("client_disconnected").and_then(Value::as_bool) == Some(true) {
+            self.disconnects.get_or_create(&endpoint).inc();
+        }
+    }
+
+    /// The text exposition, with the upstreams' states as `health` shows them now.
+    pub fn render(&self, upstreams: &[Value]) -> String {
+        self.upstream_state.clear();
+        for u in upstreams {
+            let (Some(name), Some(state)) = (u["name"].as_str(), u["state"].as_str()) else {
+                continue;
+            };
+            let l = StateLabels {
+                upstream: name.to_owned(),
+                state: state.to_owned(),
+            };
+            self.upstream_state.get_or_create(&l).set(1);
+        }
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// An event sink that counts every event into [`Metrics`] before passing it on.
+struct Counting {
+    inner: Arc<dyn EventSink>,
+    metrics: Arc<Metrics>,
+}
+
+impl EventSink for Counting {
+    fn emit(&self, event: &Event) {
+        self.metrics.observe(event);
+        self.inner.emit(event);
+    }
+}
+
+/// Puts the metrics in the event path of `deps`.
+pub fn tap(mut deps: Deps) -> (Deps, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    deps.events = Arc::new(Counting {
+        inner: deps.events.clone(),
+        metrics: metrics.clone(),
+    });
+    (deps, metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn inference_events_become_series_and_models_are_bounded() {
+        let m = Metrics::new();
+        for i in 0..(MODEL_LABELS + 5) {
+            m.observe(
+                &Event::new("inference")
+                    .with("endpoint", "messages")
+                    .with("model", format!("claude-sonnet-4-{i}"))
+                    .with("upstream", "a")
+                    .with("status", 200)
+                    .with("input_tokens", 10)
+                    .with("output_tokens", 2)
+                    .with("cost_micro_usd", 7)
+                    .with("latency_ms", 30)
+                    .with("ttfb_ms", 5),
+            );
+        }
+        m.observe(&Event::new("access.denied"));
+        let text = m.render(&[json!({"name": "a", "state": "healthy"})]);
+        assert!(text.contains("gatehouse_events_total{event=\"access.denied\"} 1"));
+        assert!(text.contains("model=\"other\""), "past the bound");
+        assert!(text.contains("gatehouse_upstream_state{upstream=\"a\",state=\"healthy\"} 1"));
+        assert!(text.contains("gatehouse_time_to_first_byte_seconds_count{upstream=\"a\"} 205"));
+        let models = text.matches("gatehouse_cost_micro_usd_total{").count();
+        assert_eq!(models, MODEL_LABELS + 1);
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
