@@ -184,7 +184,10 @@ impl ApiError {
 /// for the gateway's own errors and for upstream errors relayed to the OpenAI front door).
 /// OpenAI clients pick their exception by status; these keep the body's words close to
 /// what OpenAI itself sends for the same case.
-pub fn openai_kind(anthropic_type: &str, status: StatusCode) -> (&'static str, Option<&'static str>) {
+pub fn openai_kind(
+    anthropic_type: &str,
+    status: StatusCode,
+) -> (&'static str, Option<&'static str>) {
     match anthropic_type {
         "invalid_request_error" => ("invalid_request_error", None),
         "authentication_error" => ("authentication_error", Some("invalid_api_key")),
@@ -202,13 +205,18 @@ pub fn openai_kind(anthropic_type: &str, status: StatusCode) -> (&'static str, O
 }
 
 /// OpenAI's error envelope for a status, an Anthropic error type and a message.
-pub fn openai_envelope(status: StatusCode, anthropic_type: &str, message: &str) -> serde_json::Value {
+pub fn openai_envelope(
+    status: StatusCode,
+    anthropic_type: &str,
+    message: &str,
+) -> serde_json::Value {
     let (kind, code) = openai_kind(anthropic_type, status);
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

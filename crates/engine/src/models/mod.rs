@@ -558,7 +558,9 @@ pub fn entry(id: &str, display_name: &str) -> Value {
         .chain(known.map(|b| b.aliases).unwrap_or_default().iter().copied())
         .find_map(release_date)
         .unwrap_or_default();
-    let created = date.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp());
+    let created = date
+        .and_hms_opt(0, 0, 0)
+        .map_or(0, |t| t.and_utc().timestamp());
     json!({
         "type": "model",
         "object": "model",

@@ -11,12 +11,16 @@ use serde_json::Value;
 pub fn translate(status: StatusCode, body: &[u8]) -> Value {
     let v = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
     let error = &v["error"];
-    let kind = error["type"].as_str().unwrap_or_else(|| fallback_type(status));
+    let kind = error["type"]
+        .as_str()
+        .unwrap_or_else(|| fallback_type(status));
     let message = match error["message"].as_str() {
         Some(m) => m.to_owned(),
         None => format!(
             "the upstream answered {}",
-            status.canonical_reason().map_or_else(|| status.as_str().to_owned(), str::to_owned)
+            status
+                .canonical_reason()
+                .map_or_else(|| status.as_str().to_owned(), str::to_owned)
         ),
     };
     crate::error::openai_envelope(status, kind, &message)

@@ -40,7 +40,12 @@ pub fn translate(messages: Option<&Value>) -> Result<(Vec<Value>, Vec<Value>), A
                     at(".role")
                 )));
             }
-            _ => return Err(bad(format!("{}: must be system, developer, user, assistant or tool", at(".role")))),
+            _ => {
+                return Err(bad(format!(
+                    "{}: must be system, developer, user, assistant or tool",
+                    at(".role")
+                )));
+            }
         };
         match turns.last_mut() {
             Some(last) if last["role"] == role => {
@@ -52,7 +57,9 @@ pub fn translate(messages: Option<&Value>) -> Result<(Vec<Value>, Vec<Value>), A
         }
     }
     if turns.is_empty() {
-        return Err(bad("messages: at least one user or assistant message is required"));
+        return Err(bad(
+            "messages: at least one user or assistant message is required",
+        ));
     }
     Ok((system, turns))
 }
@@ -72,7 +79,11 @@ fn text_blocks(content: &Value, at: &str) -> Result<Vec<Value>, ApiError> {
             for (j, p) in parts.iter().enumerate() {
                 match (p["type"].as_str(), p["text"].as_str()) {
                     (Some("text"), Some(t)) => out.extend(text_block(t)),
-                    _ => return Err(bad(format!("{at}[{j}]: only text parts are supported here"))),
+                    _ => {
+                        return Err(bad(format!(
+                            "{at}[{j}]: only text parts are supported here"
+                        )));
+                    }
                 }
             }
             Ok(out)
@@ -111,7 +122,9 @@ fn image(v: &Value, at: &str) -> Result<Value, ApiError> {
     };
     if let Some(rest) = url.strip_prefix("data:") {
         let Some((media, data)) = rest.split_once(";base64,") else {
-            return Err(bad(format!("{at}.url: a data URL must be base64 (data:<type>;base64,...)")));
+            return Err(bad(format!(
+                "{at}.url: a data URL must be base64 (data:<type>;base64,...)"
+            )));
         };
         return Ok(json!({
             "type": "image",
@@ -137,7 +150,11 @@ fn assistant_blocks(m: &Value, at: &str) -> Result<Vec<Value>, ApiError> {
                 };
                 match text {
                     Some(t) => out.extend(text_block(t)),
-                    None => return Err(bad(format!("{at}.content[{j}]: only text and refusal parts are supported"))),
+                    None => {
+                        return Err(bad(format!(
+                            "{at}.content[{j}]: only text and refusal parts are supported"
+                        )));
+                    }
                 }
             }
             out
@@ -158,7 +175,11 @@ fn assistant_blocks(m: &Value, at: &str) -> Result<Vec<Value>, ApiError> {
             None | Some("") => json!({}),
             Some(args) => match serde_json::from_str::<Value>(args) {
                 Ok(v @ Value::Object(_)) => v,
-                _ => return Err(bad(format!("{at}.function.arguments: must be a JSON object in a string"))),
+                _ => {
+                    return Err(bad(format!(
+                        "{at}.function.arguments: must be a JSON object in a string"
+                    )));
+                }
             },
         };
         out.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));

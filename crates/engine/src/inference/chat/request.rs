@@ -88,7 +88,10 @@ pub fn translate(bytes: &[u8]) -> Result<Translated, ApiError> {
 
     let mut out = Map::new();
     out.insert("model".into(), Value::String(model.clone()));
-    out.insert("max_tokens".into(), max_tokens(&o, &model, thinking)?.into());
+    out.insert(
+        "max_tokens".into(),
+        max_tokens(&o, &model, thinking)?.into(),
+    );
     if !system.is_empty() {
         out.insert("system".into(), Value::Array(system));
     }
@@ -142,8 +145,13 @@ fn neutral(o: &Map<String, Value>) -> Result<(), ApiError> {
     if !is("n", &|v| v.as_u64() == Some(1)) {
         return refuse("n", "only 1 choice is supported");
     }
-    if !is("logprobs", &|v| v == &Value::Bool(false)) || !is("top_logprobs", &|v| v.as_u64() == Some(0)) {
-        return refuse("logprobs", "log probabilities are not available from Anthropic models");
+    if !is("logprobs", &|v| v == &Value::Bool(false))
+        || !is("top_logprobs", &|v| v.as_u64() == Some(0))
+    {
+        return refuse(
+            "logprobs",
+            "log probabilities are not available from Anthropic models",
+        );
     }
     if !is("response_format", &|v| v["type"] == "text") {
         return refuse(
@@ -153,7 +161,10 @@ fn neutral(o: &Map<String, Value>) -> Result<(), ApiError> {
     }
     for k in ["presence_penalty", "frequency_penalty"] {
         if !is(k, &|v| v.as_f64() == Some(0.0)) {
-            return refuse(k, "penalties are not supported by Anthropic models (only 0)");
+            return refuse(
+                k,
+                "penalties are not supported by Anthropic models (only 0)",
+            );
         }
     }
     if !is("logit_bias", &|v| v.as_object().is_some_and(Map::is_empty)) {
@@ -216,12 +227,18 @@ fn stop_sequences(stop: Option<&Value>) -> Result<Option<Value>, ApiError> {
 
 /// A number in 0..=1. OpenAI's `temperature` goes to 2; above 1 is refused rather than
 /// clamped or rescaled, so a client never gets a different sampling than it asked for.
-fn unit_interval(o: &Map<String, Value>, key: &str, range: &str) -> Result<Option<Value>, ApiError> {
+fn unit_interval(
+    o: &Map<String, Value>,
+    key: &str,
+    range: &str,
+) -> Result<Option<Value>, ApiError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
             Some(x) if (0.0..=1.0).contains(&x) => Ok(Some(v.clone())),
-            _ => Err(bad(format!("{key}: must be a number from {range}; got {v}"))),
+            _ => Err(bad(format!(
+                "{key}: must be a number from {range}; got {v}"
+            ))),
         },
     }
 }
@@ -236,7 +253,9 @@ fn tools(o: &Map<String, Value>, out: &mut Map<String, Value>) -> Result<(), Api
     let mut translated = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         if t["type"] != "function" {
-            return Err(bad(format!("tools[{i}].type: only `function` tools are supported")));
+            return Err(bad(format!(
+                "tools[{i}].type: only `function` tools are supported"
+            )));
         }
         let f = &t["function"];
         let Some(name) = f["name"].as_str() else {
@@ -249,7 +268,11 @@ fn tools(o: &Map<String, Value>, out: &mut Map<String, Value>) -> Result<(), Api
         tool["input_schema"] = match &f["parameters"] {
             Value::Null => json!({"type": "object", "properties": {}}),
             Value::Object(p) => Value::Object(p.clone()),
-            _ => return Err(bad(format!("tools[{i}].function.parameters: must be an object"))),
+            _ => {
+                return Err(bad(format!(
+                    "tools[{i}].function.parameters: must be an object"
+                )));
+            }
         };
         translated.push(tool);
     }
@@ -263,13 +286,21 @@ fn tools(o: &Map<String, Value>, out: &mut Map<String, Value>) -> Result<(), Api
             "auto" => json!({"type": "auto"}),
             "none" => json!({"type": "none"}),
             "required" => json!({"type": "any"}),
-            other => return Err(bad(format!("tool_choice: `{other}` is not auto, none or required"))),
+            other => {
+                return Err(bad(format!(
+                    "tool_choice: `{other}` is not auto, none or required"
+                )));
+            }
         }),
         Some(c) if c["type"] == "function" => match c["function"]["name"].as_str() {
             Some(name) => Some(json!({"type": "tool", "name": name})),
             None => return Err(bad("tool_choice.function.name: field required")),
         },
-        Some(_) => return Err(bad("tool_choice: must be auto, none, required or a function")),
+        Some(_) => {
+            return Err(bad(
+                "tool_choice: must be auto, none, required or a function",
+            ));
+        }
     };
     if optional_bool(o, "parallel_tool_calls")? == Some(false) {
         let c = choice.get_or_insert_with(|| json!({"type": "auto"}));

@@ -83,7 +83,11 @@ impl Translator {
     }
 
     fn delta(&self, delta: Value) -> Bytes {
-        event(&self.chunk(json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}])))
+        event(
+            &self.chunk(
+                json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]),
+            ),
+        )
     }
 
     fn tool_delta(&self, index: u64, call: Value) -> Bytes {
@@ -126,7 +130,9 @@ impl Translator {
             Some("error") => {
                 let e = &data["error"];
                 let kind = e["type"].as_str().unwrap_or("api_error");
-                let message = e["message"].as_str().unwrap_or("the upstream stream failed");
+                let message = e["message"]
+                    .as_str()
+                    .unwrap_or("the upstream stream failed");
                 self.fail_with(kind, message)
             }
             // ping, content_block_stop and events this translation does not know.
@@ -210,21 +216,34 @@ impl Translator {
     }
 }
 
+/// One SSE event grew past [`MAX_EVENT_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTooLarge;
+
 /// Splits bytes into SSE events and hands each event's JSON `data` to the translator.
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: BytesMut,
+    /// How much of `buf` is known to hold no event end (each byte is searched once).
+    scanned: usize,
 }
 
 impl Decoder {
     /// The complete events in `chunk` (and what was buffered), translated; `Err` when one
     /// event grows past [`MAX_EVENT_BYTES`].
-    pub fn feed(&mut self, chunk: &[u8], t: &mut Translator) -> Result<Vec<Bytes>, ()> {
+    pub fn feed(&mut self, chunk: &[u8], t: &mut Translator) -> Result<Vec<Bytes>, EventTooLarge> {
         // JSON never holds a raw CR, so dropping them turns CRLF framing into LF framing.
-        self.buf.extend(chunk.iter().copied().filter(|b| *b != b'\r'));
+        self.buf
+            .extend(chunk.iter().copied().filter(|b| *b != b'\r'));
         let mut out = Vec::new();
-        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
-            let frame = self.buf.split_to(end + 2);
+        loop {
+            let from = self.scanned.saturating_sub(1);
+            let Some(end) = self.buf[from..].windows(2).position(|w| w == b"\n\n") else {
+                self.scanned = self.buf.len();
+                break;
+            };
+            let frame = self.buf.split_to(from + end + 2);
+            self.scanned = 0;
             let data: Vec<&[u8]> = frame[..]
                 .split(|b| *b == b'\n')
                 .filter_map(|line| line.strip_prefix(b"data:"))
@@ -238,7 +257,7 @@ impl Decoder {
             }
         }
         if self.buf.len() > MAX_EVENT_BYTES {
-            return Err(());
+            return Err(EventTooLarge);
         }
         Ok(out)
     }
@@ -269,17 +288,23 @@ where
             }
             let up = s.upstream.as_mut()?;
             let more = match up.next().await {
-                Some(Ok(chunk)) => s.decoder.feed(&chunk, &mut s.translator).unwrap_or_else(|()| {
-                    s.upstream = None;
-                    s.translator.end("an upstream event exceeded the gateway's size limit")
-                }),
+                Some(Ok(chunk)) => {
+                    s.decoder
+                        .feed(&chunk, &mut s.translator)
+                        .unwrap_or_else(|EventTooLarge| {
+                            s.upstream = None;
+                            s.translator
+                                .end("an upstream event exceeded the gateway's size limit")
+                        })
+                }
                 Some(Err(_)) => {
                     s.upstream = None;
                     s.translator.end("the upstream stream was interrupted")
                 }
                 None => {
                     s.upstream = None;
-                    s.translator.end("the upstream stream ended before the message was complete")
+                    s.translator
+                        .end("the upstream stream ended before the message was complete")
                 }
             };
             // After the end the upstream is still read to its own end (the translator

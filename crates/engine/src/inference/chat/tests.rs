@@ -20,14 +20,18 @@ fn dir() -> PathBuf {
 /// Compares `actual` with the fixture's `expected` (or writes it when blessing).
 fn golden(name: &str, actual: Value) {
     let path = dir().join(name);
-    let mut fixture: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     if std::env::var_os("GATEHOUSE_BLESS").is_some() {
         fixture["expected"] = actual;
         let text = serde_json::to_string_pretty(&fixture).unwrap() + "\n";
         std::fs::write(&path, text).unwrap();
         return;
     }
-    assert_eq!(actual, fixture["expected"], "{name}: translation differs from the golden file");
+    assert_eq!(
+        actual, fixture["expected"],
+        "{name}: translation differs from the golden file"
+    );
 }
 
 fn input(name: &str) -> Value {
@@ -45,7 +49,11 @@ fn ctx(include_usage: bool) -> Context {
 
 #[test]
 fn request_goldens() {
-    for name in ["request_basic.json", "request_tools.json", "request_named_tool.json"] {
+    for name in [
+        "request_basic.json",
+        "request_tools.json",
+        "request_named_tool.json",
+    ] {
         let body = serde_json::to_vec(&input(name)["input"]).unwrap();
         let t = request::translate(&body).unwrap();
         let actual = json!({"body": t.body, "stream": t.stream, "include_usage": t.include_usage});
@@ -56,7 +64,10 @@ fn request_goldens() {
 #[test]
 fn response_goldens() {
     for name in ["response_text.json", "response_parallel_tools.json"] {
-        golden(name, response::completion(&input(name)["input"], &ctx(false)));
+        golden(
+            name,
+            response::completion(&input(name)["input"], &ctx(false)),
+        );
     }
 }
 
@@ -76,7 +87,9 @@ async fn translate_stream(sse: &str, include_usage: bool) -> Vec<Value> {
         .collect();
     text.split_terminator("\n\n")
         .map(|e| {
-            let data = e.strip_prefix("data: ").expect("every event is one data line");
+            let data = e
+                .strip_prefix("data: ")
+                .expect("every event is one data line");
             serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.into()))
         })
         .collect()
@@ -127,18 +140,36 @@ async fn every_stop_reason_has_its_finish_reason_in_both_shapes() {
 #[test]
 fn refused_input_names_the_field() {
     let cases = [
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}), "n:"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 1.5}), "temperature:"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true}), "logprobs:"),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}),
+            "n:",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 1.5}),
+            "temperature:",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true}),
+            "logprobs:",
+        ),
         (
             json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
                    "response_format": {"type": "json_schema", "json_schema": {}}}),
             "response_format:",
         ),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "frobnicate": 1}), "frobnicate:"),
-        (json!({"messages": [{"role": "user", "content": "x"}]}), "model:"),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "frobnicate": 1}),
+            "frobnicate:",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}]}),
+            "model:",
+        ),
         (json!({"model": "m", "messages": []}), "messages:"),
-        (json!({"model": "m", "messages": [{"role": "function", "content": "x"}]}), "messages[0].role"),
+        (
+            json!({"model": "m", "messages": [{"role": "function", "content": "x"}]}),
+            "messages[0].role",
+        ),
         (
             json!({"model": "m", "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "ftp://x/y.png"}}]}]}),
@@ -165,7 +196,10 @@ fn refused_input_names_the_field() {
         let crate::error::ApiError::InvalidRequest(message) = &err else {
             panic!("{body}: {err:?} is not a 400");
         };
-        assert!(message.starts_with(field), "{body}: `{message}` does not start with {field}");
+        assert!(
+            message.starts_with(field),
+            "{body}: `{message}` does not start with {field}"
+        );
     }
     assert!(request::translate(b"[1]").is_err());
     assert!(request::translate(b"{nope").is_err());
@@ -176,10 +210,15 @@ fn default_max_tokens_follow_the_model_table() {
     let body = |model: &str| {
         json!({"model": model, "messages": [{"role": "user", "content": "x"}]}).to_string()
     };
-    let max = |model: &str| request::translate(body(model).as_bytes()).unwrap().body["max_tokens"].clone();
+    let max = |model: &str| {
+        request::translate(body(model).as_bytes()).unwrap().body["max_tokens"].clone()
+    };
     // claude-opus-4-1: default output 32,000, capped at 16,384.
     assert_eq!(max("claude-opus-4-1"), request::DEFAULT_MAX_TOKENS_CAP);
-    assert_eq!(max("someone-elses-model"), request::DEFAULT_MAX_TOKENS_UNKNOWN);
+    assert_eq!(
+        max("someone-elses-model"),
+        request::DEFAULT_MAX_TOKENS_UNKNOWN
+    );
 }
 
 #[test]
@@ -193,4 +232,24 @@ fn upstream_errors_take_the_openai_envelope() {
     let v = super::errors::translate(http::StatusCode::BAD_GATEWAY, b"<html>");
     assert_eq!(v["error"]["type"], "server_error");
     assert_eq!(v["error"]["message"], "the upstream answered Bad Gateway");
+}
+
+#[test]
+fn an_event_past_the_bound_ends_the_stream() {
+    let mut t = stream::Translator::new(ctx(false));
+    let mut d = stream::Decoder::default();
+    let start = b"data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n";
+    assert_eq!(d.feed(start, &mut t).unwrap().len(), 1);
+    let piece = vec![b'x'; 1024 * 1024];
+    let mut result = Ok(Vec::new());
+    for _ in 0..17 {
+        result = d.feed(&piece, &mut t);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(result, Err(stream::EventTooLarge));
+    let end = t.end("cut");
+    assert_eq!(end.len(), 1);
+    assert!(std::str::from_utf8(&end[0]).unwrap().contains("\"error\""));
 }
