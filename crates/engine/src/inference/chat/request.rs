@@ -197,10 +197,19 @@ fn max_tokens(o: &Map<String, Value>, model: &str, thinking: Option<u64>) -> Res
         .into_iter()
         .find_map(|k| o.get(k).filter(|v| !v.is_null()).map(|v| (k, v)));
     let Some((key, v)) = asked else {
-        let default = crate::models::builtin(model).map_or(DEFAULT_MAX_TOKENS_UNKNOWN, |b| {
+        let known = crate::models::builtin(model);
+        let default = known.map_or(DEFAULT_MAX_TOKENS_UNKNOWN, |b| {
             u64::from(b.max_output.0).min(DEFAULT_MAX_TOKENS_CAP)
         });
-        return Ok(default.saturating_add(thinking.unwrap_or(0)));
+        let total = default.saturating_add(thinking.unwrap_or(0));
+        // With reasoning, never past the model's largest output.
+        let total = known.map_or(total, |b| total.min(u64::from(b.max_output.1)));
+        return match thinking {
+            Some(budget) if total <= budget => Err(bad(format!(
+                "reasoning_effort: its {budget}-token reasoning budget does not fit in what `{model}` can output"
+            ))),
+            _ => Ok(total),
+        };
     };
     let n = v
         .as_u64()

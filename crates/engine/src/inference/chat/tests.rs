@@ -219,6 +219,28 @@ fn default_max_tokens_follow_the_model_table() {
         max("someone-elses-model"),
         request::DEFAULT_MAX_TOKENS_UNKNOWN
     );
+    // With reasoning: the budget on top, never past the model's largest output.
+    let reasoning = |model: &str, effort: &str| {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": "x"}],
+                          "reasoning_effort": effort});
+        request::translate(body.to_string().as_bytes())
+    };
+    let t = reasoning("claude-opus-4-1", "high").unwrap();
+    assert_eq!(t.body["max_tokens"], 32_000);
+    assert_eq!(t.body["thinking"]["budget_tokens"], 16_384);
+    assert_eq!(
+        reasoning("claude-sonnet-4-5", "medium").unwrap().body["max_tokens"],
+        16_384 + 4_096
+    );
+    let err = reasoning("claude-3-5-haiku", "high").unwrap_err();
+    assert!(err.to_string().starts_with("reasoning_effort:"), "{err}");
+    assert!(
+        reasoning("claude-sonnet-4-5", "none")
+            .unwrap()
+            .body
+            .get("thinking")
+            .is_none()
+    );
 }
 
 #[test]
