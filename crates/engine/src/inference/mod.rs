@@ -129,18 +129,8 @@ pub async fn handle(
         endpoint,
     };
     call.not_paused()?;
-    let (mut parts, mut bytes) = call.read_body(req).await?;
-    // The OpenAI front door is translated here, once: every step below sees a Messages body
-    // (the webhook too, with the path telling which door), and the answer is translated
-    // back at the end. Identity encoding, so the answer can be read.
-    let chat = if endpoint == Endpoint::ChatCompletions {
-        let (translated, ctx) = chat::request(&bytes, gw.deps.clock.now().timestamp())?;
-        bytes = translated;
-        parts.headers.remove(http::header::ACCEPT_ENCODING);
-        Some(ctx)
-    } else {
-        None
-    };
+    let (mut parts, bytes) = call.read_body(req).await?;
+    let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
     // What can raise the cost is read only when caps will price it.
     let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
     if let Some(d) = head.drivers.as_mut() {
@@ -267,6 +257,23 @@ impl Call<'_> {
                 "the request body could not be read".into(),
             )),
         }
+    }
+
+    /// The OpenAI front door is translated here, once: every later step sees a Messages
+    /// body (the webhook too, with the path telling which door), and the answer is
+    /// translated back at the end with the context returned here. The answer is asked for
+    /// in identity encoding, so it can be read.
+    fn openai_in(
+        &self,
+        headers: &mut http::HeaderMap,
+        bytes: Bytes,
+    ) -> Result<(Bytes, Option<chat::Context>), ApiError> {
+        if self.endpoint != Endpoint::ChatCompletions {
+            return Ok((bytes, None));
+        }
+        let (translated, ctx) = chat::request(&bytes, self.gw.deps.clock.now().timestamp())?;
+        headers.remove(http::header::ACCEPT_ENCODING);
+        Ok((translated, Some(ctx)))
     }
 
     /// The policy webhook sees the parsed request before any routing decision.
