@@ -204,6 +204,20 @@ async fn openai_sdk_chats_streams_and_lists_models() {
     assert_eq!(list["object"], "list");
     assert_eq!(list["has_more"], false);
     assert_eq!(list["first_id"], list["data"][0]["id"]);
+
+    // A wrong method on the door answers in OpenAI's envelope too.
+    let r = gw
+        .client
+        .get(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "POST");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], Value::Null);
 }
 
 #[tokio::test]

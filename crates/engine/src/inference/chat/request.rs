@@ -145,13 +145,12 @@ fn neutral(o: &Map<String, Value>) -> Result<(), ApiError> {
     if !is("n", &|v| v.as_u64() == Some(1)) {
         return refuse("n", "only 1 choice is supported");
     }
-    if !is("logprobs", &|v| v == &Value::Bool(false))
-        || !is("top_logprobs", &|v| v.as_u64() == Some(0))
-    {
-        return refuse(
-            "logprobs",
-            "log probabilities are not available from Anthropic models",
-        );
+    let no_logprobs = "log probabilities are not available from Anthropic models";
+    if !is("logprobs", &|v| v == &Value::Bool(false)) {
+        return refuse("logprobs", no_logprobs);
+    }
+    if !is("top_logprobs", &|v| v.as_u64() == Some(0)) {
+        return refuse("top_logprobs", no_logprobs);
     }
     if !is("response_format", &|v| v["type"] == "text") {
         return refuse(
