@@ -128,6 +128,19 @@ impl ApiError {
         self.render(None)
     }
 
+    /// The same answer in OpenAI's envelope (`{"error": {message, type, param, code}}`), for
+    /// the OpenAI-compatible front door: same status and headers, the type and code mapped
+    /// by [`openai_kind`].
+    pub fn into_openai_response(self) -> Response<Body> {
+        let (status, kind, _) = self.outcome();
+        let message = self.to_string();
+        let mut resp = self.render(None);
+        let body = openai_envelope(status, kind, &message);
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
+        *resp.body_mut() = Body::from(body.to_string());
+        resp
+    }
+
     /// The envelope as the admin API answers: `request_id` in the body and a `request-id`
     /// header, as Anthropic's Admin API does.
     pub fn into_response_for(self, request_id: &str) -> Response<Body> {
@@ -176,8 +189,43 @@ impl ApiError {
     }
 }
 
+/// OpenAI's `error.type` and `error.code` for an Anthropic `error.type` (the one mapping,
+/// for the gateway's own errors and for upstream errors relayed to the OpenAI front door).
+/// OpenAI clients pick their exception by status; these keep the body's words close to
+/// what OpenAI itself sends for the same case.
+pub fn openai_kind(
+    anthropic_type: &str,
+    status: StatusCode,
+) -> (&'static str, Option<&'static str>) {
+    match anthropic_type {
+        "invalid_request_error" => ("invalid_request_error", None),
+        "authentication_error" => ("authentication_error", Some("invalid_api_key")),
+        "permission_error" => ("permission_error", Some("permission_denied")),
+        "not_found_error" => ("invalid_request_error", Some("not_found")),
+        "request_too_large" => ("invalid_request_error", Some("request_too_large")),
+        "rate_limit_error" => ("rate_limit_error", Some("rate_limit_exceeded")),
+        "billing_error" => ("insufficient_quota", Some("insufficient_quota")),
+        "timeout_error" => ("timeout_error", None),
+        "overloaded_error" => ("server_error", Some("overloaded")),
+        "api_error" => ("server_error", None),
+        _ if status.is_client_error() => ("invalid_request_error", None),
+        _ => ("server_error", None),
+    }
+}
+
+/// OpenAI's error envelope for a status, an Anthropic error type and a message.
+pub fn openai_envelope(
+    status: StatusCode,
+    anthropic_type: &str,
+    message: &str,
+) -> serde_json::Value {
+    let (kind, code) = openai_kind(anthropic_type, status);
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -223,6 +271,33 @@ mod tests {
         for (err, status) in cases {
             assert_eq!(err.into_response().status().as_u16(), status);
         }
+    }
+
+    #[tokio::test]
+    async fn openai_envelope_keeps_status_and_headers() {
+        use http_body_util::BodyExt;
+        let r = ApiError::RetryLater {
+            message: "busy",
+            retry_after_secs: 7,
+        }
+        .into_openai_response();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "7");
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"error": {"message": "busy", "type": "server_error", "param": null, "code": null}})
+        );
+        let r = ApiError::Unauthenticated {
+            message: "m",
+            reason: "r",
+        }
+        .into_openai_response();
+        assert_eq!(r.status(), 401);
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "invalid_api_key");
     }
 
     #[test]

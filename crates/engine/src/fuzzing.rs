@@ -466,3 +466,76 @@ fn workload_claims(data: &[u8]) {
     );
     assert_eq!(c.scope, "inference");
 }
+
+// ---------------------------------------------------------------------------------------
+// chat: the OpenAI front door's request translation and its stream translation.
+
+/// Byte 0 picks a cut; the rest is both an OpenAI request body and an Anthropic SSE body.
+/// The request translation answers 400 or gives a Messages body the head parser reads the
+/// same way, with strictly alternating turns and a temperature in Anthropic's range; the
+/// stream translation emits only `data:` events of JSON, whatever the cut, ends with
+/// `[DONE]` (once, last) or an error event, and does not depend on how the body is cut.
+pub fn chat(data: &[u8]) {
+    use crate::inference::chat::{self, Context, stream};
+    let Some((&cut, body)) = data.split_first() else {
+        return;
+    };
+    match chat::request(body, NOW) {
+        Err(e) => assert_eq!(e.outcome().0.as_u16(), 400, "{e}"),
+        Ok((translated, ctx)) => {
+            let head = parse_head(&translated, true).expect("a translated body parses");
+            assert_eq!(head.model, ctx.model);
+            assert!(head.max_tokens.is_some_and(|n| n > 0));
+            let v: Value = serde_json::from_slice(&translated).expect("JSON");
+            let roles: Vec<&str> = v["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .map(|m| m["role"].as_str().expect("a role"))
+                .collect();
+            assert!(!roles.is_empty());
+            assert!(roles.windows(2).all(|w| w[0] != w[1]), "{roles:?}");
+            if let Some(t) = v.get("temperature") {
+                assert!((0.0..=1.0).contains(&t.as_f64().expect("a number")));
+            }
+        }
+    }
+    let translate = |pieces: &[&[u8]]| {
+        let ctx = Context {
+            model: "m".into(),
+            created: NOW,
+            include_usage: cut % 2 == 0,
+        };
+        let mut t = stream::Translator::new(ctx);
+        let mut d = stream::Decoder::default();
+        let mut out = Vec::new();
+        for p in pieces {
+            match d.feed(p, &mut t) {
+                Ok(events) => out.extend(events),
+                Err(stream::EventTooLarge) => break,
+            }
+        }
+        out.extend(t.end("ended"));
+        out.concat()
+    };
+    let at = usize::from(cut).min(body.len());
+    let whole = translate(&[body]);
+    assert_eq!(whole, translate(&[&body[..at], &body[at..]]), "cut at {at}");
+    let text = std::str::from_utf8(&whole).expect("UTF-8 events");
+    let events: Vec<&str> = text.split_terminator("\n\n").collect();
+    assert!(
+        !events.is_empty(),
+        "a stream always ends with [DONE] or an error"
+    );
+    for (i, e) in events.iter().enumerate() {
+        let payload = e.strip_prefix("data: ").expect("a data event");
+        if payload == "[DONE]" {
+            assert_eq!(i, events.len() - 1, "[DONE] is last");
+            continue;
+        }
+        let v: Value = serde_json::from_str(payload).expect("JSON event");
+        if v.get("error").is_some() {
+            assert_eq!(i, events.len() - 1, "an error ends the stream");
+        }
+    }
+}

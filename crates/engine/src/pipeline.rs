@@ -11,7 +11,8 @@
 //!  -> admin API (admin keys or admin-group session)
 //!  -> bearer admission (client key, workload token, session)
 //!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, usage, inference
-//!  -> inference: paused? -> JSON parse -> policy webhook -> policy model allowlist
+//!  -> inference: paused? -> JSON parse (/v1/chat/completions: translated to a Messages
+//!     body first, its answer translated back) -> policy webhook -> policy model allowlist
 //!     -> cached central allowlist (desktop) -> operator model mapping
 //!     -> spend reservation (sessions, the desktop's local key) -> routing + failover
 //!     -> response hygiene + usage metering, settling the reservation (see `inference`)
@@ -142,6 +143,12 @@ pub const ROUTES: &[Route] = {
             A::Bearer,
             T::Inference(Endpoint::CountTokens),
         ),
+        route(
+            inference::chat::PATH,
+            "POST",
+            A::Bearer,
+            T::Inference(Endpoint::ChatCompletions),
+        ),
     ]
 };
 
@@ -159,7 +166,12 @@ impl Route {
 
     /// 405 with the route's methods in `Allow`.
     fn method_not_allowed(&self, method: &Method) -> Response<Body> {
-        let mut resp = ApiError::MethodNotAllowed(method.to_string()).into_response();
+        let error = ApiError::MethodNotAllowed(method.to_string());
+        let mut resp = if self.target == Target::Inference(Endpoint::ChatCompletions) {
+            error.into_openai_response()
+        } else {
+            error.into_response()
+        };
         if let Ok(v) = HeaderValue::from_str(&self.methods.replace('|', ", ")) {
             resp.headers_mut().insert(header::ALLOW, v);
         }
@@ -181,8 +193,11 @@ pub async fn handle(
     req: Request<Body>,
 ) -> Response<Body> {
     let request_id = request_id::from_headers(req.headers());
+    // The OpenAI front door answers every refusal (admission included) in OpenAI's envelope.
+    let openai = req.uri().path() == inference::chat::PATH;
     let mut resp = match run(&gw, peer, &request_id, req).await {
         Ok(resp) => resp,
+        Err(err) if openai => err.into_openai_response(),
         Err(err) => err.into_response(),
     };
     response_headers::apply(

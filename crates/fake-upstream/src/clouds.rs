@@ -195,6 +195,7 @@ pub(crate) async fn serve(
                     model
                 }),
                 stream: Some(op == VertexOp::Stream),
+                answers_tool: crate::server::answers_tool(body),
             };
             inference(shared, op == VertexOp::Count, index, Some(probe)).await
         }
@@ -246,6 +247,7 @@ async fn bedrock(
     let probe = Probe {
         model: Some(model),
         stream: Some(op == BedrockOp::Stream),
+        answers_tool: crate::server::answers_tool(body),
     };
     let resp = inference(shared, false, index, Some(probe)).await?;
     Ok(bedrock_answer(resp))

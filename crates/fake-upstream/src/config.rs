@@ -39,6 +39,19 @@ pub struct FakeConfig {
     pub token_interval_ms: u64,
     /// Model echoed in answers; `None` echoes the request's `model`.
     pub model_override: Option<String>,
+    /// Tool calls the answer makes after its text (`tool_use` blocks, `stop_reason:
+    /// tool_use`; streamed as `input_json_delta` fragments), unless the request's last
+    /// message carries a `tool_result`: then the plain reply answers, as a model does once
+    /// its tools ran. Empty: no tool calls.
+    pub tool_uses: Vec<ToolUse>,
+}
+
+/// One scripted tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    pub input: serde_json::Value,
 }
 
 impl Default for FakeConfig {
@@ -55,6 +68,7 @@ impl Default for FakeConfig {
             first_token_delay_ms: 0,
             token_interval_ms: 0,
             model_override: None,
+            tool_uses: Vec::new(),
         }
     }
 }

@@ -37,7 +37,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::{FakeConfig, Fault, default_error_type};
+pub use config::{FakeConfig, Fault, ToolUse, default_error_type};
 pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
 
 use server::Shared;

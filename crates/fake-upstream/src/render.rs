@@ -17,10 +17,12 @@
 //!
 //! The non-streaming JSON answer always carries the reply text itself.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::config::FakeConfig;
+use crate::config::{FakeConfig, ToolUse};
 
 /// SSE `error` event sent by the `MidStreamError` fault.
 pub(crate) const OVERLOADED_EVENT: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
@@ -55,6 +57,46 @@ pub(crate) struct Rendered {
     pub(crate) count_tokens_body: Bytes,
     /// JSON-encoded `model_override`, if any.
     model_override_json: Option<String>,
+    /// With scripted tool calls: the plain answer, for a request that returns their results.
+    pub(crate) after_tool_result: Option<Arc<Rendered>>,
+}
+
+/// The `tool_use` blocks' events after the text block (index 0), each input streamed as
+/// two `input_json_delta` fragments; and the blocks for the JSON answer.
+fn tool_blocks(tools: &[ToolUse]) -> (String, String) {
+    let mut events = String::new();
+    let mut blocks = String::new();
+    for (k, t) in tools.iter().enumerate() {
+        let index = k + 1;
+        let (id, name) = (json_str(&t.id), json_str(&t.name));
+        let input = t.input.to_string();
+        events += &event(
+            "content_block_start",
+            &format!(
+                "{{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":{id},\"name\":{name},\"input\":{{}}}}}}"
+            ),
+        );
+        let mut cut = input.len() / 2;
+        while !input.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        for part in [&input[..cut], &input[cut..]] {
+            events += &event(
+                "content_block_delta",
+                &format!(
+                    "{{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{}}}}}",
+                    json_str(part)
+                ),
+            );
+        }
+        events += &event(
+            "content_block_stop",
+            &format!("{{\"type\":\"content_block_stop\",\"index\":{index}}}"),
+        );
+        blocks +=
+            &format!(",{{\"type\":\"tool_use\",\"id\":{id},\"name\":{name},\"input\":{input}}}");
+    }
+    (events, blocks)
 }
 
 fn json_str(s: &str) -> String {
@@ -163,24 +205,38 @@ impl Rendered {
                 Bytes::from(event("content_block_delta", &data))
             })
             .collect();
+        let (tool_events, tool_json) = tool_blocks(&c.tool_uses);
+        let stop = if c.tool_uses.is_empty() {
+            "end_turn"
+        } else {
+            "tool_use"
+        };
         let tail = event(
             "content_block_stop",
             r#"{"type":"content_block_stop","index":0}"#,
-        ) + &event(
-            "message_delta",
-            &format!(
-                "{{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\",\"stop_sequence\":null}},\"usage\":{stream_usage}}}"
-            ),
-        ) + &event("message_stop", r#"{"type":"message_stop"}"#);
+        ) + &tool_events
+            + &event(
+                "message_delta",
+                &format!(
+                    "{{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop}\",\"stop_sequence\":null}},\"usage\":{stream_usage}}}"
+                ),
+            )
+            + &event("message_stop", r#"{"type":"message_stop"}"#);
         let mut unpaced = head_rest.clone().into_bytes();
         for d in &deltas {
             unpaced.extend_from_slice(d);
         }
         unpaced.extend_from_slice(tail.as_bytes());
         let json_tail = format!(
-            ",\"content\":[{{\"type\":\"text\",\"text\":{}}}],\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{json_usage}}}",
+            ",\"content\":[{{\"type\":\"text\",\"text\":{}}}{tool_json}],\"stop_reason\":\"{stop}\",\"stop_sequence\":null,\"usage\":{json_usage}}}",
             json_str(&c.reply_text)
         );
+        let after_tool_result = (!c.tool_uses.is_empty()).then(|| {
+            Arc::new(Rendered::new(FakeConfig {
+                tool_uses: Vec::new(),
+                ..c.clone()
+            }))
+        });
         Rendered {
             message_start_tail,
             head_rest: Bytes::from(head_rest),
@@ -192,6 +248,7 @@ impl Rendered {
             json_usage: serde_json::from_str(&json_usage).unwrap_or(Value::Null),
             count_tokens_body: Bytes::from(format!("{{\"input_tokens\":{}}}", c.input_tokens)),
             model_override_json: c.model_override.as_deref().map(json_str),
+            after_tool_result,
             config,
         }
     }
@@ -290,5 +347,47 @@ mod tests {
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["message"]["id"], "msg_fake_7");
         assert_eq!(v["message"]["usage"]["output_tokens"], 1);
+    }
+
+    #[test]
+    fn tool_uses_render_as_blocks_and_streamed_fragments() {
+        let cfg = FakeConfig {
+            reply_text: "Checking.".into(),
+            output_tokens: 1,
+            tool_uses: vec![
+                ToolUse {
+                    id: "toolu_a".into(),
+                    name: "get_weather".into(),
+                    input: serde_json::json!({"city": "Paris é"}),
+                },
+                ToolUse {
+                    id: "toolu_b".into(),
+                    name: "now".into(),
+                    input: serde_json::json!({}),
+                },
+            ],
+            ..FakeConfig::default()
+        };
+        let r = Rendered::new(cfg);
+        let v: Value = serde_json::from_slice(&r.json_message(1, "\"m\"")).unwrap();
+        assert_eq!(v["stop_reason"], "tool_use");
+        assert_eq!(v["content"][1]["input"]["city"], "Paris é");
+        assert_eq!(v["content"][2]["name"], "now");
+        let tail = std::str::from_utf8(&r.tail).unwrap();
+        let mut args = [String::new(), String::new()];
+        for data in tail.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            let e: Value = serde_json::from_str(data).unwrap();
+            if e["delta"]["type"] == "input_json_delta" {
+                let i = e["index"].as_u64().unwrap() as usize - 1;
+                args[i].push_str(e["delta"]["partial_json"].as_str().unwrap());
+            }
+        }
+        assert_eq!(args[0], r#"{"city":"Paris é"}"#);
+        assert_eq!(args[1], "{}");
+        assert!(tail.contains(r#""stop_reason":"tool_use""#));
+        let after = r.after_tool_result.as_ref().unwrap();
+        assert!(after.after_tool_result.is_none());
+        let v: Value = serde_json::from_slice(&after.json_message(2, "\"m\"")).unwrap();
+        assert_eq!(v["stop_reason"], "end_turn");
     }
 }

@@ -276,6 +276,18 @@ pub(crate) struct Probe {
     pub(crate) model: Option<String>,
     #[serde(default)]
     pub(crate) stream: Option<bool>,
+    /// The last message returns tool results (read only from a parsed body: recording on).
+    #[serde(skip)]
+    pub(crate) answers_tool: bool,
+}
+
+/// Whether a Messages body's last message carries a `tool_result` block.
+pub(crate) fn answers_tool(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
 }
 
 impl Probe {
@@ -285,6 +297,7 @@ impl Probe {
         Some(Probe {
             model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
             stream: obj.get("stream").and_then(Value::as_bool),
+            answers_tool: answers_tool(value),
         })
     }
 }
@@ -308,7 +321,13 @@ pub(crate) async fn inference(
     index: usize,
     probe: Option<Probe>,
 ) -> Result<Response<FakeBody>, Abort> {
-    let rendered = shared.rendered();
+    let mut rendered = shared.rendered();
+    if let (Some(after), Some(true)) = (
+        rendered.after_tool_result.clone(),
+        probe.as_ref().map(|p| p.answers_tool),
+    ) {
+        rendered = after;
+    }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let mut delay = rendered.config.header_delay_ms;
     let mut stream_fault = StreamFault::None;

@@ -74,3 +74,8 @@ fn claude_settings() {
         gatehouse_desktop::fuzzing::claude_settings(dir.path(), data)
     });
 }
+
+#[test]
+fn chat() {
+    run("chat", gatehouse_engine::fuzzing::chat);
+}

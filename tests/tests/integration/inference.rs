@@ -233,7 +233,9 @@ async fn operator_mapping_rewrites_the_model_per_upstream() {
         .unwrap();
     assert_eq!(
         models["data"],
-        json!([{"type": "model", "id": "team-sonnet", "display_name": "Team Sonnet", "description": "the team default"}])
+        json!([{"type": "model", "object": "model", "id": "team-sonnet", "display_name": "Team Sonnet",
+                "created_at": "1970-01-01T00:00:00Z", "created": 0, "owned_by": "gatehouse",
+                "description": "the team default"}])
     );
 }
 

@@ -1,9 +1,10 @@
-//! Inference: `POST /v1/messages` and `/v1/messages/count_tokens`, as named steps in the
-//! order they run ([`handle`]):
+//! Inference: `POST /v1/messages`, `/v1/messages/count_tokens` and the OpenAI front door
+//! `/v1/chat/completions`, as named steps in the order they run ([`handle`]):
 //!
 //! ```text
-//! not paused -> read body (bounded) -> JSON head -> policy webhook -> model allowed
-//!  -> legs (operator catalog) -> spend reservation -> route with failover -> relay (metered)
+//! not paused -> read body (bounded) -> [chat: OpenAI body -> Messages body] -> JSON head
+//!  -> policy webhook -> model allowed -> legs (operator catalog) -> spend reservation
+//!  -> route with failover -> relay (metered) -> [chat: answer -> OpenAI shape]
 //! ```
 //!
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
@@ -11,6 +12,7 @@
 
 pub mod blocks;
 pub mod body;
+pub mod chat;
 pub mod refusal;
 mod relay;
 
@@ -39,12 +41,14 @@ use refusal::{Layer, refuse};
 pub enum Endpoint {
     Messages,
     CountTokens,
+    /// The OpenAI front door: a Messages call once its body is translated.
+    ChatCompletions,
 }
 
 impl Endpoint {
     fn operation(self) -> Operation {
         match self {
-            Endpoint::Messages => Operation::Messages,
+            Endpoint::Messages | Endpoint::ChatCompletions => Operation::Messages,
             Endpoint::CountTokens => Operation::CountTokens,
         }
     }
@@ -53,6 +57,7 @@ impl Endpoint {
         match self {
             Endpoint::Messages => "messages",
             Endpoint::CountTokens => "count_tokens",
+            Endpoint::ChatCompletions => "chat_completions",
         }
     }
 }
@@ -124,7 +129,8 @@ pub async fn handle(
         endpoint,
     };
     call.not_paused()?;
-    let (parts, bytes) = call.read_body(req).await?;
+    let (mut parts, bytes) = call.read_body(req).await?;
+    let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
     // What can raise the cost is read only when caps will price it.
     let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
     if let Some(d) = head.drivers.as_mut() {
@@ -186,7 +192,11 @@ pub async fn handle(
         );
     }
     // From here every path records usage, which settles the reservation.
-    Ok(relay::respond(&call, routed, facts, held, &upstream_models).await)
+    let response = relay::respond(&call, routed, facts, held, &upstream_models).await;
+    Ok(match chat {
+        Some(ctx) => chat::respond(response, ctx).await,
+        None => response,
+    })
 }
 
 impl Call<'_> {
@@ -247,6 +257,23 @@ impl Call<'_> {
                 "the request body could not be read".into(),
             )),
         }
+    }
+
+    /// The OpenAI front door is translated here, once: every later step sees a Messages
+    /// body (the webhook too, with the path telling which door), and the answer is
+    /// translated back at the end with the context returned here. The answer is asked for
+    /// in identity encoding, so it can be read.
+    fn openai_in(
+        &self,
+        headers: &mut http::HeaderMap,
+        bytes: Bytes,
+    ) -> Result<(Bytes, Option<chat::Context>), ApiError> {
+        if self.endpoint != Endpoint::ChatCompletions {
+            return Ok((bytes, None));
+        }
+        let (translated, ctx) = chat::request(&bytes, self.gw.deps.clock.now().timestamp())?;
+        headers.remove(http::header::ACCEPT_ENCODING);
+        Ok((translated, Some(ctx)))
     }
 
     /// The policy webhook sees the parsed request before any routing decision.
@@ -396,7 +423,7 @@ impl Call<'_> {
             }
             _ => return Ok(None),
         };
-        if self.endpoint != Endpoint::Messages {
+        if self.endpoint == Endpoint::CountTokens {
             return Ok(None);
         }
         let models: Vec<_> = upstream_models

@@ -520,7 +520,8 @@ impl Catalog {
         Ok(res)
     }
 
-    /// `/v1/models` body, in the shape Claude Code's model discovery reads.
+    /// `/v1/models` body, read by Claude Code's model discovery and by OpenAI clients alike:
+    /// each entry carries both shapes' fields ([`entry`]), and the list `object: "list"`.
     pub fn list(&self) -> Value {
         let mut data: Vec<Value> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
@@ -530,28 +531,63 @@ impl Catalog {
                 .clone()
                 .or_else(|| builtin(&r.id).map(|b| format!("Claude {}", b.display_name)))
                 .unwrap_or_else(|| r.id.clone());
-            let mut entry = json!({"type": "model", "id": r.id, "display_name": display});
+            let mut e = entry(&r.id, &display);
             if let Some(d) = &r.description {
-                entry["description"] = Value::String(d.clone());
+                e["description"] = Value::String(d.clone());
             }
             seen.push(normalize(&r.id));
-            data.push(entry);
+            data.push(e);
         }
         if self.config.auto_include_builtin {
             for b in BUILTIN.iter().filter(|b| b.listed) {
                 if !seen.iter().any(|s| s == b.id) {
-                    data.push(json!({
-                        "type": "model",
-                        "id": b.id,
-                        "display_name": format!("Claude {}", b.display_name),
-                    }));
+                    data.push(entry(b.id, &format!("Claude {}", b.display_name)));
                 }
             }
         }
-        let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-        let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-        json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
+        list_body(data)
     }
+}
+
+/// The `/v1/models` list around `data`: Anthropic's paging fields and OpenAI's `object`.
+pub fn list_body(data: Vec<Value>) -> Value {
+    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    json!({"object": "list", "data": data, "has_more": false, "first_id": first, "last_id": last})
+}
+
+/// One model in both shapes: Anthropic's `type`, `id`, `display_name`, `created_at` (RFC
+/// 3339) and OpenAI's `object`, `created` (unix seconds), `owned_by`. The date is the one
+/// in the model's dated id (`claude-sonnet-4-5-20250929`); a model without one (an
+/// operator's own id, or a built-in model known only by its alias) gets the Unix epoch,
+/// which says "unknown" rather than inventing a release date.
+pub fn entry(id: &str, display_name: &str) -> Value {
+    let known = builtin(id);
+    let date = std::iter::once(id)
+        .chain(known.map(|b| b.aliases).unwrap_or_default().iter().copied())
+        .find_map(release_date)
+        .unwrap_or_default();
+    let created = date
+        .and_hms_opt(0, 0, 0)
+        .map_or(0, |t| t.and_utc().timestamp());
+    json!({
+        "type": "model",
+        "object": "model",
+        "id": id,
+        "display_name": display_name,
+        "created_at": format!("{}T00:00:00Z", date.format("%Y-%m-%d")),
+        "created": created,
+        "owned_by": if known.is_some() { "anthropic" } else { "gatehouse" },
+    })
+}
+
+/// The date of a dated model id's `-YYYYMMDD` suffix.
+fn release_date(id: &str) -> Option<chrono::NaiveDate> {
+    let (_, tail) = id.rsplit_once('-')?;
+    if tail.len() != 8 {
+        return None;
+    }
+    chrono::NaiveDate::parse_from_str(tail, "%Y%m%d").ok()
 }
 
 #[cfg(test)]

@@ -161,10 +161,5 @@ pub fn models_response(gw: &Gateway, principal: &Principal) -> Response<Body> {
         _ => (None, &[]),
     };
     let data = visible_models(gw, policy, groups);
-    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
-    crate::edge::json_response(
-        StatusCode::OK,
-        json!({"data": data, "has_more": false, "first_id": first, "last_id": last}),
-    )
+    crate::edge::json_response(StatusCode::OK, crate::models::list_body(data))
 }

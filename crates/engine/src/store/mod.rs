@@ -83,7 +83,7 @@ pub struct UsageRecord {
     pub request_id: String,
     pub created_at: DateTime<Utc>,
     pub principal: String,
-    /// `messages` or `count_tokens`.
+    /// `messages`, `count_tokens` or `chat_completions` (the OpenAI front door).
     pub endpoint: String,
     /// The model as the caller asked for it.
     pub model: String,
