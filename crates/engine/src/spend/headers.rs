@@ -118,7 +118,7 @@ pub fn unavailable() -> ApiError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
     use chrono::TimeZone;
 
