@@ -158,6 +158,7 @@ pub fn upstream(
         headers: None,
         groups: None,
         models: None,
+        max_tokens_field: None,
     };
     let mut up = gatehouse_engine::config::upstream::from_raw(&raw, index)
         .map_err(|e| AppError::BadInput(e.to_string()))?;

@@ -193,6 +193,10 @@ pub struct RawUpstream {
     pub groups: Option<Vec<String>>,
     /// The only model ids sent to this upstream (case-insensitive, one `*` wildcard).
     pub models: Option<Vec<String>>,
+    /// openai: the field that carries the output limit, `max_tokens` or
+    /// `max_completion_tokens` (default: `max_completion_tokens` for o1/o3/o4/gpt-5 ids,
+    /// else `max_tokens`).
+    pub max_tokens_field: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -249,7 +253,7 @@ impl RawProvider {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamAuth {
-    /// Sent as `x-api-key` (anthropic, foundry).
+    /// Sent as `x-api-key` (anthropic, foundry); openai: sent as `Authorization: Bearer`.
     pub api_key: Option<String>,
     /// Sent as `Authorization: Bearer` (OAuth or gateway tokens).
     pub auth_token: Option<String>,

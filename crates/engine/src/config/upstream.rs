@@ -31,6 +31,8 @@ pub enum Provider {
     Vertex(VertexConfig),
     /// Claude on Microsoft Foundry (the Messages API under `/anthropic`).
     Foundry(FoundryConfig),
+    /// Any OpenAI-compatible Chat Completions API, translated both ways.
+    OpenAi(OpenAiConfig),
 }
 
 impl Provider {
@@ -40,6 +42,7 @@ impl Provider {
             Provider::Bedrock(_) => "bedrock",
             Provider::Vertex(_) => "vertex",
             Provider::Foundry(_) => "foundry",
+            Provider::OpenAi(_) => "openai",
         }
     }
 }
@@ -128,6 +131,47 @@ pub enum GoogleAuth {
 #[derive(Debug, Clone)]
 pub struct FoundryConfig {
     pub resource: String,
+}
+
+/// `provider: openai`: the key is the upstream's `credential` (sent as
+/// `Authorization: Bearer`); `base_url` includes the version path.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Which request field carries the output limit; `None`: by model id
+    /// ([`TokenField::for_model`]).
+    pub token_field: Option<TokenField>,
+}
+
+/// The Chat Completions field that carries `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenField {
+    /// `max_tokens` (most OpenAI-compatible servers, older OpenAI models).
+    MaxTokens,
+    /// `max_completion_tokens` (OpenAI's reasoning models: o1, o3, o4, gpt-5).
+    MaxCompletionTokens,
+}
+
+impl TokenField {
+    /// OpenAI's o-series and gpt-5 models refuse `max_tokens`; everything else takes it.
+    pub fn for_model(model: &str) -> Self {
+        let id = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+        let reasoning = ["o1", "o3", "o4"]
+            .iter()
+            .any(|p| id == *p || id.starts_with(&format!("{p}-")))
+            || id.starts_with("gpt-5");
+        if reasoning {
+            TokenField::MaxCompletionTokens
+        } else {
+            TokenField::MaxTokens
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenField::MaxTokens => "max_tokens",
+            TokenField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
 }
 
 /// The Anthropic API's origin (the default `base_url` of `provider: anthropic`).
@@ -275,6 +319,12 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         ("guardrail_trace", u.guardrail_trace.is_some()),
         ("assume_role", u.assume_role.is_some()),
     ];
+    if u.max_tokens_field.is_some() && u.provider != RawProvider::OpenAi {
+        return Err(ConfigError::at(
+            &at("max_tokens_field"),
+            "only openai upstreams take it",
+        ));
+    }
     if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
         && u.provider != RawProvider::Bedrock
     {
@@ -327,7 +377,8 @@ fn provider(
         RawProvider::Bedrock => bedrock(u, &keys, at)?,
         RawProvider::Vertex => vertex(u, &keys, at)?,
         RawProvider::Foundry => foundry(u, &keys, at)?,
-        other @ (RawProvider::AnthropicAws | RawProvider::OpenAi) => {
+        RawProvider::OpenAi => openai(u, &keys, at)?,
+        other @ RawProvider::AnthropicAws => {
             return Err(ConfigError::not_supported(&format!(
                 "{} (provider {})",
                 at("provider"),
@@ -446,6 +497,46 @@ fn foundry(
         Provider::Foundry(FoundryConfig { resource }),
         base,
         Some(credential),
+    ))
+}
+
+/// `provider: openai`: a Chat Completions base URL (required: there is no default
+/// provider), the key sent as Bearer, the output-limit field.
+fn openai(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(at, &["api_key"])?;
+    let Some(base) = u.base_url.as_deref() else {
+        return Err(ConfigError::at(
+            &at("base_url"),
+            "required for openai upstreams (with the version path, e.g. https://api.deepseek.com/v1)",
+        ));
+    };
+    let token_field = match u.max_tokens_field.as_deref() {
+        None => None,
+        Some("max_tokens") => Some(TokenField::MaxTokens),
+        Some("max_completion_tokens") => Some(TokenField::MaxCompletionTokens),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("max_tokens_field"),
+                "must be `max_tokens` or `max_completion_tokens`",
+            ));
+        }
+    };
+    // Local servers (Ollama, LM Studio, vLLM) often take no key.
+    let credential = u
+        .auth
+        .api_key
+        .as_deref()
+        .map(|k| non_empty_secret(k, &at("auth.api_key")))
+        .transpose()?
+        .map(|k| UpstreamCredential::fixed(CredentialScheme::Bearer, k));
+    Ok((
+        Provider::OpenAi(OpenAiConfig { token_field }),
+        base.to_owned(),
+        credential,
     ))
 }
 
