@@ -16,6 +16,7 @@ mod hostile;
 mod identity;
 mod idp_outage;
 mod inference;
+mod openai_upstream;
 mod otlp;
 mod policy;
 mod postgres;
