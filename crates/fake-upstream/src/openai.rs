@@ -35,7 +35,12 @@ pub const TOOL_OUTPUT: &str = "gatehouse-ok";
 /// The plain text answer.
 pub const TEXT_ANSWER: &str = "Hello from the fake OpenAI upstream.";
 
-pub(crate) fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response<FakeBody> {
+pub(crate) fn error(
+    status: StatusCode,
+    kind: &str,
+    code: &str,
+    message: &str,
+) -> Response<FakeBody> {
     let body = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
     json_response(status, Bytes::from(body.to_string()))
 }
@@ -76,7 +81,10 @@ fn reply(body: &Value, n: u64) -> Result<Reply, String> {
         return Err("you must provide a model parameter".into());
     }
     if let Some(output) = check_tool_messages(messages)? {
-        return Ok(Reply::Text(format!("The command printed: {}", output.trim())));
+        return Ok(Reply::Text(format!(
+            "The command printed: {}",
+            output.trim()
+        )));
     }
     let offers_bash = body["tools"]
         .as_array()
@@ -125,7 +133,8 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
             let message = message.unwrap_or_else(|| "Injected by the fake upstream".to_owned());
             let mut resp = error(status, "invalid_request_error", &code, &message);
             if let Some(secs) = retry_after {
-                resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+                resp.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(secs));
             }
             return Ok(resp);
         }
@@ -133,7 +142,12 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
     let reply = match reply(body, n) {
         Ok(r) => r,
         Err(m) => {
-            return Ok(error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_value", &m));
+            return Ok(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_value",
+                &m,
+            ));
         }
     };
     let model = body["model"].as_str().unwrap_or_default();
@@ -141,7 +155,14 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
     let id = format!("chatcmpl-fake{n}");
     if body["stream"] == true {
         let usage_chunk = body["stream_options"]["include_usage"] == true;
-        return Ok(stream(&id, model, &reply, reasoning, usage_chunk, fault_after));
+        return Ok(stream(
+            &id,
+            model,
+            &reply,
+            reasoning,
+            usage_chunk,
+            fault_after,
+        ));
     }
     let mut message = json!({"role": "assistant", "content": null});
     if let Some(r) = reasoning {
@@ -165,7 +186,10 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
         "usage": usage(),
     });
-    Ok(json_response(StatusCode::OK, Bytes::from(completion.to_string())))
+    Ok(json_response(
+        StatusCode::OK,
+        Bytes::from(completion.to_string()),
+    ))
 }
 
 /// The whole stream as one body (the fake does not pace it).
@@ -189,7 +213,10 @@ fn stream(
     }
     let finish = match reply {
         Reply::Text(t) => {
-            let mid = t.char_indices().nth(t.chars().count() / 2).map_or(0, |(i, _)| i);
+            let mid = t
+                .char_indices()
+                .nth(t.chars().count() / 2)
+                .map_or(0, |(i, _)| i);
             deltas.push(json!({"content": &t[..mid]}));
             deltas.push(json!({"content": &t[mid..]}));
             "stop"
@@ -197,8 +224,10 @@ fn stream(
         Reply::ToolCall { id } => {
             let args = arguments();
             let (a, b) = args.split_at(args.len() / 2);
-            deltas.push(json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
-                "function": {"name": "Bash", "arguments": ""}}]}));
+            deltas.push(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": "Bash", "arguments": ""}}]}),
+            );
             deltas.push(json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}));
             deltas.push(json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}));
             "tool_calls"
@@ -208,7 +237,8 @@ fn stream(
     let mut push = |v: &Value| out.push_str(&format!("data: {v}\n\n"));
     for (i, d) in deltas.into_iter().enumerate() {
         if fault_after.is_some_and(|n| i > n as usize) {
-            let e = json!({"error": {"message": "Overloaded", "type": "server_error", "code": 503}});
+            let e =
+                json!({"error": {"message": "Overloaded", "type": "server_error", "code": 503}});
             push(&e);
             return sse_response(out);
         }

@@ -159,6 +159,7 @@ pub fn upstream(
         groups: None,
         models: None,
         max_tokens_field: None,
+        max_output_tokens: None,
     };
     let mut up = gatehouse_engine::config::upstream::from_raw(&raw, index)
         .map_err(|e| AppError::BadInput(e.to_string()))?;

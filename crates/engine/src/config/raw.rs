@@ -197,6 +197,9 @@ pub struct RawUpstream {
     /// `max_completion_tokens` (default: `max_completion_tokens` for o1/o3/o4/gpt-5 ids,
     /// else `max_tokens`).
     pub max_tokens_field: Option<String>,
+    /// openai: the most output tokens this upstream's models allow (e.g. 8192 for
+    /// DeepSeek); a larger `max_tokens` is lowered to it and named in `route_reason`.
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

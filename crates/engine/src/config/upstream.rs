@@ -140,6 +140,8 @@ pub struct OpenAiConfig {
     /// Which request field carries the output limit; `None`: by model id
     /// ([`TokenField::for_model`]).
     pub token_field: Option<TokenField>,
+    /// The upstream's output limit (`max_output_tokens`): a larger `max_tokens` is lowered.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// The Chat Completions field that carries `max_tokens`.
@@ -154,7 +156,11 @@ pub enum TokenField {
 impl TokenField {
     /// OpenAI's o-series and gpt-5 models refuse `max_tokens`; everything else takes it.
     pub fn for_model(model: &str) -> Self {
-        let id = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+        let id = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
         let reasoning = ["o1", "o3", "o4"]
             .iter()
             .any(|p| id == *p || id.starts_with(&format!("{p}-")))
@@ -319,11 +325,14 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         ("guardrail_trace", u.guardrail_trace.is_some()),
         ("assume_role", u.assume_role.is_some()),
     ];
-    if u.max_tokens_field.is_some() && u.provider != RawProvider::OpenAi {
-        return Err(ConfigError::at(
-            &at("max_tokens_field"),
-            "only openai upstreams take it",
-        ));
+    let openai_only = [
+        ("max_tokens_field", u.max_tokens_field.is_some()),
+        ("max_output_tokens", u.max_output_tokens.is_some()),
+    ];
+    if let Some((key, _)) = openai_only.iter().find(|(_, set)| *set)
+        && u.provider != RawProvider::OpenAi
+    {
+        return Err(ConfigError::at(&at(key), "only openai upstreams take it"));
     }
     if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
         && u.provider != RawProvider::Bedrock
@@ -525,6 +534,12 @@ fn openai(
             ));
         }
     };
+    if u.max_output_tokens == Some(0) {
+        return Err(ConfigError::at(
+            &at("max_output_tokens"),
+            "must be at least 1",
+        ));
+    }
     // Local servers (Ollama, LM Studio, vLLM) often take no key.
     let credential = u
         .auth
@@ -534,7 +549,10 @@ fn openai(
         .transpose()?
         .map(|k| UpstreamCredential::fixed(CredentialScheme::Bearer, k));
     Ok((
-        Provider::OpenAi(OpenAiConfig { token_field }),
+        Provider::OpenAi(OpenAiConfig {
+            token_field,
+            max_output_tokens: u.max_output_tokens,
+        }),
         base.to_owned(),
         credential,
     ))

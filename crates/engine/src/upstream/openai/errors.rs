@@ -37,7 +37,8 @@ pub fn too_long_message(message: &str) -> String {
             .parse()
             .ok()
     };
-    match (after("resulted in"), after("maximum context length is")) {
+    let asked = after("resulted in").or_else(|| after("you requested"));
+    match (asked, after("maximum context length is")) {
         (Some(n), Some(max)) => format!("prompt is too long: {n} tokens > {max} maximum"),
         _ => "prompt is too long: the conversation exceeds the upstream model's context window"
             .to_owned(),
@@ -97,4 +98,86 @@ pub fn stream_error(error: &Value) -> (&'static str, String) {
         _ => "api_error",
     };
     (kind, errors::caller_message(status, None, None))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use bytes::Bytes;
+
+    async fn cleaned(status: u16, body: Value, retry: Option<&str>) -> (Answer, Value) {
+        let mut a = Answer::json(
+            StatusCode::from_u16(status).unwrap(),
+            Bytes::from(body.to_string()),
+        );
+        if let Some(r) = retry {
+            a.headers
+                .insert(header::RETRY_AFTER, http::HeaderValue::from_str(r).unwrap());
+        }
+        let mut out = clean("up", a).await;
+        let body = std::mem::replace(&mut out.body, Box::pin(futures_util::stream::empty()));
+        let bytes: Vec<Bytes> = futures_util::StreamExt::collect::<Vec<_>>(body)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        (out, serde_json::from_slice(&bytes.concat()).unwrap())
+    }
+
+    fn openai_error(message: &str, code: &str) -> Value {
+        serde_json::json!({"error": {"message": message, "type": "x", "code": code}})
+    }
+
+    #[tokio::test]
+    async fn statuses_map_to_anthropic_types_without_the_provider_words() {
+        let secret = "Rate limit reached for org-acct-secret in project proj_42";
+        let (a, v) = cleaned(429, openai_error(secret, "rate_limit_exceeded"), Some("12")).await;
+        assert_eq!(a.status, 429);
+        assert_eq!(a.headers[header::RETRY_AFTER], "12");
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["error"]["type"], "rate_limit_error");
+        assert!(!v.to_string().contains("acct-secret"), "{v}");
+        for (status, kind) in [
+            (401, "authentication_error"),
+            (403, "permission_error"),
+            (404, "not_found_error"),
+            (500, "api_error"),
+            (503, "api_error"),
+            (422, "invalid_request_error"),
+        ] {
+            let (a, v) = cleaned(status, openai_error(secret, "x"), Some("5")).await;
+            assert_eq!(v["error"]["type"], kind, "{status}");
+            assert!(a.headers.get(header::RETRY_AFTER).is_none(), "{status}");
+            assert!(!v.to_string().contains("acct-secret"), "{v}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_context_overflow_reads_prompt_is_too_long() {
+        let m = "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens (60000 in the messages, 10000 in the completion).";
+        let (a, v) = cleaned(400, openai_error(m, "context_length_exceeded"), None).await;
+        assert_eq!(a.status, 400);
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("prompt is too long: "),
+            "{v}"
+        );
+        // Without the code, the wording alone is enough (vLLM, Ollama).
+        let (_, v) = cleaned(
+            400,
+            serde_json::json!({"message": "input exceeds the context window"}),
+            None,
+        )
+        .await;
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("prompt is too long")
+        );
+    }
 }

@@ -42,8 +42,8 @@ fn check(kind: &str, expected_name: &str, actual: &Value) {
     if !path.exists() && std::env::var("GOLDEN_BLESS").is_ok() {
         std::fs::write(&path, serde_json::to_string_pretty(actual).unwrap() + "\n").unwrap();
     }
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing {}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {}", path.display()));
     let expected: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         &expected,
@@ -93,7 +93,11 @@ fn streams() {
             events.extend(t.data(&rest));
         }
         events.extend(t.finish());
-        check("stream", &format!("{case}.events.json"), &Value::Array(events));
+        check(
+            "stream",
+            &format!("{case}.events.json"),
+            &Value::Array(events),
+        );
     }
 }
 
@@ -108,10 +112,26 @@ fn not_a_messages_body_is_refused() {
 
 #[test]
 fn token_field_follows_the_model() {
-    for m in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "openai/gpt-5-mini"] {
-        assert_eq!(TokenField::for_model(m), TokenField::MaxCompletionTokens, "{m}");
+    for m in [
+        "o1",
+        "o3-mini",
+        "o4-mini-2025-04-16",
+        "gpt-5",
+        "openai/gpt-5-mini",
+    ] {
+        assert_eq!(
+            TokenField::for_model(m),
+            TokenField::MaxCompletionTokens,
+            "{m}"
+        );
     }
-    for m in ["gpt-4o", "deepseek-chat", "qwen3-coder", "o1x", "llama3.1:8b"] {
+    for m in [
+        "gpt-4o",
+        "deepseek-chat",
+        "qwen3-coder",
+        "o1x",
+        "llama3.1:8b",
+    ] {
         assert_eq!(TokenField::for_model(m), TokenField::MaxTokens, "{m}");
     }
 }

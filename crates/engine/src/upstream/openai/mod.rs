@@ -34,6 +34,7 @@ pub struct OpenAi {
     name: String,
     url: Url,
     token_field: Option<TokenField>,
+    max_output_tokens: Option<u64>,
     ping: Duration,
 }
 
@@ -52,8 +53,17 @@ impl OpenAi {
             name: config.name.clone(),
             url,
             token_field: openai.token_field,
+            max_output_tokens: openai.max_output_tokens,
             ping,
         }
+    }
+
+    /// Lowers the output limit to `max_output_tokens`; the note says from what.
+    fn lower_max_tokens(&self, body: &mut Value, field: TokenField) -> Option<String> {
+        let cap = self.max_output_tokens?;
+        let asked = body[field.as_str()].as_u64().filter(|n| *n > cap)?;
+        body[field.as_str()] = json!(cap);
+        Some(format!("openai: max_tokens {asked} lowered to {cap}"))
     }
 
     fn headers(&self, call: &Call<'_>) -> HeaderMap {
@@ -103,14 +113,19 @@ impl Upstream for OpenAi {
             .token_field
             .unwrap_or_else(|| TokenField::for_model(call.model));
         let stream = call.stream && call.op == Operation::Messages;
-        let translated = match request::translate(&body, call.model, field, stream) {
+        let mut translated = match request::translate(&body, call.model, field, stream) {
             Ok(t) => t,
             Err(e) => return Ok(bad_request(&e.0)),
         };
         if call.op == Operation::CountTokens {
             return Ok(count_answer(translated.body).await);
         }
-        let notes = notes(&translated.dropped);
+        let mut notes = notes(&translated.dropped);
+        let betas = super::capabilities::betas(call.headers);
+        notes.extend(super::capabilities::plan("openai", &betas).notes(&[]));
+        if let Some(lowered) = self.lower_max_tokens(&mut translated.body, field) {
+            notes.push(lowered);
+        }
         let bytes = Bytes::from(translated.body.to_string());
         let request = self
             .client

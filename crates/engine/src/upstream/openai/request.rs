@@ -47,7 +47,9 @@ pub fn translate(
     stream: bool,
 ) -> Result<Translated, RequestError> {
     let Some(obj) = body.as_object() else {
-        return Err(RequestError("the request body must be a JSON object".into()));
+        return Err(RequestError(
+            "the request body must be a JSON object".into(),
+        ));
     };
     let mut t = Translator::default();
     let mut out = Map::new();

@@ -326,7 +326,10 @@ fn broken(mut s: State, why: &str) -> Option<(Result<Bytes, BodyError>, State)> 
     s.done = true;
     s.queue.clear();
     Some((
-        Ok(sse::error_frame("api_error", "the upstream stream was interrupted")),
+        Ok(sse::error_frame(
+            "api_error",
+            "the upstream stream was interrupted",
+        )),
         s,
     ))
 }
