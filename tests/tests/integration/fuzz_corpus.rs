@@ -74,3 +74,8 @@ fn claude_settings() {
         gatehouse_desktop::fuzzing::claude_settings(dir.path(), data)
     });
 }
+
+#[test]
+fn openai_answer() {
+    run("openai_answer", gatehouse_engine::fuzzing::openai_answer);
+}
