@@ -417,3 +417,42 @@ async fn dropped_fields_are_named_and_upstream_errors_are_cleaned() {
             .any(|e| e.to_string().contains("acct-secret"))
     );
 }
+
+#[tokio::test]
+async fn output_limit_lowered_and_a_broken_stream_ends_in_an_error_event() {
+    let gw = TestGateway::start_with(FakeConfig::default(), |url, db| {
+        openai_yaml(url, db).replace(
+            "    auth: {api_key:",
+            "    max_output_tokens: 8192\n    max_tokens_field: max_completion_tokens\n    auth: {api_key:",
+        )
+    })
+    .await;
+    let mut body = gatehouse_tests::sonnet(true);
+    body["max_tokens"] = json!(64000);
+    let r = gw.messages(body.clone()).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("event: message_stop"), "{text}");
+    let sent = &completions(&gw.fake)[0].body;
+    assert_eq!(sent["max_completion_tokens"], 8192);
+    assert!(sent.get("max_tokens").is_none());
+    let rows = gw.usage_rows(1).await;
+    assert!(
+        rows[0]
+            .route_reason
+            .contains("openai: max_tokens 64000 lowered to 8192"),
+        "{}",
+        rows[0].route_reason
+    );
+
+    // The upstream's stream breaks after two deltas: the caller gets an `error` event.
+    gw.fake
+        .push_fault(Fault::MidStreamError { after_deltas: 1 });
+    let r = gw.messages(body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("event: error"), "{text}");
+    assert!(!text.contains("event: message_stop"), "{text}");
+    let rows = gw.usage_rows(2).await;
+    assert_eq!(rows.len(), 2);
+}

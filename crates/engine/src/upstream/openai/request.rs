@@ -76,11 +76,17 @@ pub fn translate(
         ("top_p", "top_p"),
         ("stop_sequences", "stop"),
     ] {
-        if let Some(v) = obj.get(from).filter(|v| !v.is_null()) {
+        // `null` and `[]` mean "not set"; some servers refuse them.
+        let set = |v: &&Value| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty());
+        if let Some(v) = obj.get(from).filter(set) {
             out.insert(to.into(), v.clone());
         }
     }
-    if let Some(user) = obj.get("metadata").and_then(|m| m.get("user_id")) {
+    if let Some(user) = obj
+        .get("metadata")
+        .and_then(|m| m.get("user_id"))
+        .filter(|u| u.as_str().is_some_and(|s| !s.is_empty()))
+    {
         out.insert("user".into(), user.clone());
     }
     let has_tools = t.tools(obj.get("tools"), &mut out);

@@ -333,3 +333,67 @@ fn broken(mut s: State, why: &str) -> Option<(Result<Bytes, BodyError>, State)> 
         s,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The byte-level translation with pings: a silent upstream gets `event: ping`, the
+    /// events arrive as SSE frames, and the end closes the message.
+    #[tokio::test(start_paused = true)]
+    async fn silence_gets_pings_and_chunks_become_frames() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, BodyError>>(4);
+        let upstream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+        .boxed();
+        let mut out = sse::with_pings(translate(upstream, "m"), Duration::from_secs(15));
+        tokio::spawn(async move {
+            let first = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+            tx.send(Ok(Bytes::from(first))).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            let rest = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+            tx.send(Ok(Bytes::from(rest))).await.unwrap();
+        });
+        let mut frames = Vec::new();
+        while let Some(frame) = out.next().await {
+            frames.push(String::from_utf8(frame.unwrap().to_vec()).unwrap());
+        }
+        let kinds: Vec<&str> = frames
+            .iter()
+            .map(|f| f.lines().next().unwrap().trim_start_matches("event: "))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "ping",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_broken_upstream_ends_with_an_error_event() {
+        let chunks: Vec<Result<Bytes, BodyError>> = vec![
+            Ok(Bytes::from_static(
+                b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            )),
+            Err(BodyError("connection reset".into())),
+        ];
+        let out: Vec<Bytes> = translate(futures_util::stream::iter(chunks).boxed(), "m")
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let last = String::from_utf8(out.last().unwrap().to_vec()).unwrap();
+        assert!(last.starts_with("event: error\n"), "{last}");
+        assert!(!last.contains("connection reset"), "{last}");
+    }
+}
