@@ -7,7 +7,8 @@
 //! a request with `role: tool` messages is checked like OpenAI does (each must answer a
 //! `tool_calls` id of an earlier assistant message, else 400) and answered with text that
 //! quotes the last tool output. Anything else gets a plain text answer. A model id
-//! containing `reason` also gets `reasoning_content`. Usage is fixed: 120 prompt tokens
+//! containing `reason` also gets `reasoning_content`; one containing `nostream` answers
+//! JSON even when asked to stream. Usage is fixed: 120 prompt tokens
 //! (20 of them cached) and 9 completion tokens.
 //!
 //! Faults apply as on the Anthropic face, with OpenAI's error body (`error.message`,
@@ -153,7 +154,8 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
     let model = body["model"].as_str().unwrap_or_default();
     let reasoning = model.contains("reason").then_some("Thinking about it.");
     let id = format!("chatcmpl-fake{n}");
-    if body["stream"] == true {
+    // Some servers ignore `stream`: a model id containing `nostream` answers JSON anyway.
+    if body["stream"] == true && !model.contains("nostream") {
         let usage_chunk = body["stream_options"]["include_usage"] == true;
         return Ok(stream(
             &id,

@@ -456,3 +456,34 @@ async fn output_limit_lowered_and_a_broken_stream_ends_in_an_error_event() {
     let rows = gw.usage_rows(2).await;
     assert_eq!(rows.len(), 2);
 }
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_still_streams_to_the_caller() {
+    let gw = TestGateway::start_with(FakeConfig::default(), |url, db| {
+        format!(
+            "{}models:\n  - {{id: claude-sonnet-4-6, upstream_model: {{compat: fake-nostream}}}}\n",
+            openai_yaml(url, db)
+        )
+    })
+    .await;
+    let r = gw
+        .messages(gatehouse_tests::sonnet(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let text = r.text().await.unwrap();
+    assert!(text.starts_with("event: message_start"), "{text}");
+    assert!(
+        text.contains("Hello from the fake OpenAI upstream."),
+        "{text}"
+    );
+    assert!(text.contains("event: message_stop"), "{text}");
+    let sent = &completions(&gw.fake)[0].body;
+    assert_eq!(sent["model"], "fake-nostream");
+    assert_eq!(sent["stream"], true);
+    let rows = gw.usage_rows(1).await;
+    assert_eq!((rows[0].input_tokens, rows[0].output_tokens), (100, 9));
+    assert_eq!(rows[0].usage_source, "reported");
+}

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use url::Url;
@@ -90,6 +91,47 @@ impl OpenAi {
     }
 }
 
+impl OpenAi {
+    /// A server that ignored `stream: true` and answered JSON: its Message as events.
+    async fn whole_as_stream(&self, answer: Answer, model: &str) -> Answer {
+        let translated = completion(&self.name, answer, model).await;
+        if !translated.status.is_success() {
+            return translated;
+        }
+        let bytes = translated.read_limited(MAX_COMPLETION).await;
+        let message: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let frames: Vec<Result<Bytes, super::BodyError>> = stream::from_message(&message)
+            .iter()
+            .map(|e| Ok(sse::frame(e.to_string().as_bytes())))
+            .collect();
+        sse_answer(futures_util::stream::iter(frames).boxed())
+    }
+}
+
+/// A JSON body (anything else, SSE or an unlabelled body, is read as a stream).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("json"))
+}
+
+fn sse_answer(body: super::BodyStream) -> Answer {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Answer {
+        status: StatusCode::OK,
+        headers,
+        body,
+        notes: Vec::new(),
+        estimated: false,
+    }
+}
+
 /// The notes for `route_reason`: what had no equivalent upstream.
 fn notes(dropped: &std::collections::BTreeSet<String>) -> Vec<String> {
     if dropped.is_empty() {
@@ -142,21 +184,11 @@ impl Upstream for OpenAi {
         let answer = Answer::from_http(response);
         let mut out = if !answer.status.is_success() {
             errors::clean(&self.name, answer).await
+        } else if stream && is_json(&answer.headers) {
+            self.whole_as_stream(answer, call.model).await
         } else if stream {
             let body = stream::translate(answer.body, call.model);
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            Answer {
-                status: StatusCode::OK,
-                headers,
-                body: sse::with_pings(body, self.ping),
-                notes: Vec::new(),
-                estimated: false,
-            }
+            sse_answer(sse::with_pings(body, self.ping))
         } else {
             completion(&self.name, answer, call.model).await
         };

@@ -222,6 +222,47 @@ impl Translator {
     }
 }
 
+/// The events of a whole Message (a server that ignored `stream: true` and answered one
+/// JSON completion): each block in one delta.
+pub fn from_message(message: &Value) -> Vec<Value> {
+    let mut start = message.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    start["usage"]["output_tokens"] = json!(0);
+    let mut out = vec![json!({"type": "message_start", "message": start})];
+    for (index, block) in message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let (empty, delta) = match block["type"].as_str() {
+            Some("thinking") => (
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+            ),
+            Some("tool_use") => (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            ),
+            _ => (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            ),
+        };
+        out.push(json!({"type": "content_block_start", "index": index, "content_block": empty}));
+        out.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        out.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    out.push(json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
+        "usage": message["usage"],
+    }));
+    out.push(json!({"type": "message_stop"}));
+    out
+}
+
 /// Splits SSE bytes into the `data` of each event.
 #[derive(Default)]
 pub struct DataLines {
@@ -378,6 +419,22 @@ mod tests {
                 "message_stop"
             ]
         );
+    }
+
+    #[test]
+    fn a_whole_message_becomes_its_events() {
+        let completion = serde_json::json!({"id": "x", "choices": [{"message": {
+            "reasoning_content": "r", "content": "hi",
+            "tool_calls": [{"id": "c1", "function": {"name": "Bash", "arguments": "{\"a\":1}"}}]
+        }, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 5, "completion_tokens": 2}});
+        let message = super::super::response::translate(&completion, "m");
+        let events = from_message(&message);
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds.len(), 1 + 3 * 3 + 2);
+        assert_eq!(events[0]["message"]["content"], serde_json::json!([]));
+        assert_eq!(events[8]["delta"]["partial_json"], "{\"a\":1}");
+        assert_eq!(events[10]["delta"]["stop_reason"], "tool_use");
+        assert_eq!(events[10]["usage"]["input_tokens"], 5);
     }
 
     #[tokio::test]
