@@ -7,8 +7,10 @@
 //! a request with `role: tool` messages is checked like OpenAI does (each must answer a
 //! `tool_calls` id of an earlier assistant message, else 400) and answered with text that
 //! quotes the last tool output. Anything else gets a plain text answer. A model id
-//! containing `reason` also gets `reasoning_content`; one containing `nostream` answers
-//! JSON even when asked to stream. Usage is fixed: 120 prompt tokens
+//! containing `reason` also gets `reasoning_content` and, like DeepSeek's thinking mode,
+//! refuses (400) an assistant message with `tool_calls` that does not bring its
+//! `reasoning_content` back; one containing `nostream` answers JSON even when asked to
+//! stream. Usage is fixed: 120 prompt tokens
 //! (20 of them cached) and 9 completion tokens.
 //!
 //! Faults apply as on the Anthropic face, with OpenAI's error body (`error.message`,
@@ -80,6 +82,17 @@ fn reply(body: &Value, n: u64) -> Result<Reply, String> {
     };
     if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("you must provide a model parameter".into());
+    }
+    // DeepSeek's thinking mode: the reasoning of a turn that called tools must come back.
+    let reasoner = body["model"].as_str().is_some_and(|m| m.contains("reason"));
+    if reasoner
+        && let Some(i) = messages.iter().position(|m| {
+            m["tool_calls"].is_array() && m["reasoning_content"].as_str().is_none_or(str::is_empty)
+        })
+    {
+        return Err(format!(
+            "messages[{i}]: the reasoning_content in the thinking mode must be passed back to the API"
+        ));
     }
     if let Some(output) = check_tool_messages(messages)? {
         return Ok(Reply::Text(format!(

@@ -487,3 +487,74 @@ async fn a_server_that_ignores_stream_still_streams_to_the_caller() {
     assert_eq!((rows[0].input_tokens, rows[0].output_tokens), (100, 9));
     assert_eq!(rows[0].usage_source, "reported");
 }
+
+#[tokio::test]
+async fn claude_code_hands_a_reasoning_models_thinking_back() {
+    let claude = e2e_bin("claude");
+    require(&claude);
+    let gw = TestGateway::start_with(FakeConfig::default(), |url, db| {
+        format!(
+            "{}models:\n  - {{id: fake-reasoner, upstream_model: {{compat: fake-reasoner}}}}\n",
+            openai_yaml(url, db)
+        )
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let base = gw.handle.base_url();
+    // A DeepSeek-style reasoner: its thinking comes back as a `thinking` block, and the
+    // fake refuses the follow-up unless that thinking returns as `reasoning_content`.
+    let out = Command::new(&claude)
+        .args([
+            "-p",
+            "Run the marker command with Bash and tell me what it printed.",
+            "--model",
+            "fake-reasoner",
+            "--allowedTools",
+            "Bash",
+            "--output-format",
+            "json",
+        ])
+        .current_dir(work.path())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("ANTHROPIC_BASE_URL", &base)
+        .env("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .env("ANTHROPIC_DEFAULT_HAIKU_MODEL", "fake-reasoner")
+        .env("ANTHROPIC_SMALL_FAST_MODEL", "fake-reasoner")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(150), out)
+        .await
+        .expect("claude -p finished within 150 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "claude failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("The command printed: {TOOL_OUTPUT}")),
+        "{stdout}"
+    );
+    let reqs = completions(&gw.fake);
+    let handed_back = reqs.iter().any(|r| {
+        r.body["model"] == "fake-reasoner"
+            && r.body["messages"].as_array().is_some_and(|m| {
+                m.iter().any(|m| {
+                    m["tool_calls"].is_array() && m["reasoning_content"] == "Thinking about it."
+                })
+            })
+    });
+    assert!(handed_back, "{reqs:?}");
+}

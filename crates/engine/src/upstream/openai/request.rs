@@ -287,7 +287,8 @@ impl Translator {
         }
     }
 
-    /// An assistant turn: text joined, `tool_use` as `tool_calls`, thinking dropped.
+    /// An assistant turn: text joined, `tool_use` as `tool_calls`, unsigned thinking as
+    /// `reasoning_content`, Anthropic's signed thinking dropped.
     fn assistant(&mut self, content: &Value, out: &mut Vec<Value>) {
         let blocks = match content {
             Value::String(s) => {
@@ -299,10 +300,17 @@ impl Translator {
         };
         let mut text = Vec::new();
         let mut calls = Vec::new();
+        let mut reasoning = Vec::new();
         for b in blocks {
             self.cache(b);
             match b["type"].as_str() {
                 Some("text") => text.push(b["text"].as_str().unwrap_or_default().to_owned()),
+                // Unsigned thinking came from an OpenAI-compatible model's reasoning (this
+                // translation signs nothing): it goes back as `reasoning_content`, which
+                // DeepSeek's thinking mode requires after tool calls.
+                Some("thinking") if b["signature"].as_str().is_none_or(str::is_empty) => {
+                    reasoning.push(b["thinking"].as_str().unwrap_or_default().to_owned());
+                }
                 Some("tool_use") => calls.push(json!({
                     "id": ids::to_openai(b["id"].as_str().unwrap_or_default()),
                     "type": "function",
@@ -329,6 +337,9 @@ impl Translator {
         );
         if !calls.is_empty() {
             msg.insert("tool_calls".into(), Value::Array(calls));
+        }
+        if !reasoning.is_empty() {
+            msg.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
         }
         out.push(Value::Object(msg));
     }
