@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::{Answer, Call, Operation, SendError, Upstream, sse};
-use crate::config::{CredentialScheme, OpenAiConfig, TokenField, UpstreamConfig};
+use crate::config::{OpenAiConfig, TokenField, UpstreamConfig};
 
 /// Largest JSON completion read before it is translated.
 const MAX_COMPLETION: usize = 32 * 1024 * 1024;
@@ -83,8 +83,8 @@ impl OpenAi {
         for (name, value) in call.extra_headers {
             out.insert(name.clone(), value.clone());
         }
-        // Only a Bearer key is configured for this provider.
-        if let Some((CredentialScheme::Bearer | CredentialScheme::OAuth, key)) = call.credential {
+        // Chat Completions takes its key as Bearer whatever scheme the credential names.
+        if let Some((_, key)) = call.credential {
             super::headers::bearer(&mut out, key);
         }
         out
