@@ -9,6 +9,7 @@ fn env() -> MapEnvironment {
     MapEnvironment::default()
         .with_var("ANTHROPIC_API_KEY", "sk-example")
         .with_var("CORP_PROXY_TOKEN", "corp-token")
+        .with_var("DEEPSEEK_API_KEY", "sk-deepseek-example")
         .with_var(
             "GATEHOUSE_CLIENT_KEY",
             "local-client-key-0123456789abcdef0123",
