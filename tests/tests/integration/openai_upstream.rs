@@ -406,10 +406,25 @@ async fn dropped_fields_are_named_and_upstream_errors_are_cleaned() {
         error_type: Some("server_error".into()),
         message: Some("internal error for org-acct-secret-42".into()),
     });
-    let r = gw.messages(body).send().await.unwrap();
+    let r = gw.messages(body.clone()).send().await.unwrap();
     assert_eq!(r.status(), 502);
     let text = r.text().await.unwrap();
     assert!(!text.contains("acct-secret"), "{text}");
+
+    // The operator's key refused upstream is never relayed as the caller's own 401.
+    gw.fake.push_fault(Fault::Status {
+        status: 401,
+        retry_after: None,
+        error_type: Some("invalid_api_key".into()),
+        message: Some("Incorrect API key provided: sk-oper***".into()),
+    });
+    let r = gw.messages(body).send().await.unwrap();
+    assert_eq!(r.status(), 502);
+    let text = r.text().await.unwrap();
+    assert!(
+        !text.contains("authentication_error") && !text.contains("sk-oper"),
+        "{text}"
+    );
     assert!(
         !gw.events
             .events()
