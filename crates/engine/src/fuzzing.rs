@@ -539,3 +539,88 @@ pub fn chat(data: &[u8]) {
         }
     }
 }
+
+/// An OpenAI-compatible upstream's answer (`upstream::openai`): byte 0 picks a chunk size,
+/// the rest is the body. As a stream, the Anthropic events do not depend on how the bytes
+/// are cut, there is one `message_start` first (or only an `error`), blocks open and close one at a time with
+/// consecutive indices, and the events end with `message_stop` or an `error`. As a JSON
+/// completion, the Message has a `msg_` id, a content array and a known stop reason.
+pub fn openai_answer(data: &[u8]) {
+    use crate::upstream::openai::{response, stream};
+    let Some((&cut, body)) = data.split_first() else {
+        return;
+    };
+    let events = |size: usize| {
+        let mut lines = stream::DataLines::default();
+        let mut t = stream::Translator::new("m");
+        let mut out = Vec::new();
+        for piece in body.chunks(size.max(1)) {
+            match lines.push(piece) {
+                Ok(datas) => datas.iter().for_each(|d| out.extend(t.data(d))),
+                Err(_) => return None,
+            }
+        }
+        if let Some(rest) = lines.flush() {
+            out.extend(t.data(&rest));
+        }
+        out.extend(t.finish());
+        Some(out)
+    };
+    let whole = events(body.len());
+    let cut_up = events(usize::from(cut % 16) + 1);
+    let (Some(whole), Some(cut_up)) = (whole, cut_up) else {
+        return;
+    };
+    // Generated ids (a chunk without one) differ between runs; everything else may not.
+    let strip = |events: &[Value]| -> Vec<Value> {
+        events
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                e["message"]["id"] = Value::Null;
+                e["content_block"]["id"] = Value::Null;
+                e
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(&whole),
+        strip(&cut_up),
+        "events depend on the chunking"
+    );
+    let kinds: Vec<&str> = whole.iter().filter_map(|e| e["type"].as_str()).collect();
+    // An error before anything else is the whole stream (as Anthropic's can be).
+    if kinds != ["error"] {
+        assert_eq!(kinds.first(), Some(&"message_start"), "{kinds:?}");
+        assert_eq!(kinds.iter().filter(|k| **k == "message_start").count(), 1);
+    }
+    assert!(
+        matches!(kinds.last(), Some(&"message_stop" | &"error")),
+        "{kinds:?}"
+    );
+    let (mut open, mut next) = (None::<u64>, 0u64);
+    for e in &whole {
+        let index = e["index"].as_u64();
+        match e["type"].as_str() {
+            Some("content_block_start") => {
+                assert!(open.is_none() && index == Some(next), "{whole:?}");
+                open = index;
+            }
+            Some("content_block_delta") => assert!(open.is_some() && open == index),
+            Some("content_block_stop") => {
+                assert!(open.is_some() && open == index, "{whole:?}");
+                open = None;
+                next += 1;
+            }
+            Some("message_delta" | "message_stop") => assert!(open.is_none()),
+            _ => {}
+        }
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        let m = response::translate(&v, "m");
+        assert!(m["id"].as_str().is_some_and(|id| id.starts_with("msg_")));
+        assert!(m["content"].is_array());
+        let stops = ["end_turn", "max_tokens", "tool_use", "refusal"];
+        assert!(stops.contains(&m["stop_reason"].as_str().unwrap_or_default()));
+    }
+}

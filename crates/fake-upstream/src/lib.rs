@@ -2,7 +2,8 @@
 //! benchmark instead of `api.anthropic.com`.
 //!
 //! It serves `POST /v1/messages` (SSE or JSON), `POST /v1/messages/count_tokens`
-//! and `GET /v1/models`; everything else gets a 404 Anthropic error envelope.
+//! and `GET /v1/models`, an OpenAI-compatible `POST /v1/chat/completions` that scripts a
+//! tool call (the `openai` module), and cloud faces; everything else gets a 404 Anthropic error envelope.
 //! Answers are shaped by a [`FakeConfig`], one-shot failures are injected with
 //! [`Fault`]s, and every request is recorded ([`RecordedRequest`],
 //! [`StreamRecord`]). Out-of-process users drive the same knobs through the
@@ -24,6 +25,7 @@
 mod clouds;
 mod config;
 mod control;
+mod openai;
 mod record;
 mod render;
 mod server;
@@ -38,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{FakeConfig, Fault, ToolUse, default_error_type};
+pub use openai::{TEXT_ANSWER, TOOL_COMMAND, TOOL_OUTPUT};
 pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
 
 use server::Shared;

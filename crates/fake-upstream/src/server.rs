@@ -109,7 +109,7 @@ impl Shared {
         Some(resp)
     }
 
-    fn pop_fault(&self) -> Option<Fault> {
+    pub(crate) fn pop_fault(&self) -> Option<Fault> {
         self.faults
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -256,6 +256,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         (&Method::POST, "/v1/messages") => inference(&shared, false, index, probe).await,
         (&Method::POST, "/v1/messages/count_tokens") => {
             inference(&shared, true, index, probe).await
+        }
+        (&Method::POST, "/v1/chat/completions") => {
+            let n = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+            let body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            crate::openai::serve(&shared, &body, n)
         }
         (&Method::GET, "/v1/models") => Ok(json_response(
             StatusCode::OK,

@@ -387,3 +387,80 @@ async fn preset_in_the_secret_service() {
         }
     }
 }
+
+/// An OpenAI-compatible preset (a local server, no key): Claude Code's requests are
+/// translated to Chat Completions with the mapped model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_compatible_preset_serves_claude_codes_requests() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let token = app
+        .dashboard_url()
+        .split("#token=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let desk = Desk {
+        app: app.clone(),
+        token,
+        http: reqwest::Client::new(),
+    };
+    // A local server's model must be named.
+    let (status, _) = desk
+        .call(
+            reqwest::Method::POST,
+            "providers",
+            json!({"kind": "preset", "preset": "ollama", "base_url": format!("{}/v1", fake.url())}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (status, v) = desk
+        .call(
+            reqwest::Method::POST,
+            "providers",
+            json!({"kind": "preset", "preset": "ollama", "base_url": format!("{}/v1", fake.url()),
+                   "models": {"*": "qwen3-coder:30b"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    desk.routes_to(&["anthropic", "ollama"]).await;
+    let (status, _) = desk
+        .call(reqwest::Method::POST, "providers/ollama/primary", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    desk.routes_to(&["ollama", "anthropic"]).await;
+    let local = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .unwrap();
+    let r = desk
+        .http
+        .post(format!("{}/v1/messages", app.base_url()))
+        .bearer_auth(local.expose())
+        .json(&json!({"model": "claude-sonnet-4-6", "max_tokens": 16,
+                      "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-gatehouse-upstream"], "ollama");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "message", "an Anthropic message back: {v}");
+    let sent = fake.requests().last().unwrap().clone();
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.body["model"], "qwen3-coder:30b");
+    assert!(
+        sent.headers.iter().all(|(k, _)| k != "authorization"),
+        "no key for a local server"
+    );
+    app.shutdown().await;
+}

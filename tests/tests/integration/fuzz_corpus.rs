@@ -79,3 +79,8 @@ fn claude_settings() {
 fn chat() {
     run("chat", gatehouse_engine::fuzzing::chat);
 }
+
+#[test]
+fn openai_answer() {
+    run("openai_answer", gatehouse_engine::fuzzing::openai_answer);
+}

@@ -20,6 +20,7 @@ mod idp_outage;
 mod inference;
 mod key_pools;
 mod metrics;
+mod openai_upstream;
 mod otlp;
 mod policy;
 mod postgres;

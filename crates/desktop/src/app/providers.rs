@@ -244,6 +244,8 @@ pub fn upstream(
         groups: None,
         models: None,
         model_map: entry.model_map.clone(),
+        max_tokens_field: None,
+        max_output_tokens: None,
     };
     let mut up = gatehouse_engine::config::upstream::from_raw(&raw, index)
         .map_err(|e| AppError::BadInput(e.to_string()))?;

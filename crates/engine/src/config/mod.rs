@@ -35,8 +35,8 @@ pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
     AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource,
-    FoundryConfig, GoogleAuth, Guardrail, InputTagging, Provider, SessionName, UpstreamConfig,
-    UpstreamCredential, VertexConfig,
+    FoundryConfig, GoogleAuth, Guardrail, InputTagging, OpenAiConfig, Provider, SessionName,
+    TokenField, UpstreamConfig, UpstreamCredential, VertexConfig,
 };
 
 /// A configuration error: where, and what is wrong there.

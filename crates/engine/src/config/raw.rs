@@ -197,6 +197,13 @@ pub struct RawUpstream {
     /// `sonnet`, `haiku`, …; `"*"` for any other), e.g. `{sonnet: deepseek-chat}`;
     /// `models[].upstream_model` still wins.
     pub model_map: Option<std::collections::BTreeMap<String, String>>,
+    /// openai: the field that carries the output limit, `max_tokens` or
+    /// `max_completion_tokens` (default: `max_completion_tokens` for o1/o3/o4/gpt-5 ids,
+    /// else `max_tokens`).
+    pub max_tokens_field: Option<String>,
+    /// openai: the most output tokens this upstream's models allow (e.g. 8192 for
+    /// DeepSeek); a larger `max_tokens` is lowered to it and named in `route_reason`.
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -261,7 +268,7 @@ impl RawProvider {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamAuth {
-    /// Sent as `x-api-key` (anthropic, foundry).
+    /// Sent as `x-api-key` (anthropic, foundry); openai: sent as `Authorization: Bearer`.
     pub api_key: Option<String>,
     /// A key pool instead of `api_key`: keys used in turn; one answered 401/403 is set
     /// aside, one answered 429 cools down for its `retry-after`, the others carry on.

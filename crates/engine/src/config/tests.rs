@@ -9,6 +9,7 @@ fn env() -> MapEnvironment {
     MapEnvironment::default()
         .with_var("ANTHROPIC_API_KEY", "sk-example")
         .with_var("CORP_PROXY_TOKEN", "corp-token")
+        .with_var("DEEPSEEK_API_KEY", "sk-deepseek-example")
         .with_var(
             "GATEHOUSE_CLIENT_KEY",
             "local-client-key-0123456789abcdef0123",
@@ -563,8 +564,8 @@ fn postgres_store_is_validated() {
 fn later_blocks_are_refused_not_ignored() {
     let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
     assert_eq!(
-        at("{name: o, provider: openai, base_url: 'https://x.example/v1'}"),
-        "not supported yet: upstreams[0].provider (provider openai)"
+        at("{name: o, provider: anthropicAws}"),
+        "not supported yet: upstreams[0].provider (provider anthropicAws)"
     );
     assert_eq!(
         at(
@@ -576,6 +577,63 @@ fn later_blocks_are_refused_not_ignored() {
         at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")
             .starts_with("not supported yet: upstreams[0].auth.use_azure_ad")
     );
+}
+
+#[test]
+fn openai_upstreams_need_a_base_url_and_take_a_bearer_key() {
+    let c = load(
+        "listen: {host: 127.0.0.1}\nupstreams:\n  - {name: ds, provider: openai, base_url: 'https://api.deepseek.com/v1', auth: {api_key: sk-ds}, max_tokens_field: max_completion_tokens, max_output_tokens: 8192}\n  - {name: local, provider: openai, base_url: 'http://127.0.0.1:11434/v1'}\n",
+    )
+    .unwrap();
+    let Provider::OpenAi(o) = &c.upstreams[0].provider else {
+        panic!("not openai")
+    };
+    assert_eq!(o.token_field, Some(TokenField::MaxCompletionTokens));
+    assert_eq!(o.max_output_tokens, Some(8192));
+    assert_eq!(
+        c.upstreams[0].base_url.as_str(),
+        "https://api.deepseek.com/v1/"
+    );
+    let cred = c.upstreams[0].credential.as_ref().unwrap();
+    assert_eq!(cred.scheme, CredentialScheme::Bearer);
+    assert_eq!(cred.current().unwrap().expose(), "sk-ds");
+    assert!(
+        c.upstreams[1].credential.is_none(),
+        "local servers take no key"
+    );
+    for (u, want) in [
+        (
+            "{name: o, provider: openai}",
+            "upstreams[0].base_url: required for openai upstreams",
+        ),
+        (
+            "{name: o, provider: openai, base_url: 'https://x.example/v1', auth: {auth_token: t}}",
+            "upstreams[0].auth.auth_token: not a key of this provider",
+        ),
+        (
+            "{name: o, provider: openai, base_url: 'https://x.example/v1', region: us-east-1}",
+            "upstreams[0].region: not a key of this provider",
+        ),
+        (
+            "{name: o, provider: openai, base_url: 'https://x.example/v1', max_tokens_field: tokens}",
+            "upstreams[0].max_tokens_field: must be `max_tokens` or `max_completion_tokens`",
+        ),
+        (
+            "{name: o, provider: openai, base_url: 'https://x.example/v1', max_output_tokens: 0}",
+            "upstreams[0].max_output_tokens: must be at least 1",
+        ),
+        (
+            "{name: a, provider: anthropic, max_tokens_field: max_tokens}",
+            "upstreams[0].max_tokens_field: only openai upstreams take it",
+        ),
+        (
+            "{name: a, provider: anthropic, max_output_tokens: 10}",
+            "upstreams[0].max_output_tokens: only openai upstreams take it",
+        ),
+    ] {
+        let got = err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]\n"));
+        assert!(got.starts_with(want), "expected {want}\ngot {got}");
+    }
 }
 
 #[test]
@@ -635,6 +693,10 @@ fn cloud_upstreams_take_their_own_keys() {
         (
             "{name: a, provider: anthropic, auth: {api_keys: [{id: x, key: k}, {id: x, key: j}]}}",
             "upstreams[0].auth.api_keys[1].id: duplicate key id `x`",
+        ),
+        (
+            "{name: o, provider: openai, base_url: \"https://llm.example/v1\", auth: {api_key: k, api_keys: [j]}}",
+            "upstreams[0].auth: set one of api_key or api_keys",
         ),
         (
             "{name: a, provider: anthropic, model_map: {gpt: x}}",

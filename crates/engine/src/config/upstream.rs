@@ -33,6 +33,8 @@ pub enum Provider {
     Vertex(VertexConfig),
     /// Claude on Microsoft Foundry (the Messages API under `/anthropic`).
     Foundry(FoundryConfig),
+    /// Any OpenAI-compatible Chat Completions API, translated both ways.
+    OpenAi(OpenAiConfig),
 }
 
 impl Provider {
@@ -42,6 +44,7 @@ impl Provider {
             Provider::Bedrock(_) => "bedrock",
             Provider::Vertex(_) => "vertex",
             Provider::Foundry(_) => "foundry",
+            Provider::OpenAi(_) => "openai",
         }
     }
 }
@@ -130,6 +133,53 @@ pub enum GoogleAuth {
 #[derive(Debug, Clone)]
 pub struct FoundryConfig {
     pub resource: String,
+}
+
+/// `provider: openai`: the key is the upstream's `credential` (sent as
+/// `Authorization: Bearer`); `base_url` includes the version path.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Which request field carries the output limit; `None`: by model id
+    /// ([`TokenField::for_model`]).
+    pub token_field: Option<TokenField>,
+    /// The upstream's output limit (`max_output_tokens`): a larger `max_tokens` is lowered.
+    pub max_output_tokens: Option<u64>,
+}
+
+/// The Chat Completions field that carries `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenField {
+    /// `max_tokens` (most OpenAI-compatible servers, older OpenAI models).
+    MaxTokens,
+    /// `max_completion_tokens` (OpenAI's reasoning models: o1, o3, o4, gpt-5).
+    MaxCompletionTokens,
+}
+
+impl TokenField {
+    /// OpenAI's o-series and gpt-5 models refuse `max_tokens`; everything else takes it.
+    pub fn for_model(model: &str) -> Self {
+        let id = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
+        let reasoning = ["o1", "o3", "o4"]
+            .iter()
+            .any(|p| id == *p || id.starts_with(&format!("{p}-")))
+            || id.starts_with("gpt-5");
+        if reasoning {
+            TokenField::MaxCompletionTokens
+        } else {
+            TokenField::MaxTokens
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenField::MaxTokens => "max_tokens",
+            TokenField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
 }
 
 /// The Anthropic API's origin (the default `base_url` of `provider: anthropic`).
@@ -291,6 +341,15 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         ("guardrail_trace", u.guardrail_trace.is_some()),
         ("assume_role", u.assume_role.is_some()),
     ];
+    let openai_only = [
+        ("max_tokens_field", u.max_tokens_field.is_some()),
+        ("max_output_tokens", u.max_output_tokens.is_some()),
+    ];
+    if let Some((key, _)) = openai_only.iter().find(|(_, set)| *set)
+        && u.provider != RawProvider::OpenAi
+    {
+        return Err(ConfigError::at(&at(key), "only openai upstreams take it"));
+    }
     if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
         && u.provider != RawProvider::Bedrock
     {
@@ -344,7 +403,8 @@ fn provider(
         RawProvider::Bedrock => bedrock(u, &keys, at)?,
         RawProvider::Vertex => vertex(u, &keys, at)?,
         RawProvider::Foundry => foundry(u, &keys, at)?,
-        other @ (RawProvider::AnthropicAws | RawProvider::OpenAi) => {
+        RawProvider::OpenAi => openai(u, &keys, at)?,
+        other @ RawProvider::AnthropicAws => {
             return Err(ConfigError::not_supported(&format!(
                 "{} (provider {})",
                 at("provider"),
@@ -473,6 +533,65 @@ fn foundry(
         Provider::Foundry(FoundryConfig { resource }),
         base,
         Some(credential),
+    ))
+}
+
+/// `provider: openai`: a Chat Completions base URL (required: there is no default
+/// provider), the key sent as Bearer, the output-limit field.
+fn openai(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(at, &["api_key", "api_keys"])?;
+    if u.auth.api_key.is_some() && u.auth.api_keys.is_some() {
+        return Err(ConfigError::at(
+            &at("auth"),
+            "set one of api_key or api_keys",
+        ));
+    }
+    let Some(base) = u.base_url.as_deref() else {
+        return Err(ConfigError::at(
+            &at("base_url"),
+            "required for openai upstreams (with the version path, e.g. https://api.deepseek.com/v1)",
+        ));
+    };
+    let token_field = match u.max_tokens_field.as_deref() {
+        None => None,
+        Some("max_tokens") => Some(TokenField::MaxTokens),
+        Some("max_completion_tokens") => Some(TokenField::MaxCompletionTokens),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("max_tokens_field"),
+                "must be `max_tokens` or `max_completion_tokens`",
+            ));
+        }
+    };
+    if u.max_output_tokens == Some(0) {
+        return Err(ConfigError::at(
+            &at("max_output_tokens"),
+            "must be at least 1",
+        ));
+    }
+    // Local servers (Ollama, LM Studio, vLLM) often take no key.
+    let credential = u
+        .auth
+        .api_key
+        .as_deref()
+        .map(|k| non_empty_secret(k, &at("auth.api_key")))
+        .transpose()?
+        .map(|k| UpstreamCredential::fixed(CredentialScheme::Bearer, k));
+    let credential = match credential {
+        Some(c) => Some(c),
+        None => key_pool(&u.auth, CredentialScheme::Bearer, at)?,
+    };
+    Ok((
+        Provider::OpenAi(OpenAiConfig {
+            token_field,
+            max_output_tokens: u.max_output_tokens,
+        }),
+        base.to_owned(),
+        credential,
     ))
 }
 

@@ -50,6 +50,7 @@ pub(super) async fn respond(
             route_reason,
             ttfb: None,
             attempts,
+            estimated: false,
         }
     };
     match routed {
@@ -62,6 +63,7 @@ pub(super) async fn respond(
         } => {
             let route = RouteFacts {
                 ttfb: Some(ttfb),
+                estimated: response.estimated,
                 ..route(Some(leg), response.status, route_reason, attempts)
             };
             relay(call, response, route, facts, &standings).await
@@ -121,6 +123,10 @@ async fn relay(
     let status = response.status;
     let mut out_headers = headers::to_caller(&response.headers);
     add_route_headers(&mut out_headers, route.upstream.as_deref(), route.attempts);
+    if response.estimated {
+        // Set here: `to_caller` drops every `x-gatehouse-*` an upstream sends.
+        out_headers.insert("x-gatehouse-estimated", HeaderValue::from_static("true"));
+    }
     if is_workload(call) && !status.is_success() {
         // Workload callers get a stable reason, never the upstream's wording (which can
         // carry account ids, ARNs or hosts).

@@ -68,6 +68,9 @@ pub struct RouteFacts {
     pub route_reason: String,
     pub ttfb: Option<Duration>,
     pub attempts: usize,
+    /// The answer was the gateway's own estimate (a local `count_tokens`): the row's
+    /// `usage_source` is `estimated`.
+    pub estimated: bool,
 }
 
 /// A finished request, before pricing.

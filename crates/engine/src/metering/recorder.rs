@@ -146,7 +146,7 @@ fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord
         cache_write_1h_tokens: f.usage.cache_write_1h_tokens,
         web_search_requests: f.usage.web_search_requests,
         cost_micro_usd: cost.saturating_add(f.request.abandoned_micro),
-        usage_source: if f.request.abandoned_micro > 0 {
+        usage_source: if f.request.abandoned_micro > 0 || f.route.estimated {
             "estimated".to_owned()
         } else {
             f.source.as_str().to_owned()

@@ -22,7 +22,9 @@ pub enum IdStyle {
 impl IdStyle {
     pub fn of(provider: &Provider) -> Self {
         match provider {
-            Provider::Anthropic => IdStyle::Anthropic,
+            // OpenAI-compatible upstreams get the requested id as is; operators map it with
+            // `models[].upstream_model`.
+            Provider::Anthropic | Provider::OpenAi(_) => IdStyle::Anthropic,
             Provider::Bedrock(b) => IdStyle::Bedrock {
                 profile: profile(&b.region),
             },

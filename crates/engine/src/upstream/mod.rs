@@ -5,7 +5,7 @@
 //! upstream's model id) and gets back an [`Answer`]: Anthropic-shaped status, headers and a
 //! JSON or SSE body, whatever the provider speaks on its wire ([`anthropic`] and
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
-//! [`vertex`]: rawPredict). Routing, failover, metering and spend never learn provider
+//! [`vertex`]: rawPredict; [`openai`]: Chat Completions, translated both ways). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
 //! attempt is reported to [`health`] (which the dashboard only reads).
 
@@ -18,6 +18,7 @@ pub mod foundry;
 pub mod headers;
 pub mod health;
 pub mod keys;
+pub mod openai;
 pub mod router;
 pub mod sse;
 pub mod vertex;
@@ -87,6 +88,9 @@ pub struct Answer {
     /// What the translation changed (betas moved or dropped, fields dropped), for
     /// `route_reason`; empty for a pass-through.
     pub notes: Vec<String>,
+    /// The gateway computed this answer itself as an estimate (a local `count_tokens`):
+    /// the caller gets `x-gatehouse-estimated: true` and the usage row is `estimated`.
+    pub estimated: bool,
 }
 
 impl Answer {
@@ -101,6 +105,7 @@ impl Answer {
             headers: parts.headers,
             body,
             notes: Vec::new(),
+            estimated: false,
         }
     }
 
@@ -116,6 +121,7 @@ impl Answer {
             headers,
             body: futures_util::stream::once(async move { Ok(body) }).boxed(),
             notes: Vec::new(),
+            estimated: false,
         }
     }
 
@@ -207,6 +213,12 @@ impl Upstreams {
             let link: Arc<dyn Upstream> = match &up.provider {
                 Provider::Anthropic => Arc::new(anthropic::Anthropic::new(client.clone(), up)),
                 Provider::Foundry(_) => Arc::new(foundry::Foundry::new(client.clone(), up)),
+                Provider::OpenAi(o) => Arc::new(openai::OpenAi::new(
+                    client.clone(),
+                    up,
+                    o,
+                    config.timeouts.stream_ping,
+                )),
                 Provider::Vertex(v) => Arc::new(
                     vertex::Vertex::new(client.clone(), up, v)
                         .await

@@ -91,5 +91,6 @@ pub fn answer(
         headers,
         body: sse::with_pings(frames.boxed(), ping),
         notes: Vec::new(),
+        estimated: false,
     }
 }
