@@ -397,8 +397,9 @@ fn check_workload(token: &str) {
         "the header check passed a token that is not a workload token"
     );
     assert!(!kid.is_empty());
-    let key = jsonwebtoken::DecodingKey::from_ec_components(WORKLOAD_KEY_X, WORKLOAD_KEY_Y)
-        .expect("fixed P-256 key");
+    let jwk = serde_json::json!({"kty": "EC", "crv": "P-256", "kid": "k",
+                                 "x": WORKLOAD_KEY_X, "y": WORKLOAD_KEY_Y});
+    let (_, key) = crate::workload::keys::VerifyKey::from_jwk(&jwk).expect("fixed P-256 key");
     if let Ok(w) = crate::workload::check_token(token, &key, &workload_config(), NOW) {
         check_workload_result(&w);
     }

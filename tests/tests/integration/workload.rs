@@ -438,3 +438,94 @@ async fn upstream_errors_of_every_status_reach_workloads_clean() {
         "model: claude-nope"
     );
 }
+
+/// A P-384 key (ES384, through jsonwebtoken) and a P-521 key (ES512, signed here with
+/// RustCrypto's `p521`, which jsonwebtoken cannot do).
+fn es384_key(kid: &str) -> Key {
+    use p384::pkcs8::EncodePrivateKey;
+    let secret = p384::SecretKey::random(&mut p384::elliptic_curve::rand_core::OsRng);
+    let der = secret.to_pkcs8_der().unwrap();
+    let mut jwk: Value = serde_json::from_str(&secret.public_key().to_jwk_string()).unwrap();
+    jwk["kid"] = kid.into();
+    Key {
+        kid: kid.to_owned(),
+        encoding: EncodingKey::from_ec_der(der.as_bytes()),
+        jwk,
+    }
+}
+
+fn es512_token(key: &p521::ecdsa::SigningKey, kid: &str, alg: &str) -> String {
+    use base64::Engine;
+    use p521::ecdsa::signature::Signer;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let now = chrono::Utc::now().timestamp();
+    let header = json!({"alg": alg, "typ": "cri+jwt", "kid": kid});
+    let claims = json!({"iss": ISSUER, "aud": AUD, "sub": "agent-521", "org": ORG,
+                        "scope": "inference", "iat": now, "exp": now + 300});
+    let signed = format!(
+        "{}.{}",
+        b64.encode(header.to_string()),
+        b64.encode(claims.to_string())
+    );
+    let sig: p521::ecdsa::Signature = key.sign(signed.as_bytes());
+    format!("{signed}.{}", b64.encode(sig.to_bytes()))
+}
+
+fn es512_jwk(key: &p521::ecdsa::SigningKey, kid: &str) -> Value {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let point = p521::ecdsa::VerifyingKey::from(key).to_encoded_point(false);
+    json!({"kty": "EC", "crv": "P-521", "kid": kid, "alg": "ES512", "use": "sig",
+           "x": b64.encode(point.x().unwrap()), "y": b64.encode(point.y().unwrap())})
+}
+
+#[tokio::test]
+async fn es384_and_es512_tokens_are_accepted_with_the_matching_curve_only() {
+    let s = setup(false).await;
+    let k384 = es384_key("k384");
+    let k521 = p521::ecdsa::SigningKey::random(&mut p521::elliptic_curve::rand_core::OsRng);
+    {
+        let mut j = s.jwks.lock().unwrap();
+        j.keys.push(k384.jwk.clone());
+        j.keys.push(es512_jwk(&k521, "k521"));
+        // Keys the reference skips: encryption use, a mismatched alg, no kid.
+        let mut enc = es512_jwk(&k521, "enc");
+        enc["use"] = "enc".into();
+        let mut wrong_alg = k384.jwk.clone();
+        wrong_alg["kid"] = "wrong-alg".into();
+        wrong_alg["alg"] = "ES256".into();
+        let mut no_kid = es512_jwk(&k521, "");
+        no_kid.as_object_mut().unwrap().remove("kid");
+        j.keys.extend([enc, wrong_alg, no_kid]);
+    }
+    // The set was fetched at start: an unknown kid refreshes it.
+    let es384 = token(&k384, |_, h| h.alg = Algorithm::ES384);
+    assert_eq!(infer(&s, &es384, "/v1/messages").await.status(), 200);
+    let es512 = es512_token(&k521, "k521", "ES512");
+    assert_eq!(infer(&s, &es512, "/v1/messages").await.status(), 200);
+    let rows = s.gw.usage_rows(2).await;
+    assert!(
+        rows.iter()
+            .any(|r| r.principal == format!("workload:{ORG}/agent-521"))
+    );
+
+    // The algorithm must match the key's curve; skipped keys are never used.
+    let refused = [
+        es512_token(&k521, "k384", "ES512"),
+        token(&k384, |_, h| {
+            h.alg = Algorithm::ES384;
+            h.kid = Some("wrong-alg".into());
+        }),
+        es512_token(&k521, "enc", "ES512"),
+    ];
+    for t in &refused {
+        assert_eq!(infer(&s, t, "/v1/messages").await.status(), 401);
+    }
+    let reasons: Vec<String> =
+        s.gw.events
+            .named("auth.denied")
+            .iter()
+            .map(|e| e["reason"].as_str().unwrap().to_owned())
+            .collect();
+    assert_eq!(reasons, ["bad_algorithm", "unknown_kid", "unknown_kid"]);
+}

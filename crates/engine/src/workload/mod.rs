@@ -1,5 +1,6 @@
 //! Workload tokens ("customer-routed inference" in the reference): machine callers present
-//! ES256 JWTs (`typ: cri+jwt`) from one fixed issuer. They are admitted to inference only.
+//! ES256, ES384 or ES512 JWTs (`typ: cri+jwt`; the algorithm must match the key's curve,
+//! [`keys`]) from one fixed issuer. They are admitted to inference only.
 //!
 //! The issuer's key set is cached: fresh until its refresh time (`Cache-Control: max-age`,
 //! at most 3 h, default 10 min), then served stale while one background refresh runs, and
@@ -7,17 +8,22 @@
 //! triggers one refresh per minute at most. A response without usable keys never replaces
 //! the keys held.
 
+pub mod keys;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use chrono::{DateTime, Utc};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind, jwk::JwkSet};
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::config::WorkloadConfig;
 use crate::deps::Clock;
 use WorkloadError::Invalid;
+use keys::{Alg, VerifyKey};
 
 pub const TOKEN_TYPE: &str = "cri+jwt";
 const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
@@ -47,7 +53,7 @@ pub enum WorkloadError {
 }
 
 struct KeySet {
-    keys: HashMap<String, DecodingKey>,
+    keys: HashMap<String, VerifyKey>,
     fetched_at: DateTime<Utc>,
     refresh_after: Duration,
 }
@@ -86,9 +92,28 @@ pub(crate) struct Claims {
     act: Option<Act>,
 }
 
+/// The JOSE header fields a workload token is checked by.
+#[derive(Deserialize)]
+struct Header {
+    typ: Option<String>,
+    alg: Option<String>,
+    kid: Option<String>,
+}
+
+/// The token's header, payload and signature parts, and the header parsed.
+fn split(token: &str) -> Option<(Header, &str, &str, &str)> {
+    let mut parts = token.split('.');
+    let (h, p, sig) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let header: Header = serde_json::from_slice(&B64.decode(h).ok()?).ok()?;
+    Some((header, h, p, sig))
+}
+
 /// Whether a bearer token says it is a workload token (unverified header peek).
 pub fn is_workload_token(token: &str) -> bool {
-    jsonwebtoken::decode_header(token).is_ok_and(|h| h.typ.as_deref() == Some(TOKEN_TYPE))
+    split(token).is_some_and(|(h, ..)| h.typ.as_deref() == Some(TOKEN_TYPE))
 }
 
 impl WorkloadVerifier {
@@ -147,25 +172,17 @@ impl WorkloadVerifier {
                     .find_map(|n| n.parse::<u64>().ok())
             });
         let body = resp.bytes().await.map_err(|e| e.to_string())?;
-        let set: JwkSet =
+        let set: Value =
             serde_json::from_slice(&body).map_err(|e| format!("not a JWK set: {e}"))?;
-        let mut keys = HashMap::new();
-        for jwk in &set.keys {
-            let Some(kid) = jwk.common.key_id.clone().filter(|k| !k.is_empty()) else {
-                continue;
-            };
-            let jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(ec) = &jwk.algorithm else {
-                continue;
-            };
-            if ec.curve != jsonwebtoken::jwk::EllipticCurve::P256 {
-                continue;
-            }
-            if let Ok(key) = DecodingKey::from_jwk(jwk) {
-                keys.insert(kid, key);
-            }
-        }
+        let keys: HashMap<String, VerifyKey> = set["keys"]
+            .as_array()
+            .map(|list| list.iter().filter_map(VerifyKey::from_jwk).collect())
+            .unwrap_or_default();
         if keys.is_empty() {
-            return Err("the key set holds no usable P-256 keys; keeping the previous keys".into());
+            return Err(
+                "the key set holds no usable EC signing keys (P-256, P-384, P-521 with a kid); keeping the previous keys"
+                    .into(),
+            );
         }
         let refresh_after = max_age
             .map(Duration::from_secs)
@@ -244,13 +261,13 @@ impl WorkloadVerifier {
     }
 }
 
-/// The unverified header's checks: `typ`, `alg` and a `kid` to look the key up by.
+/// The unverified header's checks: `typ`, a known `alg` and a `kid` to look the key up by.
 pub(crate) fn check_header(token: &str) -> Result<String, WorkloadError> {
-    let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid("malformed"))?;
+    let (header, ..) = split(token).ok_or(Invalid("malformed"))?;
     if header.typ.as_deref() != Some(TOKEN_TYPE) {
         return Err(Invalid("wrong_type"));
     }
-    if header.alg != Algorithm::ES256 {
+    if header.alg.as_deref().and_then(Alg::parse).is_none() {
         return Err(Invalid("bad_algorithm"));
     }
     header
@@ -259,29 +276,33 @@ pub(crate) fn check_header(token: &str) -> Result<String, WorkloadError> {
         .ok_or(Invalid("missing_kid"))
 }
 
-/// Signature, issuer and audience with `key`, then the claims at `now` (Unix seconds).
+/// Signature (the header's `alg` must be the key's), issuer and audience with `key`, then
+/// the claims at `now` (Unix seconds).
 pub(crate) fn check_token(
     token: &str,
-    key: &DecodingKey,
+    key: &VerifyKey,
     cfg: &WorkloadConfig,
     now: i64,
 ) -> Result<Workload, WorkloadError> {
-    let mut validation = Validation::new(Algorithm::ES256);
-    validation.set_issuer(&[&cfg.issuer]);
-    validation.set_audience(&cfg.audience);
-    validation.set_required_spec_claims(&["exp", "iat", "aud", "sub", "iss"]);
-    validation.validate_exp = false;
-    validation.validate_nbf = false;
-    let data =
-        jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| match e.kind() {
-            ErrorKind::InvalidSignature => Invalid("bad_signature"),
-            ErrorKind::InvalidIssuer => Invalid("wrong_issuer"),
-            ErrorKind::InvalidAudience => Invalid("wrong_audience"),
-            ErrorKind::InvalidAlgorithm => Invalid("bad_algorithm"),
-            ErrorKind::MissingRequiredClaim(_) | ErrorKind::Json(_) => Invalid("missing_claim"),
-            _ => Invalid("malformed"),
-        })?;
-    check_claims(data.claims, cfg, now)
+    let (header, h, p, sig) = split(token).ok_or(Invalid("malformed"))?;
+    if header.alg.as_deref().and_then(Alg::parse) != Some(key.alg) {
+        return Err(Invalid("bad_algorithm"));
+    }
+    let signature = B64.decode(sig).map_err(|_| Invalid("malformed"))?;
+    let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
+    if !key.verify(signed, &signature) {
+        return Err(Invalid("bad_signature"));
+    }
+    let payload = B64.decode(p).map_err(|_| Invalid("malformed"))?;
+    let claims: Claims = serde_json::from_slice(&payload).map_err(|_| Invalid("missing_claim"))?;
+    let audiences = match &claims.aud {
+        Audience::One(a) => std::slice::from_ref(a),
+        Audience::Many(v) => v.as_slice(),
+    };
+    if !audiences.iter().any(|a| cfg.audience.contains(a)) {
+        return Err(Invalid("wrong_audience"));
+    }
+    check_claims(claims, cfg, now)
 }
 
 /// The claims of a token whose signature held: time (with leeway), issuer, scope, org.
@@ -299,11 +320,6 @@ pub(crate) fn check_claims(
     {
         return Err(Invalid("not_yet_valid"));
     }
-    // jsonwebtoken checked `aud`; the field is read here only to require its presence.
-    let _ = match c.aud {
-        Audience::One(a) => vec![a],
-        Audience::Many(v) => v,
-    };
     if c.iss != cfg.issuer {
         return Err(Invalid("wrong_issuer"));
     }
