@@ -274,6 +274,10 @@ exec "$0" --exact desktop_presets::preset_in_the_secret_service --ignored --noca
         .await
         .unwrap();
     let out = String::from_utf8_lossy(&run.stdout);
+    let err = String::from_utf8_lossy(&run.stderr);
+    if let Some(line) = err.lines().find(|l| l.starts_with("preset set up in")) {
+        eprintln!("{line}");
+    }
     assert!(
         run.status.success() && out.contains("1 passed"),
         "{out}\n{}",
