@@ -19,6 +19,7 @@ mod inference;
 mod otlp;
 mod policy;
 mod postgres;
+mod routing_health;
 mod slow_clients;
 mod spend;
 mod spend_concurrency;

@@ -100,6 +100,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             .as_ref()
             .and_then(|d| d.public)
             .unwrap_or(false),
+        routing: super::routing::validate(raw.routing.as_ref().unwrap_or(&Default::default()))?,
     })
 }
 

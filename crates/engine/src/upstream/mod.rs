@@ -7,7 +7,8 @@
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
 //! [`vertex`]: rawPredict). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
-//! attempt is reported to [`health`] (which the dashboard only reads).
+//! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
+//! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
 
 pub mod anthropic;
 pub mod bedrock;
@@ -17,6 +18,7 @@ pub mod errors;
 pub mod foundry;
 pub mod headers;
 pub mod health;
+pub mod retry;
 pub mod router;
 pub mod sse;
 pub mod vertex;
@@ -169,8 +171,11 @@ pub struct Upstreams {
     /// One translation per upstream, in `list` order.
     pub links: Vec<Arc<dyn Upstream>>,
     pub ttfb: Duration,
-    /// Per-upstream state from real outcomes, in `list` order.
-    pub health: health::UpstreamHealth,
+    /// Per-upstream state from real outcomes, in `list` order (shared with the metered
+    /// relay, which reports streams that break after their first byte).
+    pub health: Arc<health::UpstreamHealth>,
+    /// The gateway's budget for same-upstream retries.
+    pub retry: retry::RetryBudget,
 }
 
 /// Why the upstreams could not be set up.
@@ -228,11 +233,13 @@ impl Upstreams {
             list: config.upstreams.clone(),
             links,
             ttfb: config.timeouts.upstream_ttfb,
-            health: health::UpstreamHealth::new(
+            health: Arc::new(health::UpstreamHealth::new(
                 &config.upstreams,
+                config.routing.health.clone(),
                 deps.clock.clone(),
                 deps.events.clone(),
-            ),
+            )),
+            retry: retry::RetryBudget::new(config.routing.retry.clone(), deps.clock.clone()),
         })
     }
 }
