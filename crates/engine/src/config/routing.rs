@@ -17,8 +17,16 @@
 //!     backoff_ms: 250           # first backoff; doubles, with ±50 % jitter
 //!     budget_ratio: 0.1         # retries at most this share of the last 10 s of requests
 //!     budget_min: 2             # ... but always allow this many per 10 s
+//!   strategy: ordered           # default: ordered | weighted | cheapest | fastest | region
+//!   models: {claude-haiku-4-5: fastest}   # strategy per requested model id
+//!   upstreams:                  # routing attributes per upstream name
+//!     bedrock: {priority: 0, weight: 3, cost_weight: 0.8, region: eu}
+//!   allow_override: {client_keys: [ci], groups: [platform]}  # x-gatehouse-strategy
+//!   region_groups: {emea: eu}   # caller region by IdP group (x-gatehouse-region wins)
+//!   random_seed: 7              # reproducible weighted draws (tests)
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -34,6 +42,90 @@ pub struct RawRouting {
     pub health: Option<RawHealth>,
     /// Same-upstream retry of overloaded answers (529) and connection errors.
     pub retry: Option<RawRetry>,
+    /// The default strategy (default `ordered`: the `upstreams` order).
+    pub strategy: Option<Strategy>,
+    /// A strategy per requested model id (overrides `strategy`).
+    #[serde(default)]
+    pub models: BTreeMap<String, Strategy>,
+    /// Routing attributes per upstream name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstreamRouting>,
+    /// Who may choose a request's strategy with the `x-gatehouse-strategy` header (nobody
+    /// by default).
+    pub allow_override: Option<RawOverride>,
+    /// The caller's region by IdP group, for `region` (an `x-gatehouse-region` header wins).
+    #[serde(default)]
+    pub region_groups: BTreeMap<String, String>,
+    /// Seed of the weighted random draws, for reproducible runs (default: from the OS).
+    pub random_seed: Option<u64>,
+}
+
+/// How the candidates for a model are put in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// The `upstreams` order.
+    Ordered,
+    /// Lowest `priority` band first; weighted random (`weight`) inside a band.
+    Weighted,
+    /// Lowest effective price first: the upstream model's input + output price per
+    /// million tokens times the upstream's `cost_weight`.
+    Cheapest,
+    /// Lowest observed p95 time to first byte first; `weighted` until every candidate has
+    /// a few samples.
+    Fastest,
+    /// Upstreams whose `region` is the caller's first, then `weighted`.
+    Region,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Ordered => "ordered",
+            Strategy::Weighted => "weighted",
+            Strategy::Cheapest => "cheapest",
+            Strategy::Fastest => "fastest",
+            Strategy::Region => "region",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Strategy::Ordered,
+            Strategy::Weighted,
+            Strategy::Cheapest,
+            Strategy::Fastest,
+            Strategy::Region,
+        ]
+        .into_iter()
+        .find(|k| k.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+/// `routing.upstreams.<name>` as written.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamRouting {
+    /// Band for `weighted`: lower is tried first (default 0).
+    pub priority: Option<u32>,
+    /// Share inside its band for `weighted` (default 1; 0: only after the others).
+    pub weight: Option<u32>,
+    /// Multiplies the price for `cheapest` (default 1.0; a discount is below 1).
+    pub cost_weight: Option<f64>,
+    /// Region tag for `region` (e.g. `eu`).
+    pub region: Option<String>,
+}
+
+/// `routing.allow_override` as written.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOverride {
+    /// Client key ids (`client_keys[].id`) that may choose.
+    #[serde(default)]
+    pub client_keys: Vec<String>,
+    /// IdP groups whose members may choose.
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// `routing.health` as written.
@@ -73,10 +165,59 @@ pub struct RawRetry {
 }
 
 /// Validated `routing`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RoutingConfig {
     pub health: HealthConfig,
     pub retry: RetryConfig,
+    pub strategies: Strategies,
+}
+
+/// Validated strategy choices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Strategies {
+    pub default: Strategy,
+    /// By requested model id (exact).
+    pub by_model: Vec<(String, Strategy)>,
+    /// By upstream name (only those configured).
+    pub upstreams: Vec<(String, UpstreamRouting)>,
+    pub override_keys: Vec<String>,
+    pub override_groups: Vec<String>,
+    pub region_groups: Vec<(String, String)>,
+    pub seed: Option<u64>,
+}
+
+impl Default for Strategies {
+    fn default() -> Self {
+        Self {
+            default: Strategy::Ordered,
+            by_model: Vec::new(),
+            upstreams: Vec::new(),
+            override_keys: Vec::new(),
+            override_groups: Vec::new(),
+            region_groups: Vec::new(),
+            seed: None,
+        }
+    }
+}
+
+/// One upstream's routing attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamRouting {
+    pub priority: u32,
+    pub weight: u32,
+    pub cost_weight: f64,
+    pub region: Option<String>,
+}
+
+impl Default for UpstreamRouting {
+    fn default() -> Self {
+        Self {
+            priority: 0,
+            weight: 1,
+            cost_weight: 1.0,
+            region: None,
+        }
+    }
 }
 
 /// Validated `routing.health`.
@@ -103,30 +244,34 @@ pub struct RetryConfig {
 /// The window the retry budget counts requests and retries in.
 pub const RETRY_BUDGET_WINDOW: Duration = Duration::from_secs(10);
 
-impl Default for RoutingConfig {
+impl Default for HealthConfig {
     /// What [`validate`] gives for an empty block (a test keeps them equal).
     fn default() -> Self {
-        RoutingConfig {
-            health: HealthConfig {
-                enabled: true,
-                breaker_failures: 5,
-                breaker_window: Duration::from_secs(60),
-                breaker_open: Duration::from_secs(30),
-                cooldown_default: Duration::from_secs(10),
-                cooldown_max: Duration::from_secs(600),
-                stream_stall: Duration::from_millis(120_000),
-            },
-            retry: RetryConfig {
-                max_retries: 1,
-                backoff: Duration::from_millis(250),
-                budget_ratio: 0.1,
-                budget_min: 2,
-            },
+        HealthConfig {
+            enabled: true,
+            breaker_failures: 5,
+            breaker_window: Duration::from_secs(60),
+            breaker_open: Duration::from_secs(30),
+            cooldown_default: Duration::from_secs(10),
+            cooldown_max: Duration::from_secs(600),
+            stream_stall: Duration::from_millis(120_000),
         }
     }
 }
 
-pub fn validate(raw: &RawRouting) -> Result<RoutingConfig, ConfigError> {
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 1,
+            backoff: Duration::from_millis(250),
+            budget_ratio: 0.1,
+            budget_min: 2,
+        }
+    }
+}
+
+/// `routing`, validated against the upstream names.
+pub fn validate(raw: &RawRouting, upstream_names: &[&str]) -> Result<RoutingConfig, ConfigError> {
     let d = RoutingConfig::default();
     let no_health = RawHealth::default();
     let h = raw.health.as_ref().unwrap_or(&no_health);
@@ -212,7 +357,65 @@ pub fn validate(raw: &RawRouting) -> Result<RoutingConfig, ConfigError> {
             "routing.retry.budget_min",
         )? as u32,
     };
-    Ok(RoutingConfig { health, retry })
+    let strategies = strategies(raw, upstream_names)?;
+    Ok(RoutingConfig {
+        health,
+        retry,
+        strategies,
+    })
+}
+
+fn strategies(raw: &RawRouting, upstream_names: &[&str]) -> Result<Strategies, ConfigError> {
+    let mut upstreams = Vec::new();
+    for (name, u) in &raw.upstreams {
+        let path = format!("routing.upstreams.{name}");
+        if !upstream_names.contains(&name.as_str()) {
+            return Err(ConfigError::at(&path, "no upstream has this name"));
+        }
+        let cost_weight = u.cost_weight.unwrap_or(1.0);
+        if !(cost_weight.is_finite() && cost_weight > 0.0 && cost_weight <= 1000.0) {
+            return Err(ConfigError::at(
+                &format!("{path}.cost_weight"),
+                "must be above 0 and at most 1000",
+            ));
+        }
+        let weight = u.weight.unwrap_or(1);
+        if weight > 10_000 {
+            return Err(ConfigError::at(
+                &format!("{path}.weight"),
+                "must be at most 10000",
+            ));
+        }
+        if u.region.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            return Err(ConfigError::at(
+                &format!("{path}.region"),
+                "must not be empty",
+            ));
+        }
+        upstreams.push((
+            name.clone(),
+            UpstreamRouting {
+                priority: u.priority.unwrap_or(0),
+                weight,
+                cost_weight,
+                region: u.region.clone(),
+            },
+        ));
+    }
+    let o = raw.allow_override.as_ref();
+    Ok(Strategies {
+        default: raw.strategy.unwrap_or(Strategy::Ordered),
+        by_model: raw.models.iter().map(|(m, s)| (m.clone(), *s)).collect(),
+        upstreams,
+        override_keys: o.map(|o| o.client_keys.clone()).unwrap_or_default(),
+        override_groups: o.map(|o| o.groups.clone()).unwrap_or_default(),
+        region_groups: raw
+            .region_groups
+            .iter()
+            .map(|(g, r)| (g.clone(), r.clone()))
+            .collect(),
+        seed: raw.random_seed,
+    })
 }
 
 fn range(v: Option<u64>, default: u64, min: u64, max: u64, path: &str) -> Result<u64, ConfigError> {
@@ -230,7 +433,7 @@ impl HealthConfig {
     /// The defaults, for tests elsewhere in the crate.
     #[cfg(test)]
     pub(crate) fn default_for_tests() -> Self {
-        RoutingConfig::default().health
+        HealthConfig::default()
     }
 }
 
@@ -242,7 +445,7 @@ mod tests {
     #[test]
     fn empty_block_gives_the_defaults() {
         assert_eq!(
-            validate(&RawRouting::default()).unwrap(),
+            validate(&RawRouting::default(), &[]).unwrap(),
             RoutingConfig::default()
         );
     }
@@ -251,11 +454,11 @@ mod tests {
     fn errors_name_the_field() {
         let raw: RawRouting =
             serde_json::from_value(serde_json::json!({"retry": {"budget_ratio": 2.0}})).unwrap();
-        let e = validate(&raw).unwrap_err().to_string();
+        let e = validate(&raw, &[]).unwrap_err().to_string();
         assert!(e.contains("routing.retry.budget_ratio"), "{e}");
         let raw: RawRouting =
             serde_json::from_value(serde_json::json!({"health": {"breaker_failures": 0}})).unwrap();
-        let e = validate(&raw).unwrap_err().to_string();
+        let e = validate(&raw, &[]).unwrap_err().to_string();
         assert!(e.contains("routing.health.breaker_failures"), "{e}");
         assert!(
             serde_json::from_value::<RawRouting>(serde_json::json!({"health": {"nope": 1}}))

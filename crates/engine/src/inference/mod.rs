@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! not paused -> read body (bounded) -> JSON head -> policy webhook -> model allowed
-//!  -> legs (operator catalog) -> spend reservation -> route with failover -> relay (metered)
+//!  -> legs (operator catalog) -> routing plan -> spend reservation
+//!  -> route (strategy, health, failover) -> relay (metered)
 //! ```
 //!
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
@@ -11,6 +12,7 @@
 
 pub mod blocks;
 pub mod body;
+mod plan;
 pub mod refusal;
 mod relay;
 
@@ -133,6 +135,7 @@ pub async fn handle(
     call.webhook(&parts, &bytes, &head.model).await?;
     call.model_allowed(&head.model)?;
     let (legs, not_configured) = call.legs(&head.model, &bytes)?;
+    let plan = call.plan(&parts.headers, &head.model)?;
     let upstream_models: Vec<(usize, String)> = legs
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
@@ -165,9 +168,10 @@ pub async fn handle(
         caller,
     };
     let mut abandoned = Vec::new();
-    let routed = router::route(
+    let routed = router::route_with(
         &gw.upstreams,
         &request,
+        &plan,
         legs,
         &not_configured,
         &mut abandoned,

@@ -288,10 +288,11 @@ impl UpstreamHealth {
         d
     }
 
-    /// Observed time to first byte: `(p50, p95)` of the recent successful attempts.
-    pub fn ttfb_percentiles(&self, upstream: usize) -> Option<(Duration, Duration)> {
+    /// Observed time to first byte: how many recent successful attempts, and their p95.
+    pub fn ttfb_stats(&self, upstream: usize) -> Option<(usize, Duration)> {
         let e = self.entries.get(upstream)?.lock().ok()?;
-        percentiles(&e.ttfb_ms).map(|(a, b)| (Duration::from_millis(a), Duration::from_millis(b)))
+        let (_, p95) = percentiles(&e.ttfb_ms)?;
+        Some((e.ttfb_ms.len(), Duration::from_millis(p95)))
     }
 
     fn update<R>(

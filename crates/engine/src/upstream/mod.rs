@@ -21,6 +21,7 @@ pub mod health;
 pub mod retry;
 pub mod router;
 pub mod sse;
+pub mod strategy;
 pub mod vertex;
 
 use std::pin::Pin;
@@ -176,6 +177,8 @@ pub struct Upstreams {
     pub health: Arc<health::UpstreamHealth>,
     /// The gateway's budget for same-upstream retries.
     pub retry: retry::RetryBudget,
+    /// Routing attributes per upstream and the random draws of the strategies.
+    pub strategist: strategy::Strategist,
 }
 
 /// Why the upstreams could not be set up.
@@ -240,6 +243,7 @@ impl Upstreams {
                 deps.events.clone(),
             )),
             retry: retry::RetryBudget::new(config.routing.retry.clone(), deps.clock.clone()),
+            strategist: strategy::Strategist::new(&config.upstreams, &config.routing.strategies),
         })
     }
 }

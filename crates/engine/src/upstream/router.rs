@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use http::{HeaderMap, StatusCode};
 
 use super::health::Admission;
+use super::strategy::Plan;
 use super::{Answer, Call, Operation, SendError, Upstreams};
 use crate::error::ApiError;
 
@@ -101,8 +102,11 @@ struct Run {
     hints: Vec<String>,
     /// Every candidate was skipped for its health; this one was tried anyway.
     forced: bool,
+    /// What the strategy chose (none for `ordered`).
+    note: Option<String>,
 }
 
+/// [`route_with`] in the `upstreams` order.
 pub async fn route(
     upstreams: &Upstreams,
     req: &Request<'_>,
@@ -110,25 +114,51 @@ pub async fn route(
     skipped: &[String],
     abandoned: &mut Vec<usize>,
 ) -> Routed {
+    route_with(upstreams, req, &Plan::ordered(), legs, skipped, abandoned).await
+}
+
+/// Routes `legs` in the order `plan`'s strategy gives them.
+pub async fn route_with(
+    upstreams: &Upstreams,
+    req: &Request<'_>,
+    plan: &Plan<'_>,
+    legs: Vec<Leg>,
+    skipped: &[String],
+    abandoned: &mut Vec<usize>,
+) -> Routed {
     upstreams.retry.request();
+    // Legs keep the position they were given in (the caller's index of them), whatever
+    // order the strategy tries them in. An upstream is a candidate at most once.
+    let given: Vec<usize> = legs.iter().map(|l| l.upstream).collect();
+    let (legs, note) = upstreams
+        .strategist
+        .order(plan, legs, &upstreams.list, &upstreams.health);
     let mut run = Run {
         failures: skipped
             .iter()
             .map(|s| format!("{s}=model not configured"))
             .collect(),
+        note: note.map(|n| match plan.source {
+            "default" => n,
+            source => format!("{n} (by {source})"),
+        }),
         ..Run::default()
     };
     // Legs skipped for their health, with when each may be tried again.
     let mut held: Vec<(usize, Leg, DateTime<Utc>)> = Vec::new();
     let count = legs.len();
-    for (i, leg) in legs.into_iter().enumerate() {
+    for (tried, leg) in legs.into_iter().enumerate() {
+        let i = given
+            .iter()
+            .position(|u| *u == leg.upstream)
+            .unwrap_or(tried);
         if let Admission::Skip { why, ready_at } = upstreams.health.admit(leg.upstream) {
             let name = &upstreams.list[leg.upstream].name;
             run.failures.push(format!("{name}={why}"));
             held.push((i, leg, ready_at));
             continue;
         }
-        let last = i + 1 == count;
+        let last = tried + 1 == count;
         if let Some(done) = attempt(upstreams, req, (i, leg, last), &mut run, abandoned).await {
             return done;
         }
@@ -282,7 +312,10 @@ fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
 }
 
 fn all_failed(run: Run) -> Routed {
-    let summary = format!("all failed: {}", run.failures.join(", "));
+    let mut summary = format!("all failed: {}", run.failures.join(", "));
+    if let Some(n) = &run.note {
+        summary = format!("{summary} ({n})");
+    }
     if let Some((_, status, headers, body, leg)) = run.retained {
         return Routed::Retained {
             status,
@@ -311,21 +344,20 @@ fn all_failed(run: Run) -> Routed {
 
 fn reason(name: &str, run: &Run, status: StatusCode) -> String {
     let how = if status.is_success() { "ok" } else { "relayed" };
-    let failures = &run.failures;
+    let outcome = format!("{how} {}", status.as_u16());
+    let failures = run.failures.join(", ");
+    let note = run.note.as_deref();
     if run.forced {
-        format!(
-            "{name}: every upstream cooling down or open ({}), tried the closest to recovery, {how} {}",
-            failures.join(", "),
-            status.as_u16()
-        )
-    } else if failures.is_empty() {
-        format!("{name}: first in order, {how} {}", status.as_u16())
-    } else {
-        format!(
-            "{name}: after {}, {how} {}",
-            failures.join(", "),
-            status.as_u16()
-        )
+        let by = note.map(|n| format!("{n}; ")).unwrap_or_default();
+        return format!(
+            "{name}: {by}every upstream cooling down or open ({failures}), tried the closest to recovery, {outcome}"
+        );
+    }
+    match (note, run.failures.is_empty()) {
+        (None, true) => format!("{name}: first in order, {outcome}"),
+        (Some(n), true) => format!("{name}: {n}, {outcome}"),
+        (None, false) => format!("{name}: after {failures}, {outcome}"),
+        (Some(n), false) => format!("{name}: {n}; after {failures}, {outcome}"),
     }
 }
 
