@@ -60,6 +60,8 @@ pub enum Target {
     SignIn,
     App,
     Admin,
+    /// `POST /v1/gatehouse/route/explain` (admin admission).
+    RouteExplain,
     Models,
     ManagedSettings,
     UserBootstrap,
@@ -120,6 +122,12 @@ pub const ROUTES: &[Route] = {
         route("/gatehouse/app/*", "*", A::App, T::App),
         route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
         route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
+        route(
+            crate::inference::explain::PATH,
+            "POST",
+            A::Admin,
+            T::RouteExplain,
+        ),
         route("/v1/models", "GET", A::Bearer, T::Models),
         route("/managed/settings", "GET", A::Bearer, T::ManagedSettings),
         route("/user/bootstrap", "GET", A::Bearer, T::UserBootstrap),
@@ -267,6 +275,9 @@ async fn run(
     };
     // Admin API: `x-api-key` from the admin key ring first (no fallback), else an
     // admin-group session; it authenticates itself.
+    if route.is_some_and(|r| r.target == Target::RouteExplain) {
+        return Ok(crate::inference::explain::handle(gw, request_id, &admission, req).await);
+    }
     if route.is_some_and(|r| r.admit == Admit::Admin) {
         return Ok(crate::spend::admin::handle(gw, request_id, &admission, req).await);
     }
@@ -366,7 +377,7 @@ async fn dispatch(
             inference::handle(gw, request_id, principal, endpoint, req).await
         }
         // Admitted above, before bearer admission.
-        Target::Dashboard | Target::SignIn | Target::App | Target::Admin => {
+        Target::Dashboard | Target::SignIn | Target::App | Target::Admin | Target::RouteExplain => {
             Err(ApiError::NotFound("no such route".into()))
         }
     }

@@ -20,6 +20,7 @@ mod otlp;
 mod policy;
 mod postgres;
 mod routing_health;
+mod routing_rules;
 mod routing_strategies;
 mod slow_clients;
 mod spend;

@@ -58,6 +58,121 @@ pub struct RawRouting {
     pub region_groups: BTreeMap<String, String>,
     /// Seed of the weighted random draws, for reproducible runs (default: from the OS).
     pub random_seed: Option<u64>,
+    /// Request-aware rules, in order: the first whose `when` matches decides.
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+/// One rule as written.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    /// Named in `route_reason` (default `rules[<index>]`).
+    pub name: Option<String>,
+    /// Every condition given must hold (none: matches every request).
+    #[serde(default)]
+    pub when: RawWhen,
+    /// Serve the request with this model id instead of the requested one.
+    pub model: Option<String>,
+    /// Only these upstreams, in this order (by name).
+    pub upstreams: Option<Vec<String>>,
+    /// The strategy for this request.
+    pub strategy: Option<Strategy>,
+}
+
+/// A rule's conditions as written.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawWhen {
+    /// The requested model id is one of these (case-insensitive, one `*`).
+    pub model: Option<Vec<String>>,
+    /// The requested model's family is one of these (`opus`, `sonnet`, `haiku`).
+    pub family: Option<Vec<String>>,
+    /// Extended thinking is on (`thinking.type` `enabled` or `adaptive`) — or off.
+    pub thinking: Option<bool>,
+    /// The estimated input tokens (body bytes / 4) exceed this.
+    pub input_tokens_over: Option<u64>,
+    /// A tool whose `type` (or, untyped, `name`) starts with one of these is present
+    /// (`*`: any tool).
+    pub tools: Option<Vec<String>>,
+    /// An image block is present in the messages — or none is.
+    pub images: Option<bool>,
+    /// A background request: the requested model is of the small, fast family (haiku) —
+    /// Claude Code's own titles, summaries and checks — or not.
+    pub background: Option<bool>,
+    /// The caller is in one of these IdP groups.
+    pub groups: Option<Vec<String>>,
+    /// The client, from its user-agent: `claude-code`, `desktop`, `sdk`, `other`.
+    pub client: Option<Vec<Client>>,
+}
+
+/// The client surface a request came from, by its user-agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Client {
+    /// `claude-cli/…` or `claude-code/…`.
+    ClaudeCode,
+    /// A user-agent naming `claude-desktop`, or Electron's with `Claude/`.
+    Desktop,
+    /// An official SDK: `Anthropic/…` (JS, Python, Go, Java …).
+    Sdk,
+    /// Anything else.
+    Other,
+}
+
+impl Client {
+    /// Classifies a user-agent.
+    pub fn from_user_agent(ua: Option<&str>) -> Self {
+        let Some(ua) = ua else {
+            return Client::Other;
+        };
+        let lower = ua.to_ascii_lowercase();
+        if lower.starts_with("claude-cli/") || lower.starts_with("claude-code/") {
+            Client::ClaudeCode
+        } else if lower.contains("claude-desktop")
+            || (lower.contains("electron/") && lower.contains("claude/"))
+        {
+            Client::Desktop
+        } else if lower.starts_with("anthropic/") {
+            Client::Sdk
+        } else {
+            Client::Other
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Client::ClaudeCode => "claude-code",
+            Client::Desktop => "desktop",
+            Client::Sdk => "sdk",
+            Client::Other => "other",
+        }
+    }
+}
+
+/// A validated rule.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rule {
+    pub name: String,
+    pub when: When,
+    pub model: Option<String>,
+    /// Upstream names, in order (empty: every upstream that serves the model).
+    pub upstreams: Vec<String>,
+    pub strategy: Option<Strategy>,
+}
+
+/// Validated conditions (`None`: not checked).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct When {
+    pub model: Option<Vec<String>>,
+    pub family: Option<Vec<String>>,
+    pub thinking: Option<bool>,
+    pub input_tokens_over: Option<u64>,
+    pub tools: Option<Vec<String>>,
+    pub images: Option<bool>,
+    pub background: Option<bool>,
+    pub groups: Option<Vec<String>>,
+    pub client: Option<Vec<Client>>,
 }
 
 /// How the candidates for a model are put in order.
@@ -184,6 +299,7 @@ pub struct Strategies {
     pub override_groups: Vec<String>,
     pub region_groups: Vec<(String, String)>,
     pub seed: Option<u64>,
+    pub rules: Vec<Rule>,
 }
 
 impl Default for Strategies {
@@ -196,6 +312,7 @@ impl Default for Strategies {
             override_groups: Vec::new(),
             region_groups: Vec::new(),
             seed: None,
+            rules: Vec::new(),
         }
     }
 }
@@ -415,7 +532,80 @@ fn strategies(raw: &RawRouting, upstream_names: &[&str]) -> Result<Strategies, C
             .map(|(g, r)| (g.clone(), r.clone()))
             .collect(),
         seed: raw.random_seed,
+        rules: rules(&raw.rules, upstream_names)?,
     })
+}
+
+fn rules(raw: &[RawRule], upstream_names: &[&str]) -> Result<Vec<Rule>, ConfigError> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, r) in raw.iter().enumerate() {
+        let path = format!("routing.rules[{i}]");
+        if r.model.is_none() && r.upstreams.is_none() && r.strategy.is_none() {
+            return Err(ConfigError::at(
+                &path,
+                "a rule needs `model`, `upstreams` or `strategy`",
+            ));
+        }
+        let upstreams = r.upstreams.clone().unwrap_or_default();
+        if r.upstreams.is_some() && upstreams.is_empty() {
+            return Err(ConfigError::at(
+                &format!("{path}.upstreams"),
+                "must not be empty",
+            ));
+        }
+        for (j, u) in upstreams.iter().enumerate() {
+            if !upstream_names.contains(&u.as_str()) {
+                return Err(ConfigError::at(
+                    &format!("{path}.upstreams[{j}]"),
+                    format!("no upstream is named `{u}`"),
+                ));
+            }
+        }
+        if r.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(ConfigError::at(
+                &format!("{path}.model"),
+                "must not be empty",
+            ));
+        }
+        let w = &r.when;
+        for (key, list) in [
+            ("model", &w.model),
+            ("family", &w.family),
+            ("tools", &w.tools),
+            ("groups", &w.groups),
+        ] {
+            if list
+                .as_ref()
+                .is_some_and(|l| l.is_empty() || l.iter().any(|v| v.trim().is_empty()))
+            {
+                return Err(ConfigError::at(
+                    &format!("{path}.when.{key}"),
+                    "must be a non-empty list of non-empty values",
+                ));
+            }
+        }
+        out.push(Rule {
+            name: r.name.clone().unwrap_or_else(|| format!("rules[{i}]")),
+            when: When {
+                model: w.model.clone(),
+                family: w
+                    .family
+                    .as_ref()
+                    .map(|f| f.iter().map(|v| v.to_ascii_lowercase()).collect()),
+                thinking: w.thinking,
+                input_tokens_over: w.input_tokens_over,
+                tools: w.tools.clone(),
+                images: w.images,
+                background: w.background,
+                groups: w.groups.clone(),
+                client: w.client.clone(),
+            },
+            model: r.model.clone(),
+            upstreams,
+            strategy: r.strategy,
+        });
+    }
+    Ok(out)
 }
 
 fn range(v: Option<u64>, default: u64, min: u64, max: u64, path: &str) -> Result<u64, ConfigError> {

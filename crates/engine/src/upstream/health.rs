@@ -204,6 +204,34 @@ impl UpstreamHealth {
         })
     }
 
+    /// What [`UpstreamHealth::admit`] would answer now, without claiming a trial (the
+    /// explain endpoint).
+    pub fn peek(&self, upstream: usize) -> Admission {
+        if !self.config.enabled {
+            return Admission::Send;
+        }
+        let now = self.clock.now();
+        let Some(Ok(e)) = self.entries.get(upstream).map(|e| e.lock()) else {
+            return Admission::Send;
+        };
+        if let Some(until) = e.cooling(now) {
+            let secs = (until - now).num_milliseconds().saturating_add(999) / 1000;
+            return Admission::Skip {
+                why: format!("cooling down {secs}s"),
+                ready_at: until,
+            };
+        }
+        let mut breaker = e.breaker.clone();
+        match breaker.admit(now) {
+            Admit::Send => Admission::Send,
+            Admit::Probe => Admission::Trial,
+            Admit::Skip => Admission::Skip {
+                why: "breaker open".to_owned(),
+                ready_at: breaker.next_probe_at().unwrap_or(now),
+            },
+        }
+    }
+
     /// Every candidate was skipped: send to `upstream` anyway, as its breaker's trial
     /// (its cooldown is left to run; a success ends it).
     pub fn force(&self, upstream: usize) {

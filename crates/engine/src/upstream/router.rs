@@ -138,10 +138,7 @@ pub async fn route_with(
             .iter()
             .map(|s| format!("{s}=model not configured"))
             .collect(),
-        note: note.map(|n| match plan.source {
-            "default" => n,
-            source => format!("{n} (by {source})"),
-        }),
+        note: note_for(plan, note),
         ..Run::default()
     };
     // Legs skipped for their health, with when each may be tried again.
@@ -295,6 +292,19 @@ async fn failed_answer(
         run.retained = Some((rank, status, headers, body, leg));
     }
     status.as_u16() == 529
+}
+
+/// The rule and the strategy's choice, for `route_reason`.
+fn note_for(plan: &Plan<'_>, strategy: Option<String>) -> Option<String> {
+    let strategy = strategy.map(|n| match plan.source {
+        "default" => n,
+        source => format!("{n} (by {source})"),
+    });
+    match (plan.rule, strategy) {
+        (None, s) => s,
+        (Some(r), None) => Some(format!("rule {r}")),
+        (Some(r), Some(s)) => Some(format!("rule {r}, {s}")),
+    }
 }
 
 /// `retry-after` as seconds or an HTTP date (relative to `now`).

@@ -34,6 +34,8 @@ pub struct Plan<'a> {
     pub region: Option<&'a str>,
     /// Prices, for `cheapest`.
     pub pricing: Option<&'a Pricing>,
+    /// The routing rule that decided the candidates, for `route_reason`.
+    pub rule: Option<&'a str>,
 }
 
 impl Plan<'_> {
@@ -44,6 +46,7 @@ impl Plan<'_> {
             source: "default",
             region: None,
             pricing: None,
+            rule: None,
         }
     }
 }
