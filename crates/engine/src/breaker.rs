@@ -131,6 +131,22 @@ impl<T: Moment> Breaker<T> {
         true
     }
 
+    /// Open until `until` because someone else (another replica) saw it fail; `true` when
+    /// this opened a closed breaker or extended an open one. A probe out is left alone.
+    pub(crate) fn open_until(&mut self, until: T) -> bool {
+        match self.state {
+            State::Closed => {
+                self.state = State::Open { until };
+                true
+            }
+            State::Open { until: u } if u < until => {
+                self.state = State::Open { until };
+                true
+            }
+            State::Open { .. } | State::Probing { .. } => false,
+        }
+    }
+
     /// A success: close; in consecutive mode also forget the failures.
     pub(crate) fn on_success(&mut self) {
         self.state = State::Closed;

@@ -21,6 +21,7 @@ mod policy;
 mod postgres;
 mod routing_health;
 mod routing_rules;
+mod routing_shared;
 mod routing_strategies;
 mod slow_clients;
 mod spend;

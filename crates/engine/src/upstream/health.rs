@@ -16,7 +16,7 @@
 //! never upstream text.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -128,11 +128,23 @@ pub struct UpstreamHealth {
     config: HealthConfig,
     clock: Arc<dyn Clock>,
     events: Arc<dyn EventSink>,
+    /// Where breaker and cooldown changes go to be shared with other replicas
+    /// ([`super::shared`]); unset on SQLite.
+    outbox: OnceLock<tokio::sync::mpsc::UnboundedSender<Shared>>,
+}
+
+/// What replicas share of one upstream: until when its breaker is open and until when it
+/// cools down (both `None`: closed and not cooling).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shared {
+    pub upstream: String,
+    pub open_until: Option<DateTime<Utc>>,
+    pub cooling_until: Option<DateTime<Utc>>,
 }
 
 /// What one update changed, reported after the lock is released.
 #[derive(Default)]
-struct Changes(Vec<Event>);
+struct Changes(Vec<Event>, bool);
 
 impl UpstreamHealth {
     pub fn new(
@@ -162,7 +174,62 @@ impl UpstreamHealth {
             config,
             clock,
             events,
+            outbox: OnceLock::new(),
         }
+    }
+
+    /// From now on every breaker opening or closing and every cooldown is sent here (once).
+    pub fn share(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Shared>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.outbox.set(tx).ok().map(|()| rx)
+    }
+
+    /// The index of the upstream named `name`.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n.0 == name)
+    }
+
+    /// Another replica's view: open the breaker and cool down until the times it saw,
+    /// when they are later than this replica's own. Not shared again.
+    pub fn adopt(
+        &self,
+        upstream: usize,
+        open_until: Option<DateTime<Utc>>,
+        cooling_until: Option<DateTime<Utc>>,
+    ) {
+        if !self.config.enabled {
+            return;
+        }
+        let now = self.clock.now();
+        self.update(upstream, (), |e, ch| {
+            if let Some(until) = cooling_until.filter(|u| *u > now)
+                && e.cooling_until.is_none_or(|mine| mine < until)
+            {
+                e.cooling_until = Some(until);
+                let secs = (until - now).num_seconds();
+                push_bounded(
+                    &mut e.transitions,
+                    (now, format!("cooling down {secs}s (replica)")),
+                    TRANSITIONS,
+                );
+                ch.0.push(
+                    Event::new("upstream.cooldown")
+                        .with("seconds", secs)
+                        .with("until", iso(Some(until)))
+                        .with("source", "replica"),
+                );
+            }
+            if let Some(until) = open_until.filter(|u| *u > now) {
+                let before = e.breaker.phase();
+                if e.breaker.open_until(until) && before != Phase::Open {
+                    ch.breaker(e, before, now);
+                    ch.1 = false;
+                    if let Some(ev) = ch.0.pop() {
+                        ch.0.push(ev.with("source", "replica"));
+                    }
+                }
+            }
+        });
     }
 
     pub fn config(&self) -> &HealthConfig {
@@ -312,6 +379,7 @@ impl UpstreamHealth {
                     .with("seconds", d.as_secs())
                     .with("until", iso(Some(until))),
             );
+            ch.1 = true;
         });
         d
     }
@@ -340,6 +408,20 @@ impl UpstreamHealth {
         let name = self.names.get(upstream).map(|n| n.0.clone());
         for event in changes.0 {
             self.events.emit(&event.with("upstream", name.clone()));
+        }
+        if changes.1
+            && let (Some(tx), Some(name)) = (self.outbox.get(), name)
+            && let Ok(e) = slot.lock()
+        {
+            let now = self.clock.now();
+            let open_until = (e.breaker.phase() == Phase::Open)
+                .then(|| e.breaker.next_probe_at())
+                .flatten();
+            let _ = tx.send(Shared {
+                upstream: name,
+                open_until,
+                cooling_until: e.cooling(now),
+            });
         }
         result
     }
@@ -421,6 +503,8 @@ impl Changes {
         }
         let text = format!("breaker {}", after.as_str());
         push_bounded(&mut e.transitions, (now, text), TRANSITIONS);
+        // Opening and closing are shared with other replicas; half-open is this one's trial.
+        self.1 = after != Phase::HalfOpen;
         self.0.push(
             Event::new("upstream.breaker")
                 .with("breaker", after.as_str())

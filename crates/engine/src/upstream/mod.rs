@@ -20,6 +20,7 @@ pub mod headers;
 pub mod health;
 pub mod retry;
 pub mod router;
+pub mod shared;
 pub mod sse;
 pub mod strategy;
 pub mod vertex;
