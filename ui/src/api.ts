@@ -49,6 +49,17 @@ export type UpstreamHealth = {
   last_error: string | null;
   last_ok_at: string | null;
   last_error_at: string | null;
+  /** The circuit breaker routing obeys. */
+  breaker: 'closed' | 'open' | 'half_open';
+  /** Set while a 429's cooldown runs. */
+  cooling_until: string | null;
+  ttfb_p50_ms: number | null;
+  ttfb_p95_ms: number | null;
+  /** Failed share of the last attempts (null before any). */
+  error_rate: number | null;
+  attempts: number;
+  /** Newest first. */
+  transitions: { at: string; change: string }[];
 };
 
 export type Dashboard = {
