@@ -679,7 +679,10 @@ async fn browser_shows_real_numbers_blocks_and_live_updates() {
     );
     assert_eq!(shown["errors"], "0 %");
     assert!(
-        first["transitions"][0].as_str().unwrap().ends_with("healthy"),
+        first["transitions"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("healthy"),
         "{}",
         first["transitions"]
     );
