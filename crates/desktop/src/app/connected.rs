@@ -450,39 +450,6 @@ fn describe_routing(e: &Event) -> Option<(Kind, String, String)> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn routing_changes_become_notifications() {
-        let open = Event::new("upstream.breaker")
-            .with("upstream", "anthropic")
-            .with("breaker", "open");
-        let (kind, title, _) = describe_block(&open).unwrap();
-        assert_eq!(
-            (kind, title.as_str()),
-            (Kind::ProviderAway, "Traffic moved off anthropic")
-        );
-        let closed = Event::new("upstream.breaker")
-            .with("upstream", "anthropic")
-            .with("breaker", "closed");
-        assert_eq!(describe_block(&closed).unwrap().0, Kind::ProviderBack);
-        let half = Event::new("upstream.breaker")
-            .with("upstream", "anthropic")
-            .with("breaker", "half_open");
-        assert!(describe_block(&half).is_none(), "a trial is no news");
-        let cool = Event::new("upstream.cooldown")
-            .with("upstream", "bedrock")
-            .with("seconds", 30);
-        let (kind, title, body) = describe_block(&cool).unwrap();
-        assert_eq!(kind, Kind::ProviderAway);
-        assert_eq!(title, "bedrock is rate limited");
-        assert!(body.contains("30 s"), "{body}");
-    }
-}
-
 /// Reacts to engine events: notifications for blocks, spend warnings after usage.
 /// One per engine instance (see `engine::restart`); ends when that engine's channel closes.
 pub async fn run_taps(app: App, mut rx: broadcast::Receiver<Event>) {
@@ -542,5 +509,38 @@ pub async fn run_sync(app: App) {
             sync(&app).await;
         }
         tokio::time::sleep(SYNC_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn routing_changes_become_notifications() {
+        let open = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "open");
+        let (kind, title, _) = describe_block(&open).unwrap();
+        assert_eq!(
+            (kind, title.as_str()),
+            (Kind::ProviderAway, "Traffic moved off anthropic")
+        );
+        let closed = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "closed");
+        assert_eq!(describe_block(&closed).unwrap().0, Kind::ProviderBack);
+        let half = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "half_open");
+        assert!(describe_block(&half).is_none(), "a trial is no news");
+        let cool = Event::new("upstream.cooldown")
+            .with("upstream", "bedrock")
+            .with("seconds", 30);
+        let (kind, title, body) = describe_block(&cool).unwrap();
+        assert_eq!(kind, Kind::ProviderAway);
+        assert_eq!(title, "bedrock is rate limited");
+        assert!(body.contains("30 s"), "{body}");
     }
 }
