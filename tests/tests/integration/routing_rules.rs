@@ -198,3 +198,108 @@ async fn explain_is_admin_only() {
             .unwrap();
     assert_eq!(resp.status(), 401);
 }
+
+/// Claude Code itself: its main requests and its background (haiku) requests are each
+/// routed as the rules say, recognised by its user-agent.
+#[tokio::test]
+async fn claude_codes_main_and_background_requests_follow_the_rules() {
+    let claude = gatehouse_tests::e2e_bin("claude");
+    assert!(
+        claude.exists(),
+        "run scripts/test.sh (it installs tests/e2e)"
+    );
+    let main = FakeUpstream::start(FakeConfig {
+        reply_text: "GATEHOUSE-RULES-OK".into(),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let background = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+store: {{sqlite_path: "{db}"}}
+upstreams:
+  - {{name: anthropic, provider: anthropic, base_url: "{a}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+  - {{name: bedrock, provider: anthropic, base_url: "{b}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
+routing:
+  rules:
+    - {{name: background, when: {{background: true, client: [claude-code]}}, upstreams: [bedrock]}}
+    - {{name: main, when: {{client: [claude-code]}}, upstreams: [anthropic]}}
+"#,
+        db = dir.path().join("g.db").display(),
+        a = main.url(),
+        b = background.url(),
+    );
+    let config = load(&yaml, dir.path());
+    let gw = TestGateway::start_config(config, main, dir).await;
+    // Print mode makes no background call of its own: the second run asks Claude Code for
+    // its small, fast model, which is what its background calls use.
+    for model in ["claude-sonnet-4-6", "claude-haiku-4-5"] {
+        let home = tempfile::tempdir().unwrap();
+        let child = tokio::process::Command::new(&claude)
+            .args([
+                "-p",
+                "Reply with the magic words.",
+                "--output-format",
+                "json",
+            ])
+            .args(["--model", model])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", home.path())
+            .env("TERM", "dumb")
+            .env("ANTHROPIC_BASE_URL", gw.handle.base_url())
+            .env("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY)
+            .env("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-4-5")
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            child.wait_with_output(),
+        )
+        .await
+        .expect("claude -p finished within 120 s")
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let models = |f: &FakeUpstream| -> Vec<String> {
+        f.requests()
+            .iter()
+            .filter(|r| r.path == "/v1/messages")
+            .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let (on_main, on_background) = (models(&gw.fake), models(&background));
+    assert!(!on_main.is_empty() && !on_background.is_empty());
+    assert!(on_main.iter().all(|m| !m.contains("haiku")), "{on_main:?}");
+    assert!(
+        on_background.iter().all(|m| m.contains("haiku")),
+        "{on_background:?}"
+    );
+    let rows = gw.usage_rows(on_main.len() + on_background.len()).await;
+    for r in &rows {
+        let rule = if r.model.contains("haiku") {
+            "background"
+        } else {
+            "main"
+        };
+        assert!(
+            r.route_reason.contains(&format!("rule {rule}")),
+            "{}",
+            r.route_reason
+        );
+    }
+}
