@@ -34,7 +34,7 @@ export type RecentRequest = {
 export type Block = {
   at: string;
   request_id: string;
-  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused';
+  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing';
   model: string | null;
   status: number;
   message: string;

@@ -249,12 +249,8 @@ impl UpstreamHealth {
         }
         let now = self.clock.now();
         self.update(upstream, Admission::Send, |e, ch| {
-            if let Some(until) = e.cooling(now) {
-                let secs = (until - now).num_milliseconds().saturating_add(999) / 1000;
-                return Admission::Skip {
-                    why: format!("cooling down {secs}s"),
-                    ready_at: until,
-                };
+            if let Some(skip) = cooling_skip(e, now) {
+                return skip;
             }
             let before = e.breaker.phase();
             match e.breaker.admit(now) {
@@ -281,12 +277,8 @@ impl UpstreamHealth {
         let Some(Ok(e)) = self.entries.get(upstream).map(|e| e.lock()) else {
             return Admission::Send;
         };
-        if let Some(until) = e.cooling(now) {
-            let secs = (until - now).num_milliseconds().saturating_add(999) / 1000;
-            return Admission::Skip {
-                why: format!("cooling down {secs}s"),
-                ready_at: until,
-            };
+        if let Some(skip) = cooling_skip(&e, now) {
+            return skip;
         }
         let mut breaker = e.breaker.clone();
         match breaker.admit(now) {
@@ -512,6 +504,16 @@ impl Changes {
                 .with("failures", e.breaker.failures()),
         );
     }
+}
+
+/// A cooling upstream's skip, its seconds left rounded up.
+fn cooling_skip(e: &Entry, now: DateTime<Utc>) -> Option<Admission> {
+    let until = e.cooling(now)?;
+    let secs = (until - now).num_milliseconds().saturating_add(999) / 1000;
+    Some(Admission::Skip {
+        why: format!("cooling down {secs}s"),
+        ready_at: until,
+    })
 }
 
 fn iso(t: Option<DateTime<Utc>>) -> Option<String> {
