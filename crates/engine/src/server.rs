@@ -217,6 +217,7 @@ pub async fn start_on(
     // its usage row).
     crate::spend::admission::reconcile(&gateway).await;
     spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
+    crate::inference::probe::spawn(gateway.clone(), stop_jobs.clone());
     // Replicas share upstream breakers and cooldowns through PostgreSQL.
     if gateway.store.backend() == "postgres" {
         crate::upstream::shared::spawn(

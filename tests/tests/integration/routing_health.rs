@@ -328,3 +328,44 @@ async fn a_stalled_stream_counts_as_a_failure_and_is_not_cut() {
     );
     assert!(a["ttfb_p95_ms"].is_u64());
 }
+
+#[tokio::test]
+async fn the_active_probe_finds_an_upstream_down_and_back_and_is_metered() {
+    let (gw, b, _) = pair(
+        "routing: {health: {breaker_failures: 1, breaker_open_s: 1, probe: true, probe_interval_s: 1, probe_model: claude-haiku-4-5}}",
+        FakeConfig::default(),
+    )
+    .await;
+    // No traffic at all: the first round finds a failing, the next one (its trial) back.
+    gw.fake.push_fault(status(500, None));
+    let mut phases = Vec::new();
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        phases = gw
+            .events
+            .named("upstream.breaker")
+            .iter()
+            .filter(|e| e["upstream"] == "a")
+            .map(|e| e["breaker"].as_str().unwrap().to_owned())
+            .collect();
+        if phases.len() >= 3 {
+            break;
+        }
+    }
+    assert_eq!(phases, ["open", "half_open", "closed"]);
+    let probes = gw.fake.requests();
+    assert!(probes.len() >= 2);
+    for r in probes.iter().chain(b.requests().iter()) {
+        assert_eq!(r.body["max_tokens"], 1);
+        assert_eq!(r.body["model"], "claude-haiku-4-5");
+    }
+    // Each probe is a usage row of its own, priced like any request.
+    let rows = gw.usage_rows(3).await;
+    assert!(rows.iter().all(|r| r.principal == "gatehouse:probe"));
+    assert!(rows.iter().any(|r| r.route_reason == "a: probe, 500"));
+    let ok = rows
+        .iter()
+        .find(|r| r.route_reason == "a: probe, 200")
+        .expect("a's trial probe");
+    assert!(ok.cost_micro_usd > 0 && ok.output_tokens > 0);
+}

@@ -12,6 +12,9 @@
 //!     cooldown_default_s: 10    # a 429 without retry-after cools the upstream this long
 //!     cooldown_max_s: 600       # a longer retry-after is cut to this
 //!     stream_stall_ms: 120000   # a stream silent (pings aside) this long counts as failed
+//!     probe: false              # active probe: max_tokens 1 to idle upstreams, metered
+//!     probe_interval_s: 300
+//!     probe_model: claude-haiku-4-5
 //!   retry:
 //!     max_retries: 1            # same-upstream retries per request (0: off)
 //!     backoff_ms: 250           # first backoff; doubles, with ±50 % jitter
@@ -262,6 +265,14 @@ pub struct RawHealth {
     /// A stream with no byte but pings for this long counts as a failure of its upstream
     /// (default 120000; the stream itself is not cut).
     pub stream_stall_ms: Option<u64>,
+    /// Active probe: a tiny real request (`max_tokens: 1`) to each upstream that had no
+    /// attempt for `probe_interval_s`, or whose breaker is due its trial; metered like any
+    /// request (default false).
+    pub probe: Option<bool>,
+    /// Seconds between probe rounds (default 300).
+    pub probe_interval_s: Option<u64>,
+    /// The model the probe asks for (default `claude-haiku-4-5`).
+    pub probe_model: Option<String>,
 }
 
 /// `routing.retry` as written.
@@ -347,6 +358,8 @@ pub struct HealthConfig {
     pub cooldown_default: Duration,
     pub cooldown_max: Duration,
     pub stream_stall: Duration,
+    /// The active probe's interval and model, when it is on.
+    pub probe: Option<(Duration, String)>,
 }
 
 /// Validated `routing.retry`.
@@ -372,6 +385,7 @@ impl Default for HealthConfig {
             cooldown_default: Duration::from_secs(10),
             cooldown_max: Duration::from_secs(600),
             stream_stall: Duration::from_millis(120_000),
+            probe: None,
         }
     }
 }
@@ -438,6 +452,21 @@ pub fn validate(raw: &RawRouting, upstream_names: &[&str]) -> Result<RoutingConf
             "routing.health.stream_stall_ms",
         )
         .map(Duration::from_millis)?,
+        probe: match h.probe {
+            Some(true) => Some((
+                secs(
+                    h.probe_interval_s,
+                    Duration::from_secs(300),
+                    86_400,
+                    "routing.health.probe_interval_s",
+                )?,
+                h.probe_model
+                    .clone()
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or_else(|| "claude-haiku-4-5".to_owned()),
+            )),
+            _ => None,
+        },
     };
     let r = raw.retry.as_ref();
     let ratio = r

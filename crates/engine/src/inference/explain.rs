@@ -50,6 +50,11 @@ async fn explain(
     if req.method() != http::Method::POST {
         return Err(ApiError::MethodNotAllowed("POST".into()));
     }
+    if gw.config.spend.is_none() {
+        return Err(ApiError::NotFound(
+            "route explain needs the `admin` block (admin keys or admin_groups)".into(),
+        ));
+    }
     crate::spend::admin::authenticate(gw, req.headers(), admission).await?;
     let (parts, body) = req.into_parts();
     let limit = usize::try_from(gw.config.limits.max_request_bytes).unwrap_or(usize::MAX);

@@ -14,6 +14,7 @@ pub mod blocks;
 pub mod body;
 pub mod explain;
 mod plan;
+pub mod probe;
 pub mod refusal;
 mod relay;
 pub mod rules;

@@ -376,6 +376,12 @@ impl UpstreamHealth {
         d
     }
 
+    /// When the upstream was last tried (success or failure).
+    pub fn last_attempt(&self, upstream: usize) -> Option<DateTime<Utc>> {
+        let e = self.entries.get(upstream)?.lock().ok()?;
+        e.last_ok_at.max(e.last_error_at)
+    }
+
     /// Observed time to first byte: how many recent successful attempts, and their p95.
     pub fn ttfb_stats(&self, upstream: usize) -> Option<(usize, Duration)> {
         let e = self.entries.get(upstream)?.lock().ok()?;
