@@ -670,6 +670,44 @@ mod tests {
     }
 
     #[test]
+    fn rules_and_upstreams_are_checked_against_the_upstream_names() {
+        let check = |v: serde_json::Value| {
+            let raw: RawRouting = serde_json::from_value(v).unwrap();
+            validate(&raw, &["anthropic", "bedrock"]).map_err(|e| e.to_string())
+        };
+        let e = check(serde_json::json!({"rules": [{"when": {"thinking": true}}]})).unwrap_err();
+        assert!(e.contains("routing.rules[0]") && e.contains("needs"), "{e}");
+        let e = check(serde_json::json!({"rules": [{"upstreams": ["anthropic", "vertex"]}]}))
+            .unwrap_err();
+        assert!(e.contains("routing.rules[0].upstreams[1]"), "{e}");
+        let e = check(serde_json::json!({"upstreams": {"vertex": {"weight": 2}}})).unwrap_err();
+        assert!(e.contains("routing.upstreams.vertex"), "{e}");
+        let e =
+            check(serde_json::json!({"upstreams": {"bedrock": {"cost_weight": 0}}})).unwrap_err();
+        assert!(e.contains("routing.upstreams.bedrock.cost_weight"), "{e}");
+        let e =
+            check(serde_json::json!({"rules": [{"when": {"tools": []}, "strategy": "cheapest"}]}))
+                .unwrap_err();
+        assert!(e.contains("routing.rules[0].when.tools"), "{e}");
+        let ok = check(serde_json::json!({
+            "strategy": "weighted",
+            "rules": [{"name": "bg", "when": {"background": true, "client": ["claude-code"]},
+                       "model": "claude-haiku-4-5", "upstreams": ["bedrock"]}]
+        }))
+        .unwrap();
+        assert_eq!(ok.strategies.default, Strategy::Weighted);
+        assert_eq!(ok.strategies.rules[0].name, "bg");
+        assert_eq!(
+            ok.strategies.rules[0].when.client,
+            Some(vec![Client::ClaudeCode])
+        );
+        assert!(
+            serde_json::from_value::<RawRouting>(serde_json::json!({"strategy": "fastest-ish"}))
+                .is_err()
+        );
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let raw: RawRouting =
             serde_json::from_value(serde_json::json!({"retry": {"budget_ratio": 2.0}})).unwrap();

@@ -163,6 +163,42 @@ mod tests {
     }
 
     #[test]
+    fn groups_images_model_patterns_and_families() {
+        let when = |w: When| vec![rule("r", w)];
+        let groups = vec!["platform".to_owned()];
+        let mut f = facts("claude-opus-4-8", Traits::default(), Client::Other);
+        let by_group = when(When {
+            groups: Some(vec!["platform".into(), "ops".into()]),
+            ..When::default()
+        });
+        assert!(first_match(&by_group, &f).is_none(), "no groups");
+        f.groups = &groups;
+        assert!(first_match(&by_group, &f).is_some());
+        let images = when(When {
+            images: Some(true),
+            ..When::default()
+        });
+        assert!(first_match(&images, &f).is_none());
+        f.traits.images = true;
+        assert!(first_match(&images, &f).is_some());
+        let pattern = when(When {
+            model: Some(vec!["CLAUDE-OPUS-*".into()]),
+            family: Some(vec!["opus".into()]),
+            ..When::default()
+        });
+        assert!(first_match(&pattern, &f).is_some());
+        f.model = "claude-sonnet-4-6";
+        assert!(first_match(&pattern, &f).is_none());
+        let any_tool = when(When {
+            tools: Some(vec!["*".into()]),
+            ..When::default()
+        });
+        assert!(first_match(&any_tool, &f).is_none(), "no tools");
+        f.traits.tools = vec!["Bash".into()];
+        assert!(first_match(&any_tool, &f).is_some());
+    }
+
+    #[test]
     fn clients_by_user_agent() {
         for (ua, c) in [
             ("claude-cli/2.1.333 (external, cli)", Client::ClaudeCode),
