@@ -181,9 +181,22 @@ async function main() {
       message: r.querySelector('[data-testid="block-message"]')?.textContent?.trim() ?? '',
     })));
   await shot('policy-blocks.png');
+  await page.click(byTestId('tab-upstreams'), { timeout: stepTimeout() });
+  await page.waitForSelector(byTestId('upstream-row'), { timeout: stepTimeout() });
+  const upstreams = await page.$$eval('[data-testid="upstream-row"]', (rows) =>
+    rows.map((r) => ({
+      name: r.getAttribute('data-name'),
+      state: r.querySelector('[data-testid="upstream-state"]')?.textContent?.trim() ?? '',
+      breaker: r.querySelector('[data-testid="upstream-breaker"]')?.textContent?.trim() ?? '',
+      ttfb: r.querySelector('[data-testid="upstream-ttfb"]')?.textContent?.trim() ?? '',
+      errors: r.querySelector('[data-testid="upstream-errors"]')?.textContent?.trim() ?? '',
+    })));
+  const transitions = await page.$$eval('[data-testid="upstream-transitions"] li', (els) =>
+    els.map((e) => e.textContent.trim()));
+  await shot('upstreams.png');
   await page.click(byTestId('tab-dashboard'), { timeout: stepTimeout() });
   await page.waitForSelector(byTestId('total-today-requests'), { timeout: stepTimeout() });
-  emit({ phase: 'first', csp, tabs, dashboard, blocks });
+  emit({ phase: 'first', csp, tabs, dashboard, blocks, upstreams, transitions });
 
   // 2. The test sends one more request; the page must show it without a reload.
   const rl = readline.createInterface({ input: process.stdin });

@@ -34,7 +34,7 @@ export type RecentRequest = {
 export type Block = {
   at: string;
   request_id: string;
-  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused';
+  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing';
   model: string | null;
   status: number;
   message: string;
@@ -49,6 +49,29 @@ export type UpstreamHealth = {
   last_error: string | null;
   last_ok_at: string | null;
   last_error_at: string | null;
+  /** The circuit breaker routing obeys. */
+  breaker: 'closed' | 'open' | 'half_open';
+  /** Set while a 429's cooldown runs. */
+  cooling_until: string | null;
+  ttfb_p50_ms: number | null;
+  ttfb_p95_ms: number | null;
+  /** Failed share of the last attempts (null before any). */
+  error_rate: number | null;
+  attempts: number;
+  /** Newest first. */
+  transitions: { at: string; change: string }[];
+  /** A key pool's keys, by id (never the key). */
+  keys?: PoolKey[];
+};
+
+export type PoolKey = {
+  id: string;
+  state: 'ready' | 'cooling' | 'set_aside';
+  until: string | null;
+  /** The status that set it aside. */
+  status: number | null;
+  uses: number;
+  failures: number;
 };
 
 export type Dashboard = {

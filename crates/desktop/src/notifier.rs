@@ -40,6 +40,10 @@ pub enum Kind {
     PolicyBlocked,
     LoginNeeded,
     CentralUnreachable,
+    /// Traffic moved off a failing or rate-limited provider.
+    ProviderAway,
+    /// A provider that was skipped takes traffic again.
+    ProviderBack,
 }
 
 impl Kind {
@@ -50,6 +54,8 @@ impl Kind {
             Kind::PolicyBlocked => "policy_blocked",
             Kind::LoginNeeded => "login_needed",
             Kind::CentralUnreachable => "central_unreachable",
+            Kind::ProviderAway => "provider_away",
+            Kind::ProviderBack => "provider_back",
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::config::{Config, LoadContext, PricingConfig, WorkloadConfig};
 use crate::deps::{CredentialError, CredentialStore, MapEnvironment};
 use crate::identity::keys::{KeyRing, SealKind};
 use crate::identity::session;
-use crate::inference::body::{parse_head, with_model};
+use crate::inference::body::{parse_head, traits, with_model};
 use crate::metering::pricing::Pricing;
 use crate::metering::usage::{SseUsageScanner, Usage, UsageSource, from_json_body};
 use crate::secret::Secret;
@@ -162,8 +162,9 @@ fn check_price(u: &Usage) {
 // ---------------------------------------------------------------------------------------
 // json_head: the request body head and the model rewrite.
 
-/// A request body: `parse_head` answers 400 or agrees with a full JSON parse, and the model
-/// rewrite changes `model` and nothing else.
+/// A request body: `parse_head` answers 400 or agrees with a full JSON parse, the model
+/// rewrite changes `model` and nothing else, and the routing rules' `traits` read any body
+/// `parse_head` accepted and agree with the full parse on thinking.
 pub fn json_head(data: &[u8]) {
     let head = match parse_head(data, true) {
         Ok(h) => h,
@@ -172,6 +173,8 @@ pub fn json_head(data: &[u8]) {
             return;
         }
     };
+    let t = traits(data).expect("traits of a body parse_head accepted");
+    assert_eq!(t.est_input_tokens, (data.len() / 4) as u64);
     let rewritten = with_model(data, "fuzz/model \"\u{e9}\"").expect("rewrite of a valid body");
     let again = parse_head(&rewritten, true).expect("the rewritten body parses");
     assert_eq!(again.model, "fuzz/model \"\u{e9}\"");
@@ -190,6 +193,12 @@ pub fn json_head(data: &[u8]) {
         Err(e) => panic!("parse_head accepted invalid JSON: {e}"),
     };
     let obj = full.as_object().expect("parse_head accepted a non-object");
+    let thinking = obj
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|k| matches!(k, "enabled" | "adaptive"));
+    assert_eq!(t.thinking, thinking, "traits disagree on thinking");
     assert_eq!(
         obj.get("model").and_then(Value::as_str),
         Some(head.model.as_str())

@@ -62,6 +62,8 @@ pub enum Target {
     App,
     Admin,
     Metrics,
+    /// `POST /v1/gatehouse/route/explain` (admin admission).
+    RouteExplain,
     Models,
     ManagedSettings,
     UserBootstrap,
@@ -123,6 +125,12 @@ pub const ROUTES: &[Route] = {
         route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
         route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
         route("/metrics", "GET", A::Admin, T::Metrics),
+        route(
+            crate::inference::explain::PATH,
+            "POST",
+            A::Admin,
+            T::RouteExplain,
+        ),
         route("/v1/models", "GET", A::Bearer, T::Models),
         route("/managed/settings", "GET", A::Bearer, T::ManagedSettings),
         route("/user/bootstrap", "GET", A::Bearer, T::UserBootstrap),
@@ -284,6 +292,9 @@ async fn run(
     };
     // Admin API: `x-api-key` from the admin key ring first (no fallback), else an
     // admin-group session; it authenticates itself.
+    if route.is_some_and(|r| r.target == Target::RouteExplain) {
+        return Ok(crate::inference::explain::handle(gw, request_id, &admission, req).await);
+    }
     if let Some(r) = route.filter(|r| r.admit == Admit::Admin) {
         if r.target == Target::Metrics {
             if !r.allows(req.method()) {
@@ -413,9 +424,12 @@ async fn dispatch(
             inference::handle(gw, request_id, principal, endpoint, req).await
         }
         // Admitted above, before bearer admission.
-        Target::Dashboard | Target::SignIn | Target::App | Target::Admin | Target::Metrics => {
-            Err(ApiError::NotFound("no such route".into()))
-        }
+        Target::Dashboard
+        | Target::SignIn
+        | Target::App
+        | Target::Admin
+        | Target::Metrics
+        | Target::RouteExplain => Err(ApiError::NotFound("no such route".into())),
     }
 }
 

@@ -220,6 +220,16 @@ pub async fn start_on(
     // its usage row).
     crate::spend::admission::reconcile(&gateway).await;
     spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
+    crate::inference::probe::spawn(gateway.clone(), stop_jobs.clone());
+    // Replicas share upstream breakers and cooldowns through PostgreSQL.
+    if gateway.store.backend() == "postgres" {
+        crate::upstream::shared::spawn(
+            gateway.store.clone(),
+            gateway.upstreams.health.clone(),
+            gateway.deps.clock.clone(),
+            stop_jobs.clone(),
+        );
+    }
     spawn_revocation_sync(gateway.clone(), stop_jobs.clone());
     let stop = CancellationToken::new();
     let app = Router::new()

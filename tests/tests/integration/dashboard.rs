@@ -668,6 +668,24 @@ async fn browser_shows_real_numbers_blocks_and_live_updates() {
         json!(["tab-dashboard", "tab-blocks", "tab-upstreams"]),
         "no app token: the read-only status page"
     );
+    // The Upstreams view shows the health routing obeys, as the snapshot has it.
+    let up = &snap["upstreams"][0];
+    let shown = &first["upstreams"][0];
+    assert_eq!(shown["state"], "healthy");
+    assert_eq!(shown["breaker"], "closed");
+    assert_eq!(
+        shown["ttfb"],
+        format!("{} ms / {} ms", up["ttfb_p50_ms"], up["ttfb_p95_ms"])
+    );
+    assert_eq!(shown["errors"], "0 %");
+    assert!(
+        first["transitions"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("healthy"),
+        "{}",
+        first["transitions"]
+    );
     let d = &first["dashboard"];
     assert_eq!(d["read_only"], "read-only status page");
     for period in ["today", "week", "month"] {
@@ -759,7 +777,7 @@ async fn browser_shows_real_numbers_blocks_and_live_updates() {
         .unwrap()
         .unwrap();
     assert!(status.success());
-    for name in ["dashboard.png", "policy-blocks.png"] {
+    for name in ["dashboard.png", "policy-blocks.png", "upstreams.png"] {
         let png = std::fs::read(shot_dir.join(name)).unwrap();
         assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{name}");
     }

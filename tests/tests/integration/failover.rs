@@ -133,19 +133,39 @@ async fn all_failed_is_502_and_429_is_retained_with_retry_after() {
         error_type: None,
         message: None,
     });
-    b.push_fault(Fault::Status {
-        status: 529,
-        retry_after: None,
-        error_type: None,
-        message: None,
-    });
+    // b, the last candidate, is retried once after its 529 (routing.retry): it fails again.
+    for _ in 0..2 {
+        b.push_fault(Fault::Status {
+            status: 529,
+            retry_after: None,
+            error_type: None,
+            message: None,
+        });
+    }
     let (code, headers, body) = text(&gw).await;
     assert_eq!(code, 502);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["type"], "api_error");
-    assert_eq!(v["error"]["message"], "all upstreams failed (2 attempted)");
-    assert_eq!(headers["x-gatehouse-failover-count"], "1");
+    assert_eq!(v["error"]["message"], "all upstreams failed (3 attempted)");
+    assert_eq!(headers["x-gatehouse-failover-count"], "2");
 
+    // Upstream 401s are never relayed: the caller would take them for its own credential.
+    gw.fake.push_fault(Fault::Status {
+        status: 401,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    b.push_fault(Fault::Status {
+        status: 403,
+        retry_after: None,
+        error_type: None,
+        message: None,
+    });
+    let (code, _, body) = text(&gw).await;
+    assert_eq!(code, 502);
+    assert!(body.contains("all upstreams failed (2 attempted)"));
+    // Last: b's 429 cools b down for its retry-after (17 s), which would skip it above.
     gw.fake.push_fault(Fault::Status {
         status: 529,
         retry_after: None,
@@ -164,25 +184,10 @@ async fn all_failed_is_502_and_429_is_retained_with_retry_after() {
     assert!(body.contains("rate limited at b"));
     assert!(headers.get("anthropic-ratelimit-requests-limit").is_none());
 
-    // Upstream 401s are never relayed: the caller would take them for its own credential.
-    gw.fake.push_fault(Fault::Status {
-        status: 401,
-        retry_after: None,
-        error_type: None,
-        message: None,
-    });
-    b.push_fault(Fault::Status {
-        status: 403,
-        retry_after: None,
-        error_type: None,
-        message: None,
-    });
-    let (code, _, body) = text(&gw).await;
-    assert_eq!(code, 502);
-    assert!(body.contains("all upstreams failed (2 attempted)"));
     let rows = gw.usage_rows(3).await;
-    assert_eq!(rows[0].route_reason, "all failed: a=401, b=403");
-    assert_eq!(rows[0].status, 502);
+    assert_eq!(rows[1].route_reason, "all failed: a=401, b=403");
+    assert_eq!(rows[1].status, 502);
+    assert_eq!(rows[2].route_reason, "all failed: a=500, b=529, b=529");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ const LAYER_LABEL: Record<Block['layer'], string> = {
   webhook: 'Policy webhook',
   spend: 'Spend cap',
   paused: 'Paused',
+  routing: 'Routing rule or override',
 };
 
 export function BlocksView({ dash }: { dash: Dashboard }) {

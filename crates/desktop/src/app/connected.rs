@@ -418,6 +418,34 @@ fn describe_block(e: &Event) -> Option<(Kind, String, String)> {
             "Blocked by policy".to_owned(),
             "A request was refused by your organization's policy.".to_owned(),
         )),
+        _ => describe_routing(e),
+    }
+}
+
+/// Traffic moving off a provider (its breaker opened, or a 429 cooled it down) and coming
+/// back (its breaker closed). The gate rate-limits them like every notification.
+fn describe_routing(e: &Event) -> Option<(Kind, String, String)> {
+    let field = |k: &str| e.fields.get(k).and_then(Value::as_str).unwrap_or("");
+    let name = field("upstream");
+    match (e.evt, field("breaker")) {
+        ("upstream.breaker", "open") => Some((
+            Kind::ProviderAway,
+            format!("Traffic moved off {name}"),
+            format!("{name} is failing; requests go to your other providers until it recovers."),
+        )),
+        ("upstream.breaker", "closed") => Some((
+            Kind::ProviderBack,
+            format!("{name} is back"),
+            format!("Requests go to {name} again."),
+        )),
+        ("upstream.cooldown", _) => Some((
+            Kind::ProviderAway,
+            format!("{name} is rate limited"),
+            format!(
+                "Requests go to your other providers for {} s.",
+                e.fields.get("seconds").and_then(Value::as_u64).unwrap_or(0)
+            ),
+        )),
         _ => None,
     }
 }
@@ -481,5 +509,38 @@ pub async fn run_sync(app: App) {
             sync(&app).await;
         }
         tokio::time::sleep(SYNC_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn routing_changes_become_notifications() {
+        let open = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "open");
+        let (kind, title, _) = describe_block(&open).unwrap();
+        assert_eq!(
+            (kind, title.as_str()),
+            (Kind::ProviderAway, "Traffic moved off anthropic")
+        );
+        let closed = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "closed");
+        assert_eq!(describe_block(&closed).unwrap().0, Kind::ProviderBack);
+        let half = Event::new("upstream.breaker")
+            .with("upstream", "anthropic")
+            .with("breaker", "half_open");
+        assert!(describe_block(&half).is_none(), "a trial is no news");
+        let cool = Event::new("upstream.cooldown")
+            .with("upstream", "bedrock")
+            .with("seconds", 30);
+        let (kind, title, body) = describe_block(&cool).unwrap();
+        assert_eq!(kind, Kind::ProviderAway);
+        assert_eq!(title, "bedrock is rate limited");
+        assert!(body.contains("30 s"), "{body}");
     }
 }

@@ -109,5 +109,6 @@ pub fn embedded_default(
         telemetry: Default::default(),
         spend: None,
         dashboard_public: false,
+        routing: Default::default(),
     })
 }

@@ -12,6 +12,7 @@ mod identity;
 pub mod managed;
 pub mod postgres;
 pub mod raw;
+pub mod routing;
 mod spend;
 pub mod telemetry;
 pub mod upstream;
@@ -103,6 +104,8 @@ pub struct Config {
     pub spend: Option<SpendConfig>,
     /// `dashboard.public`: the status page's data is readable by anyone past the edge.
     pub dashboard_public: bool,
+    /// Upstream health (breaker, cooldown) and same-upstream retry (`routing`).
+    pub routing: routing::RoutingConfig,
 }
 
 #[derive(Debug, Clone)]

@@ -63,6 +63,9 @@ pub struct RawConfig {
     pub cri: Option<RawCri>,
     /// The status page's data routes (Gatehouse addition).
     pub dashboard: Option<RawDashboard>,
+    /// Upstream health (circuit breaker, cooldown, stalled streams) and same-upstream
+    /// retry (Gatehouse addition).
+    pub routing: Option<super::routing::RawRouting>,
 }
 
 /// `dashboard`: who may read the status page's data off loopback.

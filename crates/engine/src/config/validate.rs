@@ -68,6 +68,13 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             "limits.max_url_length",
         )? as usize,
     };
+    let routing = super::routing::validate(
+        raw.routing.as_ref().unwrap_or(&Default::default()),
+        &upstreams
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect::<Vec<_>>(),
+    )?;
     if upstreams.is_empty() {
         return Err(ConfigError::at(
             "upstreams",
@@ -100,6 +107,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             .as_ref()
             .and_then(|d| d.public)
             .unwrap_or(false),
+        routing,
     })
 }
 

@@ -25,6 +25,8 @@ const DASHBOARD_EVENTS: &[&str] = &[
     "inference",
     "block.recorded",
     "upstream.state",
+    "upstream.breaker",
+    "upstream.cooldown",
     "app.state",
     "admin.limit.upsert",
     "admin.limit.delete",

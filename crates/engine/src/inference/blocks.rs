@@ -28,6 +28,8 @@ pub enum Layer {
     Spend,
     /// The desktop paused the gateway.
     Paused,
+    /// A routing override the caller may not use, or does not exist.
+    Routing,
 }
 
 impl Layer {
@@ -38,6 +40,7 @@ impl Layer {
             Layer::Webhook => "webhook",
             Layer::Spend => "spend",
             Layer::Paused => "paused",
+            Layer::Routing => "routing",
         }
     }
 }

@@ -172,6 +172,81 @@ fn fetching_source(v: &serde_json::Value) -> bool {
     }
 }
 
+/// What routing rules look at in a request body (read only when rules are configured).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Traits {
+    /// `thinking.type` is `enabled` or `adaptive`.
+    pub thinking: bool,
+    /// Each tool's `type`, or its `name` when untyped (a client tool).
+    pub tools: Vec<String>,
+    /// An `image` block in the messages (also inside a tool result).
+    pub images: bool,
+    /// Body bytes / 4: a rough, cheap estimate of the input tokens.
+    pub est_input_tokens: u64,
+}
+
+/// The [`Traits`] of a body that [`parse_head`] accepted.
+pub fn traits(bytes: &[u8]) -> Result<Traits, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Thinking<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<Cow<'a, str>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tool {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        name: Option<String>,
+    }
+    let top = top_level(bytes)?;
+    let thinking = top
+        .get("thinking")
+        .and_then(|raw| serde_json::from_str::<Thinking<'_>>(raw.get()).ok())
+        .and_then(|t| t.kind)
+        .is_some_and(|k| matches!(k.as_ref(), "enabled" | "adaptive"));
+    let tools = top
+        .get("tools")
+        .and_then(|raw| serde_json::from_str::<Vec<Tool>>(raw.get()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| match t.kind {
+            Some(k) if k != "custom" => Some(k),
+            _ => t.name,
+        })
+        .collect();
+    let images = top.get("messages").is_some_and(|raw| has_image(raw.get()));
+    Ok(Traits {
+        thinking,
+        tools,
+        images,
+        est_input_tokens: (bytes.len() / 4) as u64,
+    })
+}
+
+/// Whether messages hold an `image` block. Without the word `image` anywhere (it can only
+/// be spelled literally or with `\u` escapes) nothing is parsed.
+fn has_image(json: &str) -> bool {
+    let b = json.as_bytes();
+    if memchr::memmem::find(b, b"image").is_none() && memchr::memmem::find(b, b"\\u").is_none() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(json).is_ok_and(|v| image_block(&v, 0))
+}
+
+fn image_block(v: &serde_json::Value, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    match v {
+        serde_json::Value::Array(items) => items.iter().any(|i| image_block(i, depth + 1)),
+        serde_json::Value::Object(o) => {
+            o.get("type").and_then(|t| t.as_str()) == Some("image")
+                || o.get("content").is_some_and(|c| image_block(c, depth + 1))
+        }
+        _ => false,
+    }
+}
+
 /// The same body with `model` replaced, everything else byte for byte.
 pub fn with_model(bytes: &[u8], model: &str) -> Result<Bytes, ApiError> {
     let model_json = serde_json::to_string(model).map_err(|_| ApiError::Internal)?;
@@ -186,6 +261,20 @@ mod tests {
 
     fn drivers(body: &str) -> CostDrivers {
         parse_head(body.as_bytes(), true).unwrap().drivers.unwrap()
+    }
+
+    #[test]
+    fn traits_for_rules() {
+        let body = br#"{"model":"m","thinking":{"type":"enabled","budget_tokens":2000},
+            "tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"Bash","input_schema":{}}],
+            "messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t",
+              "content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}]}"#;
+        let t = traits(body).unwrap();
+        assert!(t.thinking && t.images);
+        assert_eq!(t.tools, ["web_search_20250305", "Bash"]);
+        assert_eq!(t.est_input_tokens, (body.len() / 4) as u64);
+        let plain = traits(br#"{"model":"m","thinking":{"type":"disabled"},"messages":[{"role":"user","content":"an image of"}]}"#).unwrap();
+        assert!(!plain.thinking && !plain.images && plain.tools.is_empty());
     }
 
     #[test]

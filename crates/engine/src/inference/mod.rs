@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! not paused -> read body (bounded) -> [chat: OpenAI body -> Messages body] -> JSON head
-//!  -> policy webhook -> model allowed -> legs (operator catalog) -> spend reservation
-//!  -> route with failover -> relay (metered) -> [chat: answer -> OpenAI shape]
+//!  -> policy webhook -> model allowed -> routing rule -> legs (operator catalog)
+//!  -> routing plan -> spend reservation -> route (strategy, health, failover)
+//!  -> relay (metered) -> [chat: answer -> OpenAI shape]
 //! ```
 //!
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
@@ -13,8 +14,12 @@
 pub mod blocks;
 pub mod body;
 pub mod chat;
+pub mod explain;
+mod plan;
+pub mod probe;
 pub mod refusal;
 mod relay;
+pub mod rules;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -138,7 +143,11 @@ pub async fn handle(
     }
     call.webhook(&parts, &bytes, &head.model).await?;
     call.model_allowed(&head.model)?;
-    let (legs, not_configured) = call.legs(&head.model, &bytes)?;
+    let rule = call.rule(&head.model, &bytes, &parts.headers)?;
+    let target = rule.and_then(|r| r.model.as_deref()).unwrap_or(&head.model);
+    let (legs, not_configured) = call.legs(target, &head.model, &bytes)?;
+    let (legs, not_configured) = call.only_rule_upstreams(rule, target, legs, not_configured)?;
+    let plan = call.plan(&parts.headers, &head.model, rule)?;
     let upstream_models: Vec<(usize, String)> = legs
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
@@ -171,9 +180,10 @@ pub async fn handle(
         caller,
     };
     let mut abandoned = Vec::new();
-    let routed = router::route(
+    let routed = router::route_with(
         &gw.upstreams,
         &request,
+        &plan,
         legs,
         &not_configured,
         &mut abandoned,
@@ -372,8 +382,14 @@ impl Call<'_> {
     }
 
     /// The operator's catalog: the upstreams that serve `model`, each with its body (the
-    /// model rewritten where the upstream names it differently), and those that do not.
-    fn legs(&self, model: &str, bytes: &Bytes) -> Result<(Vec<Leg>, Vec<String>), ApiError> {
+    /// model rewritten where the upstream names it differently from `body_model`, the id
+    /// in the body), and those that do not.
+    fn legs(
+        &self,
+        model: &str,
+        body_model: &str,
+        bytes: &Bytes,
+    ) -> Result<(Vec<Leg>, Vec<String>), ApiError> {
         let groups: &[String] = match self.principal {
             Principal::Session { user, .. } => &user.groups,
             _ => &[],
@@ -392,7 +408,7 @@ impl Call<'_> {
         })?;
         let mut legs = Vec::with_capacity(resolution.targets.len());
         for (upstream, upstream_model) in resolution.targets {
-            let body = if upstream_model == model {
+            let body = if upstream_model == body_model {
                 bytes.clone()
             } else {
                 body::with_model(bytes, &upstream_model)?

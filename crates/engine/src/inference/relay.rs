@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use super::Call;
 use super::refusal::{Layer, keep};
 use crate::auth::Principal;
-use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts};
+use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts, StreamWatch};
 use crate::spend::Standing;
 use crate::spend::admission::Held;
 use crate::upstream::router::Routed;
@@ -66,7 +66,8 @@ pub(super) async fn respond(
                 estimated: response.estimated,
                 ..route(Some(leg), response.status, route_reason, attempts)
             };
-            relay(call, response, route, facts, &standings).await
+            let upstream = upstream_models[leg].0;
+            relay(call, response, (upstream, route), facts, &standings).await
         }
         Routed::Retained {
             status,
@@ -115,7 +116,7 @@ pub(super) async fn respond(
 async fn relay(
     call: &Call<'_>,
     response: Answer,
-    mut route: RouteFacts,
+    (upstream, mut route): (usize, RouteFacts),
     facts: RequestFacts,
     standings: &[Standing],
 ) -> Response<Body> {
@@ -148,7 +149,15 @@ async fn relay(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
     );
-    let meter = Meter::new(facts, route, format, gw.recorder.clone());
+    let mut meter = Meter::new(facts, route, format, gw.recorder.clone());
+    if status.is_success() {
+        // A stream that breaks or stalls after its headers is its upstream's failure.
+        meter = meter.watch(StreamWatch {
+            health: gw.upstreams.health.clone(),
+            upstream,
+            stall: gw.upstreams.health.config().stream_stall,
+        });
+    }
     let stream = MeteredStream::new(
         response.body,
         meter,

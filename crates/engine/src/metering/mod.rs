@@ -6,12 +6,18 @@
 //! and the event happen on the [`recorder`] task, never on the byte path. If the client
 //! goes away mid-stream, the rest of the upstream stream is drained in the background (for
 //! at most `timeouts.disconnect_drain_ms`) so the row holds the usage the upstream reported.
+//!
+//! A relayed answer can carry a [`StreamWatch`]: a stream that ends in an error event or a
+//! broken connection, or stays silent (pings aside) past `routing.health.stream_stall_ms`,
+//! is reported to its upstream's health as a failure, once. The stream itself is never cut
+//! or delayed for it.
 
 pub mod pricing;
 pub mod recorder;
 pub mod usage;
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -20,6 +26,7 @@ use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
 use tokio_util::task::TaskTracker;
 
+use crate::upstream::health::UpstreamHealth;
 pub use recorder::Recorder;
 use usage::{SseUsageScanner, Usage, UsageSource};
 
@@ -94,12 +101,24 @@ enum Extract {
     Nothing,
 }
 
+/// Where a relayed answer reports that it broke or stalled after its headers.
+pub struct StreamWatch {
+    pub health: Arc<UpstreamHealth>,
+    /// The upstream's index in the health.
+    pub upstream: usize,
+    /// Silence (pings aside) after which the stream counts as stalled.
+    pub stall: Duration,
+}
+
 /// Watches one response's bytes.
 pub struct Meter {
     request: RequestFacts,
     route: RouteFacts,
     extract: Extract,
     recorder: Recorder,
+    watch: Option<StreamWatch>,
+    /// The stream's failure was reported already (a stall).
+    reported: bool,
 }
 
 impl Meter {
@@ -119,6 +138,27 @@ impl Meter {
             route,
             extract,
             recorder,
+            watch: None,
+            reported: false,
+        }
+    }
+
+    /// Report the stream's failure (broken, error event, stall) to its upstream's health.
+    pub fn watch(self, watch: StreamWatch) -> Self {
+        Self {
+            watch: Some(watch),
+            ..self
+        }
+    }
+
+    /// The upstream's stream failed after its first byte (`kind`: a short reason).
+    fn stream_failed(&mut self, kind: &str) {
+        if self.reported {
+            return;
+        }
+        if let Some(w) = &self.watch {
+            self.reported = true;
+            w.health.stream_failed(w.upstream, kind);
         }
     }
 
@@ -137,7 +177,7 @@ impl Meter {
         }
     }
 
-    pub fn finish(self, client_disconnected: bool, broken: bool) {
+    pub fn finish(mut self, client_disconnected: bool, broken: bool) {
         let (usage, source, error_event) = match &self.extract {
             Extract::Sse(s) => {
                 let (u, src) = s.result();
@@ -153,6 +193,14 @@ impl Meter {
             },
             Extract::Nothing => (Usage::default(), UsageSource::None, false),
         };
+        // A client that went away says nothing about the upstream.
+        if !client_disconnected && (broken || error_event) {
+            self.stream_failed(if error_event {
+                "stream error event"
+            } else {
+                "stream broken"
+            });
+        }
         let finished = Finished {
             latency: self.request.started.elapsed(),
             request: self.request,
@@ -174,15 +222,48 @@ pub struct MeteredStream {
     meter: Option<Meter>,
     drain: Duration,
     tracker: TaskTracker,
+    /// Fires when the watched stream stays silent too long (once).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl MeteredStream {
     pub fn new(inner: Inner, meter: Meter, drain: Duration, tracker: TaskTracker) -> Self {
+        let stall = meter
+            .watch
+            .as_ref()
+            .map(|w| Box::pin(tokio::time::sleep(w.stall)));
         Self {
             inner: Some(inner),
             meter: Some(meter),
             drain,
             tracker,
+            stall,
+        }
+    }
+
+    /// Progress: the stall clock starts again (a ping is no progress).
+    fn progressed(&mut self, chunk: &[u8]) {
+        if chunk == crate::upstream::sse::PING {
+            return;
+        }
+        if let (Some(sleep), Some(w)) = (
+            self.stall.as_mut(),
+            self.meter.as_ref().and_then(|m| m.watch.as_ref()),
+        ) {
+            sleep.as_mut().reset(tokio::time::Instant::now() + w.stall);
+        }
+    }
+
+    /// While the upstream is silent: has the stall clock run out?
+    fn check_stall(&mut self, cx: &mut Context<'_>) {
+        let Some(sleep) = self.stall.as_mut() else {
+            return;
+        };
+        if sleep.as_mut().poll(cx).is_ready() {
+            self.stall = None;
+            if let Some(m) = self.meter.as_mut() {
+                m.stream_failed("stream stalled");
+            }
         }
     }
 }
@@ -195,11 +276,15 @@ impl Stream for MeteredStream {
             return Poll::Ready(None);
         };
         match inner.as_mut().poll_next(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                self.check_stall(cx);
+                Poll::Pending
+            }
             Poll::Ready(Some(Ok(chunk))) => {
                 if let Some(m) = self.meter.as_mut() {
                     m.observe(&chunk);
                 }
+                self.progressed(&chunk);
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {

@@ -427,7 +427,7 @@ struct Route {
 
 /// Whether `requested` is on an upstream's `models` list: case-insensitive, one `*`
 /// wildcard, and a built-in alias matches its model.
-fn listed(patterns: &[String], requested: &str) -> bool {
+pub fn listed(patterns: &[String], requested: &str) -> bool {
     let req = requested.to_ascii_lowercase();
     let norm = normalize(requested);
     patterns.iter().any(|p| {

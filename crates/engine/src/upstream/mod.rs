@@ -7,7 +7,8 @@
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
 //! [`vertex`]: rawPredict; [`openai`]: Chat Completions, translated both ways). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
-//! attempt is reported to [`health`] (which the dashboard only reads).
+//! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
+//! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
 
 pub mod anthropic;
 pub mod bedrock;
@@ -19,8 +20,11 @@ pub mod headers;
 pub mod health;
 pub mod keys;
 pub mod openai;
+pub mod retry;
 pub mod router;
+pub mod shared;
 pub mod sse;
+pub mod strategy;
 pub mod vertex;
 
 use std::pin::Pin;
@@ -176,8 +180,13 @@ pub struct Upstreams {
     /// One translation per upstream, in `list` order.
     pub links: Vec<Arc<dyn Upstream>>,
     pub ttfb: Duration,
-    /// Per-upstream state from real outcomes, in `list` order.
-    pub health: health::UpstreamHealth,
+    /// Per-upstream state from real outcomes, in `list` order (shared with the metered
+    /// relay, which reports streams that break after their first byte).
+    pub health: Arc<health::UpstreamHealth>,
+    /// The gateway's budget for same-upstream retries.
+    pub retry: retry::RetryBudget,
+    /// Routing attributes per upstream and the random draws of the strategies.
+    pub strategist: strategy::Strategist,
     /// Each upstream's key pool (`auth.api_keys`), in `list` order.
     pub key_pools: Vec<Option<Arc<keys::Pool>>>,
 }
@@ -259,12 +268,15 @@ impl Upstreams {
             list: config.upstreams.clone(),
             links,
             ttfb: config.timeouts.upstream_ttfb,
-            health: health::UpstreamHealth::new(
+            health: Arc::new(health::UpstreamHealth::new(
                 &config.upstreams,
+                config.routing.health.clone(),
                 deps.clock.clone(),
                 deps.events.clone(),
-            ),
+            )),
             key_pools,
+            retry: retry::RetryBudget::new(config.routing.retry.clone(), deps.clock.clone()),
+            strategist: strategy::Strategist::new(&config.upstreams, &config.routing.strategies),
         })
     }
 }

@@ -1,4 +1,4 @@
-//! Ordered failover across the upstreams that can serve a model.
+//! Ordered failover across the upstreams that can serve a model, steered by their health.
 //!
 //! Rules: try upstreams in order; fail over on 5xx, 429, 401, 403, 404, network errors and
 //! the TTFB timeout; never on other 4xx (400 and 413 describe the request, not the
@@ -9,12 +9,25 @@
 //! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
 //! the caller would take them for its own credential failing. Every decision is written
 //! into a `route_reason`, and every attempt's outcome into the upstream health ([`super::health`]).
+//!
+//! Health steers it: an upstream whose breaker is open or that cools down after a 429 is
+//! skipped (`a=breaker open`, `a=cooling down 12s` in `route_reason`). When every candidate
+//! was skipped that way and none was tried, the one closest to recovery is tried anyway, as
+//! its breaker's trial: a gateway with one upstream, or with all of them failing, still
+//! relays the upstream's own answer instead of inventing an error. A 529 or a connection
+//! error before any byte is retried on the same upstream after a jittered backoff, while
+//! the retry budget ([`super::retry`]) allows, only where failover has nowhere left to go
+//! (the last candidate, or the one tried anyway): before that, the next upstream is both
+//! faster for the caller and kinder to the overloaded one.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use http::{HeaderMap, StatusCode};
 
+use super::health::Admission;
+use super::strategy::Plan;
 use super::{Answer, Call, Operation, SendError, Upstreams};
 use crate::error::ApiError;
 
@@ -80,6 +93,20 @@ pub struct Request<'a> {
     pub caller: Option<super::Caller<'a>>,
 }
 
+/// What the legs tried so far left behind.
+#[derive(Default)]
+struct Run {
+    failures: Vec<String>,
+    retained: Option<(u8, StatusCode, HeaderMap, Bytes, usize)>,
+    attempts: usize,
+    hints: Vec<String>,
+    /// Every candidate was skipped for its health; this one was tried anyway.
+    forced: bool,
+    /// What the strategy chose (none for `ordered`).
+    note: Option<String>,
+}
+
+/// [`route_with`] in the `upstreams` order.
 pub async fn route(
     upstreams: &Upstreams,
     req: &Request<'_>,
@@ -87,36 +114,100 @@ pub async fn route(
     skipped: &[String],
     abandoned: &mut Vec<usize>,
 ) -> Routed {
+    route_with(upstreams, req, &Plan::ordered(), legs, skipped, abandoned).await
+}
+
+/// Routes `legs` in the order `plan`'s strategy gives them.
+pub async fn route_with(
+    upstreams: &Upstreams,
+    req: &Request<'_>,
+    plan: &Plan<'_>,
+    legs: Vec<Leg>,
+    skipped: &[String],
+    abandoned: &mut Vec<usize>,
+) -> Routed {
+    upstreams.retry.request();
+    // Legs keep the position they were given in (the caller's index of them), whatever
+    // order the strategy tries them in. An upstream is a candidate at most once.
+    let given: Vec<usize> = legs.iter().map(|l| l.upstream).collect();
+    let (legs, note) = upstreams
+        .strategist
+        .order(plan, legs, &upstreams.list, &upstreams.health);
+    let mut run = Run {
+        failures: skipped
+            .iter()
+            .map(|s| format!("{s}=model not configured"))
+            .collect(),
+        note: note_for(plan, note),
+        ..Run::default()
+    };
+    // Legs skipped for their health, with when each may be tried again.
+    let mut held: Vec<(usize, Leg, DateTime<Utc>)> = Vec::new();
+    let count = legs.len();
+    for (tried, leg) in legs.into_iter().enumerate() {
+        let i = given
+            .iter()
+            .position(|u| *u == leg.upstream)
+            .unwrap_or(tried);
+        if let Admission::Skip { why, ready_at } = upstreams.health.admit(leg.upstream) {
+            let name = &upstreams.list[leg.upstream].name;
+            run.failures.push(format!("{name}={why}"));
+            held.push((i, leg, ready_at));
+            continue;
+        }
+        let last = tried + 1 == count;
+        if let Some(done) = attempt(upstreams, req, (i, leg, last), &mut run, abandoned).await {
+            return done;
+        }
+    }
+    if run.attempts == 0 {
+        let closest = held
+            .into_iter()
+            .min_by_key(|(i, _, ready_at)| (*ready_at, *i));
+        if let Some((i, leg, _)) = closest {
+            upstreams.health.force(leg.upstream);
+            run.forced = true;
+            if let Some(done) = attempt(upstreams, req, (i, leg, true), &mut run, abandoned).await {
+                return done;
+            }
+        }
+    }
+    all_failed(run)
+}
+
+/// One leg (its position, itself, whether it may be retried: nothing comes after it),
+/// retried on the same upstream while that is allowed: `Some` when routing is done.
+async fn attempt(
+    upstreams: &Upstreams,
+    req: &Request<'_>,
+    (i, leg, may_retry): (usize, Leg, bool),
+    run: &mut Run,
+    abandoned: &mut Vec<usize>,
+) -> Option<Routed> {
     let health = &upstreams.health;
-    let mut failures: Vec<String> = skipped
-        .iter()
-        .map(|s| format!("{s}=model not configured"))
-        .collect();
-    let mut retained: Option<(u8, StatusCode, HeaderMap, Bytes, usize)> = None;
-    let mut attempts = 0;
-    let mut hints: Vec<String> = Vec::new();
-    for (i, leg) in legs.into_iter().enumerate() {
-        let (index, up) = (leg.upstream, &upstreams.list[leg.upstream]);
+    let (index, up) = (leg.upstream, &upstreams.list[leg.upstream]);
+    let mut retries = 0;
+    loop {
         // The credential's value is read once per attempt (the desktop's may change).
         let value = match &up.credential {
             None => None,
             Some(c) => match c.current() {
                 Some(v) => Some((c.scheme, v)),
                 None => {
-                    failures.push(format!("{}=no credential", up.name));
-                    hints.push(c.missing_hint.clone());
-                    continue;
+                    run.failures.push(format!("{}=no credential", up.name));
+                    run.hints.push(c.missing_hint.clone());
+                    return None;
                 }
             },
         };
         let credential = value.as_ref().map(|(scheme, v)| (*scheme, v));
-        attempts += 1;
+        run.attempts += 1;
         let call = Call {
             op: req.op,
             query: req.query,
             headers: req.headers,
             model: &leg.upstream_model,
-            body: leg.body,
+            body: leg.body.clone(),
             stream: req.stream,
             credential,
             extra_headers: &up.headers,
@@ -125,8 +216,23 @@ pub async fn route(
         let started = Instant::now();
         let sent = tokio::time::timeout(upstreams.ttfb, upstreams.links[index].send(call)).await;
         let ttfb = started.elapsed();
-        let response = match sent {
-            Ok(Ok(r)) => r,
+        let retryable = match sent {
+            Ok(Ok(response)) if !fails_over(response.status) => {
+                let status = response.status;
+                health.success(index, status.as_u16(), Some(ttfb));
+                let mut route_reason = reason(&up.name, run, status);
+                if !response.notes.is_empty() {
+                    route_reason = format!("{route_reason} ({})", response.notes.join("; "));
+                }
+                return Some(Routed::Answer {
+                    response,
+                    leg: i,
+                    attempts: run.attempts,
+                    ttfb,
+                    route_reason,
+                });
+            }
+            Ok(Ok(response)) => failed_answer(upstreams, index, i, response, run).await,
             Ok(Err(e)) => {
                 let kind = e.kind();
                 tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
@@ -134,84 +240,134 @@ pub async fn route(
                 if !matches!(e, SendError::Build(_)) {
                     health.failure(index, None, kind);
                 }
-                failures.push(format!("{}={kind}", up.name));
-                continue;
+                run.failures.push(format!("{}={kind}", up.name));
+                matches!(e, SendError::Connect(_) | SendError::Network(_))
             }
             Err(_) => {
                 tracing::warn!(upstream = %up.name, ms = upstreams.ttfb.as_millis() as u64, "upstream TTFB timeout");
                 health.failure(index, None, "ttfb timeout");
-                failures.push(format!("{}=ttfb timeout", up.name));
+                run.failures.push(format!("{}=ttfb timeout", up.name));
                 abandoned.push(i);
-                continue;
+                false
             }
         };
-        let status = response.status;
-        if !fails_over(status) {
-            health.success(index, status.as_u16());
-            let mut route_reason = reason(&up.name, &failures, status);
-            if !response.notes.is_empty() {
-                route_reason = format!("{route_reason} ({})", response.notes.join("; "));
-            }
-            return Routed::Answer {
-                response,
-                leg: i,
-                attempts,
-                ttfb,
-                route_reason,
-            };
-        }
-        tracing::warn!(upstream = %up.name, status = status.as_u16(), "upstream answered with a failover status");
-        health.failure(
-            index,
-            Some(status.as_u16()),
-            &format!("HTTP {}", status.as_u16()),
-        );
-        failures.push(format!("{}={}", up.name, status.as_u16()));
-        if let Some(rank) = retain_rank(status)
-            && retained.as_ref().is_none_or(|r| rank > r.0)
+        if !(may_retry && retryable)
+            || retries >= upstreams.retry.max_retries()
+            || !upstreams.retry.try_retry()
         {
-            let headers = response.headers.clone();
-            let body = response.read_limited(RETAINED_BODY_LIMIT).await;
-            retained = Some((rank, status, headers, body, i));
+            return None;
         }
+        tokio::time::sleep(upstreams.retry.backoff(retries)).await;
+        retries += 1;
     }
-    let summary = format!("all failed: {}", failures.join(", "));
-    if let Some((_, status, headers, body, leg)) = retained {
+}
+
+/// An answer with a failover status: reported, maybe retained, maybe a cooldown. `true`
+/// when the same upstream may be tried again (overloaded).
+async fn failed_answer(
+    upstreams: &Upstreams,
+    index: usize,
+    leg: usize,
+    response: Answer,
+    run: &mut Run,
+) -> bool {
+    let (status, name) = (response.status, &upstreams.list[index].name);
+    tracing::warn!(upstream = %name, status = status.as_u16(), "upstream answered with a failover status");
+    upstreams.health.failure(
+        index,
+        Some(status.as_u16()),
+        &format!("HTTP {}", status.as_u16()),
+    );
+    let retry_after = retry_after(&response.headers, upstreams.health.now());
+    if status == StatusCode::TOO_MANY_REQUESTS || retry_after.is_some() && status.is_server_error()
+    {
+        upstreams.health.cool_down(index, retry_after);
+    }
+    run.failures.push(format!("{name}={}", status.as_u16()));
+    if let Some(rank) = retain_rank(status)
+        && run.retained.as_ref().is_none_or(|r| rank > r.0)
+    {
+        let headers = response.headers.clone();
+        let body = response.read_limited(RETAINED_BODY_LIMIT).await;
+        run.retained = Some((rank, status, headers, body, leg));
+    }
+    status.as_u16() == 529
+}
+
+/// The rule and the strategy's choice, for `route_reason`.
+fn note_for(plan: &Plan<'_>, strategy: Option<String>) -> Option<String> {
+    let strategy = strategy.map(|n| match plan.source {
+        "default" => n,
+        source => format!("{n} (by {source})"),
+    });
+    match (plan.rule, strategy) {
+        (None, s) => s,
+        (Some(r), None) => Some(format!("rule {r}")),
+        (Some(r), Some(s)) => Some(format!("rule {r}, {s}")),
+    }
+}
+
+/// `retry-after` as seconds or an HTTP date (relative to `now`).
+fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let v = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(v).ok()?.with_timezone(&Utc);
+    (at - now).to_std().ok()
+}
+
+fn all_failed(run: Run) -> Routed {
+    let mut summary = format!("all failed: {}", run.failures.join(", "));
+    if let Some(n) = &run.note {
+        summary = format!("{summary} ({n})");
+    }
+    if let Some((_, status, headers, body, leg)) = run.retained {
         return Routed::Retained {
             status,
             headers,
             body,
             leg,
-            attempts,
+            attempts: run.attempts,
             route_reason: summary,
         };
     }
-    if attempts == 0 && !hints.is_empty() {
+    if run.attempts == 0 && !run.hints.is_empty() {
         return Routed::Failed {
-            error: ApiError::UpstreamUnavailable(hints.join("; ")),
-            attempts,
+            error: ApiError::UpstreamUnavailable(run.hints.join("; ")),
+            attempts: run.attempts,
             route_reason: summary,
         };
     }
     Routed::Failed {
         error: ApiError::AllUpstreamsFailed {
-            attempted: attempts,
+            attempted: run.attempts,
         },
-        attempts,
+        attempts: run.attempts,
         route_reason: summary,
     }
 }
 
-fn reason(name: &str, failures: &[String], status: StatusCode) -> String {
+fn reason(name: &str, run: &Run, status: StatusCode) -> String {
     let how = if status.is_success() { "ok" } else { "relayed" };
-    if failures.is_empty() {
-        format!("{name}: first in order, {how} {}", status.as_u16())
-    } else {
-        format!(
-            "{name}: after {}, {how} {}",
-            failures.join(", "),
-            status.as_u16()
-        )
+    let outcome = format!("{how} {}", status.as_u16());
+    let failures = run.failures.join(", ");
+    let note = run.note.as_deref();
+    if run.forced {
+        let by = note.map(|n| format!("{n}; ")).unwrap_or_default();
+        return format!(
+            "{name}: {by}every upstream cooling down or open ({failures}), tried the closest to recovery, {outcome}"
+        );
+    }
+    match (note, run.failures.is_empty()) {
+        (None, true) => format!("{name}: first in order, {outcome}"),
+        (Some(n), true) => format!("{name}: {n}, {outcome}"),
+        (None, false) => format!("{name}: after {failures}, {outcome}"),
+        (Some(n), false) => format!("{name}: {n}; after {failures}, {outcome}"),
     }
 }
 

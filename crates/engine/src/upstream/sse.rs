@@ -13,7 +13,8 @@ use super::{BodyError, BodyStream};
 /// How long a stream may stay silent before a ping.
 pub const PING_AFTER: Duration = Duration::from_secs(15);
 
-const PING: &[u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
+/// The keep-alive event (the gateway's, and Anthropic's own): no sign of progress.
+pub(crate) const PING: &[u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
 
 /// One SSE frame for an Anthropic event given as JSON bytes; its `type` names the event.
 pub fn frame(json: &[u8]) -> Bytes {
