@@ -18,7 +18,8 @@ if ! $build_only; then
   # openssl makes the RSA service-account key of the Vertex test.
   apt_packages+=(openssl)
   # Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
-  apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core)
+  # curl sends requests through the tray in its session test.
+  apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core curl)
   # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
   apt_packages+=(gnome-keyring libsecret-tools)
 fi

@@ -38,6 +38,14 @@ impl Session {
 }
 
 fn session(bootstrap: Option<&str>, expect_notification: &str) -> Session {
+    session_env(bootstrap, expect_notification, &[])
+}
+
+fn session_env(
+    bootstrap: Option<&str>,
+    expect_notification: &str,
+    env: &[(&str, &str)],
+) -> Session {
     for tool in [
         "Xvfb",
         "dbus-run-session",
@@ -61,6 +69,7 @@ fn session(bootstrap: Option<&str>, expect_notification: &str) -> Session {
         .arg(work.path())
         .arg(bootstrap.unwrap_or(""))
         .env("EXPECT_NOTIFICATION", expect_notification)
+        .envs(env.iter().copied())
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
         .env_remove("DBUS_SESSION_BUS_ADDRESS");
@@ -141,6 +150,41 @@ fn an_unreachable_central_server_is_notified() {
         s.stdout
             .lines()
             .any(|l| l == "notification=Central Gatehouse unreachable"),
+        "{}\n{}",
+        s.stdout,
+        s.app_err()
+    );
+}
+
+/// Traffic moving off a failing provider reaches the notification daemon: the tray's
+/// Anthropic upstream refuses connections, requests through the tray (with its local
+/// token from the Secret Service) fail until the upstream's breaker opens, and dunst
+/// shows "Traffic moved off anthropic".
+#[test]
+fn a_provider_that_fails_is_notified_when_traffic_moves_off_it() {
+    let s = session_env(
+        None,
+        "Traffic moved off",
+        &[
+            ("PROVOKE_FAILOVER", "1"),
+            ("ANTHROPIC_API_KEY", "sk-ant-tray-session-key-0123456789"),
+            ("GATEHOUSE_ANTHROPIC_BASE_URL", "http://127.0.0.1:1"),
+        ],
+    );
+    let statuses: Vec<&str> = s
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("failover_status="))
+        .collect();
+    assert_eq!(statuses.len(), 8, "{}", s.stdout);
+    assert!(
+        statuses.iter().all(|c| c.starts_with('5')),
+        "a refused connection is an upstream failure: {statuses:?}"
+    );
+    assert!(
+        s.stdout
+            .lines()
+            .any(|l| l == "notification=Traffic moved off anthropic"),
         "{}\n{}",
         s.stdout,
         s.app_err()

@@ -85,6 +85,26 @@ for _ in $(seq 20); do
   fi
   sleep 0.25
 done
+# With PROVOKE_FAILOVER: requests through the tray (its local token from the Secret
+# Service) to a provider that refuses connections, until its breaker opens.
+if [ -n "${PROVOKE_FAILOVER:-}" ]; then
+  token=""
+  for _ in $(seq 40); do
+    token=$(secret-tool lookup service gatehouse username local-token 2>/dev/null || true)
+    [ -n "$token" ] && break
+    sleep 0.25
+  done
+  sent=0
+  for _ in $(seq 8); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -m 20 -H "authorization: Bearer $token" \
+      -H 'content-type: application/json' -H 'anthropic-version: 2023-06-01' \
+      -d '{"model":"claude-haiku-4-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' \
+      "$url/v1/messages" || true)
+    sent=$((sent + 1))
+    echo "failover_status=$code"
+  done
+  echo "failover_sent=$sent"
+fi
 # Notifications the daemon received (summaries), waiting briefly for the expected ones.
 for _ in $(seq 40); do
   # Shown notifications reach the history once closed.

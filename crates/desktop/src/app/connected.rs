@@ -431,7 +431,9 @@ fn describe_routing(e: &Event) -> Option<(Kind, String, String)> {
         ("upstream.breaker", "open") => Some((
             Kind::ProviderAway,
             format!("Traffic moved off {name}"),
-            format!("{name} is failing; requests go to your other providers until it recovers."),
+            format!(
+                "{name} is failing; Gatehouse routes around it (to any other provider you have) and tries it again as it recovers."
+            ),
         )),
         ("upstream.breaker", "closed") => Some((
             Kind::ProviderBack,
@@ -442,7 +444,7 @@ fn describe_routing(e: &Event) -> Option<(Kind, String, String)> {
             Kind::ProviderAway,
             format!("{name} is rate limited"),
             format!(
-                "Requests go to your other providers for {} s.",
+                "Gatehouse routes around it (to any other provider you have) for {} s.",
                 e.fields.get("seconds").and_then(Value::as_u64).unwrap_or(0)
             ),
         )),
