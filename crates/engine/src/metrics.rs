@@ -27,7 +27,7 @@ pub const MODEL_LABELS: usize = 200;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
-    event: String,
+    event: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -165,9 +165,7 @@ impl Metrics {
 
     /// Counts an event; an `inference` event also feeds the request series.
     pub fn observe(&self, event: &Event) {
-        let labels = EventLabels {
-            event: event.evt.to_owned(),
-        };
+        let labels = EventLabels { event: event.evt };
         self.events.get_or_create(&labels).inc();
         if event.evt == "inference" {
             self.inference(&event.fields);

@@ -223,15 +223,24 @@ pub struct MeteredStream {
     drain: Duration,
     tracker: TaskTracker,
     /// Fires when the watched stream stays silent too long (once).
-    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stall: Option<Stall>,
+}
+
+/// The stall clock, reset lazily: a chunk only notes when it came; the timer is moved
+/// only when it fires early, so a fast stream never touches the timer wheel per chunk.
+struct Stall {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    after: Duration,
+    last: tokio::time::Instant,
 }
 
 impl MeteredStream {
     pub fn new(inner: Inner, meter: Meter, drain: Duration, tracker: TaskTracker) -> Self {
-        let stall = meter
-            .watch
-            .as_ref()
-            .map(|w| Box::pin(tokio::time::sleep(w.stall)));
+        let stall = meter.watch.as_ref().map(|w| Stall {
+            sleep: Box::pin(tokio::time::sleep(w.stall)),
+            after: w.stall,
+            last: tokio::time::Instant::now(),
+        });
         Self {
             inner: Some(inner),
             meter: Some(meter),
@@ -246,24 +255,31 @@ impl MeteredStream {
         if chunk == crate::upstream::sse::PING {
             return;
         }
-        if let (Some(sleep), Some(w)) = (
-            self.stall.as_mut(),
-            self.meter.as_ref().and_then(|m| m.watch.as_ref()),
-        ) {
-            sleep.as_mut().reset(tokio::time::Instant::now() + w.stall);
+        if let Some(stall) = self.stall.as_mut() {
+            stall.last = tokio::time::Instant::now();
         }
     }
 
-    /// While the upstream is silent: has the stall clock run out?
+    /// While the upstream is silent: has the stall clock run out since the last progress?
     fn check_stall(&mut self, cx: &mut Context<'_>) {
-        let Some(sleep) = self.stall.as_mut() else {
+        let Some(stall) = self.stall.as_mut() else {
             return;
         };
-        if sleep.as_mut().poll(cx).is_ready() {
+        loop {
+            if stall.sleep.as_mut().poll(cx).is_pending() {
+                return;
+            }
+            let due = stall.last + stall.after;
+            if tokio::time::Instant::now() < due {
+                // Progress came since the timer was set: wait for the rest.
+                stall.sleep.as_mut().reset(due);
+                continue;
+            }
             self.stall = None;
             if let Some(m) = self.meter.as_mut() {
                 m.stream_failed("stream stalled");
             }
+            return;
         }
     }
 }
