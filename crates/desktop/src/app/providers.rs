@@ -229,7 +229,7 @@ pub fn upstream(
         _ => RawProvider::Anthropic,
     };
     let raw = RawUpstream {
-        name: entry.name.clone(),
+        name: Some(entry.name.clone()),
         provider,
         base_url: entry.base_url.clone(),
         region: entry.region.clone(),

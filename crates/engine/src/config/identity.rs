@@ -193,18 +193,19 @@ fn rate(
     path: &str,
 ) -> Result<RateLimit, ConfigError> {
     let r = raw.unwrap_or(RawRate {
-        limit,
-        window_seconds: window,
+        limit: None,
+        window_seconds: None,
     });
-    if r.limit == 0 || r.window_seconds == 0 {
+    let (limit, window) = (r.limit.unwrap_or(limit), r.window_seconds.unwrap_or(window));
+    if limit == 0 || window == 0 {
         return Err(ConfigError::at(
             path,
-            "limit and window_seconds must be greater than 0",
+            "limit (max) and window_seconds must be greater than 0",
         ));
     }
     Ok(RateLimit {
-        limit: r.limit,
-        window: Duration::from_secs(r.window_seconds),
+        limit,
+        window: Duration::from_secs(window),
     })
 }
 

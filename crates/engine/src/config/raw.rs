@@ -17,6 +17,9 @@ pub type Reserved = Option<serde_json::Value>;
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// A JSON-schema URL for editors; ignored (as the reference does).
+    #[serde(rename = "$schema")]
+    pub schema: Option<String>,
     #[serde(default)]
     pub listen: RawListen,
     #[serde(default)]
@@ -87,8 +90,8 @@ pub struct RawListen {
     pub port: Option<u16>,
     /// The origin clients and browsers use to reach this gateway.
     pub public_url: Option<String>,
-    /// Socket peers in these CIDRs may set X-Forwarded-For.
-    #[serde(default)]
+    /// Socket peers in these CIDRs (or bare IPs) may set X-Forwarded-For.
+    #[serde(default, deserialize_with = "ip_nets")]
     #[schemars(with = "Vec<String>")]
     pub trusted_proxies: Vec<IpNet>,
     /// Serve HTTPS with this certificate chain and key (PEM; use `${file:/abs/path}`).
@@ -101,12 +104,39 @@ pub struct RawListen {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAccessControl {
-    #[serde(default)]
+    /// CIDRs or bare IPs (a /32 or /128).
+    #[serde(default, deserialize_with = "ip_nets")]
     #[schemars(with = "Vec<String>")]
     pub allow_cidrs: Vec<IpNet>,
-    #[serde(default)]
+    /// CIDRs or bare IPs (a /32 or /128).
+    #[serde(default, deserialize_with = "ip_nets")]
     #[schemars(with = "Vec<String>")]
     pub deny_cidrs: Vec<IpNet>,
+}
+
+/// CIDRs, or bare IPs as a /32 or /128, as the reference takes them.
+fn ip_nets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    Ok(Vec::<Net>::deserialize(d)?
+        .into_iter()
+        .map(|n| n.0)
+        .collect())
+}
+
+/// One entry of an IP list (an error names its index).
+struct Net(IpNet);
+
+impl<'de> Deserialize<'de> for Net {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let text = String::deserialize(d)?;
+        let s = text.trim();
+        let net = if s.contains('/') {
+            s.parse::<IpNet>().map_err(D::Error::custom)?
+        } else {
+            IpNet::from(s.parse::<std::net::IpAddr>().map_err(D::Error::custom)?)
+        };
+        Ok(Net(net))
+    }
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -166,12 +196,15 @@ pub struct RawStore {
     /// Time allowed to connect to PostgreSQL, and to wait for a free pooled connection
     /// (default 5000).
     pub connect_timeout_ms: Option<u64>,
+    /// The reference's spelling of the connect timeout, in seconds (1-60).
+    pub connect_timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
-    pub name: String,
+    /// Default: the provider's value (`anthropic`, `bedrock`, ...), as in the reference.
+    pub name: Option<String>,
     pub provider: RawProvider,
     pub base_url: Option<String>,
     /// AWS region (bedrock) or Vertex region (`global`, `us`, `eu` or a region).
@@ -357,6 +390,9 @@ pub struct RawPriceOverride {
     pub input: f64,
     pub output: f64,
     pub cache_read: Option<f64>,
+    /// One rate for every cache write (the reference's key); `cache_write_5m` and
+    /// `cache_write_1h` override it per duration.
+    pub cache_write: Option<f64>,
     pub cache_write_5m: Option<f64>,
     pub cache_write_1h: Option<f64>,
     /// USD per web search request.
@@ -370,8 +406,8 @@ impl RawPriceOverride {
             input: self.input,
             output: self.output,
             cache_read: self.cache_read,
-            cache_write_5m: self.cache_write_5m,
-            cache_write_1h: self.cache_write_1h,
+            cache_write_5m: self.cache_write_5m.or(self.cache_write),
+            cache_write_1h: self.cache_write_1h.or(self.cache_write),
             web_search: self.web_search,
         }
     }
@@ -454,8 +490,10 @@ pub struct RawRateLimits {
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRate {
-    pub limit: u32,
-    pub window_seconds: u64,
+    /// Requests allowed per window per client address (the reference's `max`).
+    #[serde(alias = "max")]
+    pub limit: Option<u32>,
+    pub window_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -527,4 +565,11 @@ pub struct RawAdmin {
 pub struct RawEnforcement {
     /// Refuse inference when caps cannot be read (default false: let it through).
     pub fail_closed_on_error: Option<bool>,
+}
+
+impl RawUpstream {
+    /// `name`, or the provider's value when unnamed.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(self.provider.as_str())
+    }
 }

@@ -354,7 +354,7 @@ fn sign_in_blocks_are_validated() {
             format!(
                 "{base}{oidc}{session}rate_limits: {{device_verify: {{limit: 0, window_seconds: 5}}}}\n"
             ),
-            "rate_limits.device_verify: limit and window_seconds must be greater than 0",
+            "rate_limits.device_verify: limit (max) and window_seconds must be greater than 0",
         ),
         (
             format!("{base}rate_limits: {{device_verify: {{limit: 1, window_seconds: 5}}}}\n"),
@@ -872,4 +872,57 @@ fn errors_never_quote_values_read_through_references() {
         err(&format!("{UP}listen: {{host: nope}}\n")),
         "listen.host: `nope` is not an IP address"
     );
+}
+
+#[test]
+fn reference_spellings_load_with_the_references_meaning() {
+    let c = load(
+        "$schema: https://example.com/gateway.schema.json
+listen: {host: 127.0.0.1, trusted_proxies: [10.0.0.5]}
+access_control: {allow_cidrs: [192.168.1.7, '10.0.0.0/8'], deny_cidrs: ['::1']}
+upstreams:
+  - {provider: anthropic, auth: {api_key: k}}
+pricing:
+  overrides:
+    - {upstream: anthropic, model: claude-sonnet-4-6, input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}
+",
+    )
+    .unwrap();
+    assert_eq!(
+        c.upstreams[0].name, "anthropic",
+        "unnamed: the provider's value"
+    );
+    assert_eq!(c.listen.trusted_proxies[0].to_string(), "10.0.0.5/32");
+    assert_eq!(c.access.allow[0].to_string(), "192.168.1.7/32");
+    assert_eq!(c.access.deny[0].to_string(), "::1/128");
+    let o = &c.pricing.overrides[0];
+    assert_eq!(o.upstream.as_deref(), Some("anthropic"));
+    assert_eq!(
+        (o.price.cache_write_5m, o.price.cache_write_1h),
+        (3_750, 3_750)
+    );
+    let pg = load(
+        "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}]\nstore: {postgres_url: 'postgres://u@h/db', connect_timeout_seconds: 7}\n",
+    )
+    .unwrap();
+    assert!(
+        matches!(&pg.store, StoreConfig::Postgres(p) if p.connect_timeout == std::time::Duration::from_secs(7))
+    );
+    for (yaml, want) in [
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}, {provider: anthropic}]\n",
+            "upstreams[1].name: duplicate upstream name `anthropic` (an upstream without a name",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\naccess_control: {allow_cidrs: [not-an-ip]}\n",
+            "access_control.allow_cidrs[0]: invalid IP address syntax",
+        ),
+        (
+            "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}]\nstore: {postgres_url: 'postgres://u@h/db', connect_timeout_seconds: 0}\n",
+            "store.connect_timeout_seconds: must be 1 to 60",
+        ),
+    ] {
+        let got = err(yaml);
+        assert!(got.contains(want), "expected {want}\ngot {got}");
+    }
 }

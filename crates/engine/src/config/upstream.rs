@@ -311,10 +311,15 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(raw.len());
     for (i, u) in raw.iter().enumerate() {
-        if !names.insert(u.name.as_str()) {
+        if !names.insert(u.name()) {
+            let hint = if u.name.is_none() {
+                " (an upstream without a name is named after its provider; name them)"
+            } else {
+                ""
+            };
             return Err(ConfigError::at(
                 &format!("upstreams[{i}].name"),
-                format!("duplicate upstream name `{}`", u.name),
+                format!("duplicate upstream name `{}`{hint}", u.name()),
             ));
         }
         out.push(from_raw(u, i)?);
@@ -327,7 +332,8 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
 /// through here too, so its rules are the server's).
 pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError> {
     let at = |field: &str| format!("upstreams[{i}].{field}");
-    if u.name.trim().is_empty() || u.name.contains(char::is_whitespace) {
+    let name = u.name();
+    if name.trim().is_empty() || name.contains(char::is_whitespace) {
         return Err(ConfigError::at(
             &at("name"),
             "must be a non-empty name without spaces",
@@ -373,7 +379,7 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         &at("base_url"),
     )?;
     Ok(UpstreamConfig {
-        name: u.name.clone(),
+        name: name.to_owned(),
         provider,
         base_url,
         credential,

@@ -278,11 +278,7 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
             username: s.username.clone(),
             password: s.password.clone().map(Secret::new),
             max_connections: max_connections as u32,
-            connect_timeout: Duration::from_millis(positive(
-                s.connect_timeout_ms,
-                5_000,
-                "store.connect_timeout_ms",
-            )?),
+            connect_timeout: connect_timeout(s)?,
         };
         super::postgres::connect_config(&config)
             .map_err(|e| ConfigError::at(e.field(), e.to_string()))?;
@@ -293,6 +289,10 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
         ("store.password", s.password.is_some()),
         ("store.max_connections", s.max_connections.is_some()),
         ("store.connect_timeout_ms", s.connect_timeout_ms.is_some()),
+        (
+            "store.connect_timeout_seconds",
+            s.connect_timeout_seconds.is_some(),
+        ),
     ] {
         if present {
             return Err(ConfigError::at(
@@ -393,6 +393,26 @@ fn client_keys(raw: &RawConfig) -> Result<Vec<ClientKeyConfig>, ConfigError> {
         });
     }
     Ok(out)
+}
+
+/// `store.connect_timeout_ms`, or the reference's `connect_timeout_seconds` (1-60).
+fn connect_timeout(s: &super::raw::RawStore) -> Result<Duration, ConfigError> {
+    match (s.connect_timeout_ms, s.connect_timeout_seconds) {
+        (Some(_), Some(_)) => Err(ConfigError::at(
+            "store.connect_timeout_seconds",
+            "set connect_timeout_ms or connect_timeout_seconds, not both",
+        )),
+        (None, Some(secs)) if (1..=60).contains(&secs) => Ok(Duration::from_secs(secs)),
+        (None, Some(_)) => Err(ConfigError::at(
+            "store.connect_timeout_seconds",
+            "must be 1 to 60",
+        )),
+        (ms, None) => Ok(Duration::from_millis(positive(
+            ms,
+            5_000,
+            "store.connect_timeout_ms",
+        )?)),
+    }
 }
 
 fn pricing(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<PricingConfig, ConfigError> {
