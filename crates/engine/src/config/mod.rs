@@ -9,6 +9,7 @@ mod check;
 mod default;
 pub(crate) mod expand;
 mod identity;
+mod lenient;
 pub mod managed;
 pub mod postgres;
 pub mod raw;

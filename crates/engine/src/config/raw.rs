@@ -87,6 +87,8 @@ pub struct RawListen {
     /// Bind address (default 0.0.0.0; a non-loopback bind requires `public_url`).
     pub host: Option<String>,
     /// Bind port (default 8080; 0 picks a free port).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub port: Option<u16>,
     /// The origin clients and browsers use to reach this gateway.
     pub public_url: Option<String>,
@@ -143,10 +145,16 @@ impl<'de> Deserialize<'de> for Net {
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
     /// Largest request body accepted (default 33554432 = 32 MiB).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub max_request_bytes: Option<u64>,
     /// Largest sum of header name + value + 4 (default 65536).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub max_request_header_bytes: Option<usize>,
     /// Longest request target (default 8192).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub max_url_length: Option<usize>,
 }
 
@@ -154,13 +162,21 @@ pub struct RawLimits {
 #[serde(deny_unknown_fields)]
 pub struct RawTimeouts {
     /// Time allowed until the upstream's response headers (default 120000).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub upstream_ttfb_ms: Option<u64>,
     /// TCP/TLS connect timeout to an upstream (default 10000).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub upstream_connect_ms: Option<u64>,
     /// On shutdown, how long in-flight streams may finish (default 30000).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub shutdown_drain_ms: Option<u64>,
     /// After a client disconnects mid-stream, how long the gateway keeps reading the
     /// upstream to record the usage it reports (default 300000; 0 disables).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub disconnect_drain_ms: Option<u64>,
     /// Silence after which a translated stream (Bedrock) gets an `event: ping`
     /// (default 15000; Gatehouse addition).
@@ -187,6 +203,8 @@ pub struct RawStore {
     /// (or the `key=value` form). Plain TCP: TLS (`sslmode=require`) is not supported yet.
     pub postgres_url: Option<String>,
     /// PostgreSQL connections per gateway (default 5).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub max_connections: Option<u32>,
     /// PostgreSQL user; overrides the one in `postgres_url`.
     pub username: Option<String>,
@@ -195,8 +213,12 @@ pub struct RawStore {
     pub password: Option<String>,
     /// Time allowed to connect to PostgreSQL, and to wait for a free pooled connection
     /// (default 5000).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub connect_timeout_ms: Option<u64>,
     /// The reference's spelling of the connect timeout, in seconds (1-60).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub connect_timeout_seconds: Option<u64>,
 }
 
@@ -445,6 +467,8 @@ pub struct RawSession {
     /// At least 32 characters; a list rotates: the first signs, all verify.
     pub jwt_secret: OneOrMany,
     /// Session token lifetime in hours (default 1).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub ttl_hours: Option<f64>,
 }
 
@@ -491,8 +515,11 @@ pub struct RawRateLimits {
 #[serde(deny_unknown_fields)]
 pub struct RawRate {
     /// Requests allowed per window per client address (the reference's `max`).
-    #[serde(alias = "max")]
+    #[serde(alias = "max", default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub limit: Option<u32>,
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub window_seconds: Option<u64>,
 }
 

@@ -33,6 +33,18 @@ fn load(yaml: &str) -> Result<Config, ConfigError> {
     )
 }
 
+fn load_with_env(yaml: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let env = vars.iter().fold(env(), |e, (k, v)| e.with_var(k, v));
+    Config::from_yaml(
+        yaml,
+        &LoadContext {
+            env: &env,
+            credentials: &NoCredentialStore,
+            default_data_dir: "/data".into(),
+        },
+    )
+}
+
 fn err(yaml: &str) -> String {
     load(yaml).unwrap_err().to_string()
 }
@@ -846,7 +858,7 @@ fn errors_never_quote_values_read_through_references() {
     let cases = [
         (
             format!("{UP}listen: {{port: '${{file:/run/secrets/anthropic_api_key}}'}}\n"),
-            "listen.port: invalid value (read through a reference, not shown): expected u16",
+            "listen.port: invalid value (read through a reference, not shown)",
             "sk-from-file",
         ),
         (
@@ -925,4 +937,24 @@ pricing:
         let got = err(yaml);
         assert!(got.contains(want), "expected {want}\ngot {got}");
     }
+}
+
+#[test]
+fn numbers_may_be_strings_as_in_the_reference() {
+    let env = [("PORT", "9091"), ("TTFB", "45000")];
+    let yaml = "listen: {host: 127.0.0.1, port: '${PORT}'}\nupstreams: [{provider: anthropic}]\ntimeouts: {upstream_ttfb_ms: '${TTFB}'}\nlimits: {max_request_bytes: '1048576'}\n";
+    let c = load_with_env(yaml, &env).unwrap();
+    assert_eq!(c.listen.port, 9091);
+    assert_eq!(
+        c.timeouts.upstream_ttfb,
+        std::time::Duration::from_millis(45_000)
+    );
+    assert_eq!(c.limits.max_request_bytes, 1_048_576);
+    let e = load_with_env(
+        "listen: {host: 127.0.0.1, port: eighty}\nupstreams: [{provider: anthropic}]\n",
+        &env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("listen.port: invalid value `eighty`"), "{e}");
 }
