@@ -95,3 +95,81 @@ pub fn desktop_deps(dir: &Path, env: MapEnvironment) -> (AppDeps, DesktopParts) 
     };
     (deps, parts)
 }
+
+/// The desktop app's API as its window calls it: `/gatehouse/app/*` with the per-launch
+/// token from the window's URL.
+pub struct Desk {
+    pub app: gatehouse_desktop::app::App,
+    pub token: String,
+    pub http: reqwest::Client,
+}
+
+impl Desk {
+    pub fn new(app: &gatehouse_desktop::app::App) -> Self {
+        let url = app.dashboard_url();
+        let token = url.split("#token=").nth(1).unwrap_or_default().to_owned();
+        Self {
+            app: app.clone(),
+            token,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Status and JSON body (`Null` when there is none) of one app API call.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let url = format!("{}/gatehouse/app/{path}", self.app.base_url());
+        let mut r = self
+            .http
+            .request(method, url)
+            .header("x-gatehouse-app-token", &self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.expect("the app API answers");
+        (
+            r.status().as_u16(),
+            r.json().await.unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+}
+
+/// Runs a page script of `tests/e2e` (Chromium through playwright-core) against the app
+/// window at `app_url`, with screenshots in `target/screenshots`, and returns the one
+/// JSON line it prints; a failing script fails the test with its output.
+pub async fn run_page_script(
+    script: &str,
+    app_url: &str,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&shots).expect("a screenshot directory");
+    let out = tokio::process::Command::new("node")
+        .arg(crate::e2e_dir().join(script))
+        .current_dir(crate::e2e_dir())
+        .env("APP_URL", app_url)
+        .env("SCREENSHOT_DIR", &shots)
+        .env("TIMEOUT_SECS", "60")
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(90), out)
+        .await
+        .expect("the page script ends within 90 s")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}

@@ -11,35 +11,8 @@ use fake_upstream::{FakeConfig, FakeUpstream};
 use gatehouse_desktop::app::App;
 use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
 use gatehouse_tests::OPERATOR_KEY;
-use gatehouse_tests::desktop::desktop_deps;
+use gatehouse_tests::desktop::{Desk, desktop_deps, run_page_script};
 use serde_json::{Value, json};
-
-struct Desk {
-    app: App,
-    token: String,
-    http: reqwest::Client,
-}
-
-impl Desk {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = self
-            .http
-            .request(
-                method,
-                format!("{}/gatehouse/app/{path}", self.app.base_url()),
-            )
-            .header("x-gatehouse-app-token", &self.token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-}
 
 fn sonnet(max_tokens: u64) -> Value {
     json!({"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "stream": false,
@@ -69,12 +42,11 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
     let url = app.dashboard_url();
-    let token = url.split("#token=").nth(1).unwrap().to_owned();
-    let desk = Desk {
-        app: app.clone(),
-        token,
-        http: reqwest::Client::new(),
-    };
+    let desk = Desk::new(&app);
+    assert!(
+        !desk.token.is_empty(),
+        "the window's URL carries the token: {url}"
+    );
 
     // The app API answers only with this launch's token.
     for presented in [None, Some("wrong")] {
@@ -278,16 +250,7 @@ async fn without_a_keychain_nothing_is_stored_and_a_bad_bootstrap_is_reported() 
     let (mut deps, parts) = desktop_deps(dir.path(), env);
     deps.keychain = Err("no Secret Service on the session bus".into());
     let app = App::start(deps).await.unwrap();
-    let desk = Desk {
-        token: app
-            .dashboard_url()
-            .split("#token=")
-            .nth(1)
-            .unwrap()
-            .to_owned(),
-        app: app.clone(),
-        http: reqwest::Client::new(),
-    };
+    let desk = Desk::new(&app);
     let (_, state) = desk.call(reqwest::Method::GET, "state", None).await;
     assert_eq!(state["keychain"]["available"], false);
     assert!(
@@ -361,17 +324,7 @@ async fn cloud_providers_are_added_tested_and_used() {
         );
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
-    let token = app
-        .dashboard_url()
-        .split("#token=")
-        .nth(1)
-        .unwrap()
-        .to_owned();
-    let desk = Desk {
-        app: app.clone(),
-        token,
-        http: reqwest::Client::new(),
-    };
+    let desk = Desk::new(&app);
     const AWS_SECRET: &str = "desk-aws-secret-0123456789abcdef";
     const VERTEX_TOKEN: &str = "ya29.desk-vertex-token-0123456789";
 
@@ -526,31 +479,18 @@ async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
     const SECRET: &str = "ui-aws-secret-0123456789abcdef01";
-    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let out = tokio::process::Command::new("node")
-        .arg(gatehouse_tests::e2e_dir().join("cloud_provider.mjs"))
-        .current_dir(gatehouse_tests::e2e_dir())
-        .env("APP_URL", app.dashboard_url())
-        .env("REGION", "us-east-1")
-        .env("KEY_ID", "AKIDUI000001")
-        .env("SECRET", SECRET)
-        .env("ENDPOINT", fake.url())
-        .env("SCREENSHOT_DIR", &shots)
-        .env("TIMEOUT_SECS", "60")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(90), out)
-        .await
-        .unwrap()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let fake_url = fake.url();
+    let v = run_page_script(
+        "cloud_provider.mjs",
+        &app.dashboard_url(),
+        &[
+            ("REGION", "us-east-1"),
+            ("KEY_ID", "AKIDUI000001"),
+            ("SECRET", SECRET),
+            ("ENDPOINT", &fake_url),
+        ],
+    )
+    .await;
     assert!(
         v["test_result"]
             .as_str()

@@ -11,56 +11,36 @@ use std::time::Duration;
 use fake_upstream::{FakeConfig, FakeUpstream};
 use gatehouse_desktop::app::App;
 use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
-use gatehouse_tests::desktop::desktop_deps;
+use gatehouse_tests::desktop::{Desk, desktop_deps, run_page_script};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-deepseek-preset-key-0123456789abcdef";
 
-struct Desk {
-    app: App,
-    token: String,
-    http: reqwest::Client,
+/// The app state, `None` while the engine restarts (its listener is briefly closed).
+async fn state(desk: &Desk) -> Option<Value> {
+    let url = format!("{}/gatehouse/app/state", desk.app.base_url());
+    let r = desk
+        .http
+        .get(url)
+        .header("x-gatehouse-app-token", &desk.token)
+        .send()
+        .await
+        .ok()?;
+    (r.status() == 200).then_some(())?;
+    r.json().await.ok()
 }
 
-impl Desk {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
-        let url = format!("{}/gatehouse/app/{path}", self.app.base_url());
-        let r = self
-            .http
-            .request(method, url)
-            .header("x-gatehouse-app-token", &self.token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn state(&self) -> Option<Value> {
-        let url = format!("{}/gatehouse/app/state", self.app.base_url());
-        let r = self
-            .http
-            .get(url)
-            .header("x-gatehouse-app-token", &self.token)
-            .send()
-            .await
-            .ok()?;
-        (r.status() == 200).then_some(())?;
-        r.json().await.ok()
-    }
-
-    /// Waits (bounded) until the restarted engine routes to `names`, in that order.
-    async fn routes_to(&self, names: &[&str]) {
-        for _ in 0..100 {
-            if let Some(state) = self.state().await
-                && state["routing"] == json!(names)
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+/// Waits (bounded) until the restarted engine routes to `names`, in that order.
+async fn routes_to(desk: &Desk, names: &[&str]) {
+    for _ in 0..100 {
+        if let Some(state) = state(desk).await
+            && state["routing"] == json!(names)
+        {
+            return;
         }
-        panic!("the engine did not come up routing to {names:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    panic!("the engine did not come up routing to {names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +73,7 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         token,
         http: reqwest::Client::new(),
     };
-    let state = desk.state().await.unwrap();
+    let state = state(&desk).await.unwrap();
     let ids: Vec<&str> = state["presets"]
         .as_array()
         .unwrap()
@@ -119,26 +99,21 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
         json!({"kind": "preset", "preset": "nope", "api_key": KEY}),
         json!({"kind": "preset", "preset": "deepseek", "api_key": KEY, "models": {"sonnet": "deep seek"}}),
     ] {
-        let (status, v) = desk
-            .call(reqwest::Method::POST, "providers", body.clone())
-            .await;
+        let (status, v) = desk.post("providers", body.clone()).await;
         assert_eq!(status, 400, "{body} -> {v}");
     }
     let (status, v) = desk
-        .call(
-            reqwest::Method::POST,
+        .post(
             "providers",
             json!({"kind": "preset", "preset": "deepseek", "api_key": KEY,
                    "base_url": deepseek.url(), "models": {"opus": "deepseek-reasoner"}}),
         )
         .await;
     assert_eq!(status, 200, "{v}");
-    desk.routes_to(&["anthropic", "deepseek"]).await;
+    routes_to(&desk, &["anthropic", "deepseek"]).await;
 
     // The Test button: one real request, the haiku-tier model, the key as a bearer token.
-    let (status, v) = desk
-        .call(reqwest::Method::POST, "providers/deepseek/test", json!({}))
-        .await;
+    let (status, v) = desk.post("providers/deepseek/test", json!({})).await;
     assert_eq!(status, 200, "{v}");
     let p = v["providers"]
         .as_array()
@@ -160,15 +135,9 @@ async fn a_preset_is_added_mapped_tested_and_made_primary() {
     );
 
     // "Use first": Claude Code's requests now go to DeepSeek, with its model ids.
-    let (status, _) = desk
-        .call(
-            reqwest::Method::POST,
-            "providers/deepseek/primary",
-            json!({}),
-        )
-        .await;
+    let (status, _) = desk.post("providers/deepseek/primary", json!({})).await;
     assert_eq!(status, 200);
-    desk.routes_to(&["deepseek", "anthropic"]).await;
+    routes_to(&desk, &["deepseek", "anthropic"]).await;
     let local = parts
         .keychain
         .get("gatehouse", "local-token")
@@ -303,30 +272,17 @@ async fn preset_in_the_secret_service() {
     keyring.probe().unwrap();
     deps.keychain = Ok(std::sync::Arc::new(keyring));
     let app = App::start(deps).await.unwrap();
-    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let out = tokio::process::Command::new("node")
-        .arg(gatehouse_tests::e2e_dir().join("preset_provider.mjs"))
-        .current_dir(gatehouse_tests::e2e_dir())
-        .env("APP_URL", app.dashboard_url())
-        .env("PRESET", "deepseek")
-        .env("KEY", KEY)
-        .env("ENDPOINT", fake.url())
-        .env("SCREENSHOT_DIR", &shots)
-        .env("TIMEOUT_SECS", "60")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(90), out)
-        .await
-        .unwrap()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let endpoint = fake.url();
+    let v = run_page_script(
+        "preset_provider.mjs",
+        &app.dashboard_url(),
+        &[
+            ("PRESET", "deepseek"),
+            ("KEY", KEY),
+            ("ENDPOINT", &endpoint),
+        ],
+    )
+    .await;
     assert!(
         v["test_result"]
             .as_str()
@@ -419,28 +375,24 @@ async fn an_openai_compatible_preset_serves_claude_codes_requests() {
     };
     // A local server's model must be named.
     let (status, _) = desk
-        .call(
-            reqwest::Method::POST,
+        .post(
             "providers",
             json!({"kind": "preset", "preset": "ollama", "base_url": format!("{}/v1", fake.url())}),
         )
         .await;
     assert_eq!(status, 400);
     let (status, v) = desk
-        .call(
-            reqwest::Method::POST,
+        .post(
             "providers",
             json!({"kind": "preset", "preset": "ollama", "base_url": format!("{}/v1", fake.url()),
                    "models": {"*": "qwen3-coder:30b"}}),
         )
         .await;
     assert_eq!(status, 200, "{v}");
-    desk.routes_to(&["anthropic", "ollama"]).await;
-    let (status, _) = desk
-        .call(reqwest::Method::POST, "providers/ollama/primary", json!({}))
-        .await;
+    routes_to(&desk, &["anthropic", "ollama"]).await;
+    let (status, _) = desk.post("providers/ollama/primary", json!({})).await;
     assert_eq!(status, 200);
-    desk.routes_to(&["ollama", "anthropic"]).await;
+    routes_to(&desk, &["ollama", "anthropic"]).await;
     let local = parts
         .keychain
         .get("gatehouse", "local-token")
