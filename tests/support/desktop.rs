@@ -152,24 +152,12 @@ pub async fn run_page_script(
 ) -> serde_json::Value {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
     std::fs::create_dir_all(&shots).expect("a screenshot directory");
-    let out = tokio::process::Command::new("node")
-        .arg(crate::e2e_dir().join(script))
-        .current_dir(crate::e2e_dir())
-        .env("APP_URL", app_url)
-        .env("SCREENSHOT_DIR", &shots)
-        .env("TIMEOUT_SECS", "60")
-        .envs(env.iter().copied())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(90), out)
-        .await
-        .expect("the page script ends within 90 s")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("one JSON line")
+    let shots = shots.to_string_lossy().into_owned();
+    let mut all = vec![
+        ("APP_URL", app_url),
+        ("SCREENSHOT_DIR", shots.as_str()),
+        ("TIMEOUT_SECS", "60"),
+    ];
+    all.extend_from_slice(env);
+    crate::node_json(script, &[], &all).await
 }

@@ -579,3 +579,26 @@ pub async fn claude_print(prompt: &str, home: &Path, env: &[(&str, &str)]) -> st
         .expect("claude finished within 120 s")
         .expect("claude ran")
 }
+
+/// Runs a node script of `tests/e2e` with `args` and `env` (bounded to 90 s); its stdout
+/// is one JSON line, returned parsed. A failing script fails the test with its output.
+pub async fn node_json(script: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let out = tokio::process::Command::new("node")
+        .arg(e2e_dir().join(script))
+        .args(args)
+        .current_dir(e2e_dir())
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(90), out)
+        .await
+        .expect("the node script finished within 90 s")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{script}: {e}: {stdout}"))
+}

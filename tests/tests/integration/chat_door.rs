@@ -5,15 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Duration;
-
 use fake_upstream::{FakeConfig, Fault, ToolUse};
 use gatehouse_tests::caps::{ADMIN, set_limit, token};
 use gatehouse_tests::{
     CLIENT_KEY, OPERATOR_KEY, SESSION_SECRET_A, TestGateway, base_yaml, e2e_dir, sign_in_gateway,
 };
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 const MODEL: &str = "claude-sonnet-4-5";
 
@@ -25,28 +22,16 @@ async fn sdk(scenario: &str, base_url: &str, key: &str) -> Value {
         "{} is missing: run scripts/test.sh (it installs tests/e2e with npm ci)",
         sdk.display()
     );
-    let out = tokio::time::timeout(
-        Duration::from_secs(90),
-        Command::new("node")
-            .arg(e2e_dir().join("openai_chat.mjs"))
-            .arg(scenario)
-            .current_dir(e2e_dir())
-            .env("GATEHOUSE_URL", base_url)
-            .env("GATEHOUSE_KEY", key)
-            .env("MODEL", MODEL)
-            .kill_on_drop(true)
-            .output(),
+    gatehouse_tests::node_json(
+        "openai_chat.mjs",
+        &[scenario],
+        &[
+            ("GATEHOUSE_URL", base_url),
+            ("GATEHOUSE_KEY", key),
+            ("MODEL", MODEL),
+        ],
     )
     .await
-    .expect("the openai SDK script finished")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap()
 }
 
 /// The Messages requests the fake received, in order.
@@ -416,26 +401,13 @@ async fn anthropic_sdk_reads_the_fakes_tool_calls() {
         base_yaml,
     )
     .await;
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        Command::new("node")
-            .arg(e2e_dir().join("anthropic_tools.mjs"))
-            .current_dir(e2e_dir())
-            .env("GATEHOUSE_URL", gw.handle.base_url())
-            .env("GATEHOUSE_KEY", CLIENT_KEY)
-            .kill_on_drop(true)
-            .output(),
+    let url = gw.handle.base_url();
+    let v = gatehouse_tests::node_json(
+        "anthropic_tools.mjs",
+        &[],
+        &[("GATEHOUSE_URL", &url), ("GATEHOUSE_KEY", CLIENT_KEY)],
     )
-    .await
-    .expect("the Anthropic SDK script finished")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    .await;
     for m in [&v["streamed"], &v["plain"]] {
         assert_eq!(m["stop_reason"], "tool_use");
         assert_eq!(

@@ -50,24 +50,7 @@ fn require(path: &Path) {
 
 /// Runs a node script of `tests/e2e` with `env`; its stdout is one JSON line.
 async fn node(script: &str, env: &[(&str, &str)]) -> Value {
-    let mut cmd = Command::new("node");
-    cmd.arg(e2e_dir().join(script))
-        .current_dir(e2e_dir())
-        .kill_on_drop(true);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("node script finished")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{script}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    gatehouse_tests::node_json(script, &[], env).await
 }
 
 /// The chat completions the fake received, in order.
