@@ -276,18 +276,14 @@ impl Upstream for Pooled {
 
 /// The 429 of a pool whose every usable key is cooling down.
 fn all_cooling(wait: TimeDelta) -> Answer {
-    let secs = wait.num_seconds().max(1);
-    let body = json!({
-        "type": "error",
-        "error": {
-            "type": "rate_limit_error",
-            "message": "every key of this upstream is rate limited; retry later",
-        },
-    });
-    let mut answer = Answer::json(StatusCode::TOO_MANY_REQUESTS, body.to_string().into());
-    if let Ok(v) = http::HeaderValue::from_str(&secs.to_string()) {
-        answer.headers.insert(http::header::RETRY_AFTER, v);
-    }
+    let mut answer = super::errors::envelope(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_error",
+        "every key of this upstream is rate limited; retry later",
+    );
+    answer
+        .headers
+        .insert(http::header::RETRY_AFTER, wait.num_seconds().max(1).into());
     answer
 }
 
