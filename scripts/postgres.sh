@@ -10,10 +10,20 @@
 # refuses to run as root, so under root (CI) it runs as the `postgres` user that Debian's
 # package creates. Durability is off (fsync, synchronous_commit): nothing here is kept.
 # `scripts/postgres.sh stop` stops it.
+#
+# `scripts/postgres.sh durable [stop]` is a second cluster (127.0.0.1:55440) with fsync and
+# synchronous commits on, as a production server runs: the benchmark measures against it.
 set -euo pipefail
 
 PORT="${GATEHOUSE_TEST_POSTGRES_PORT:-55439}"
 BASE="/tmp/gatehouse-test-postgres"
+DURABLE=0
+if [ "${1:-}" = "durable" ]; then
+  shift
+  DURABLE=1
+  PORT=55440
+  BASE="/tmp/gatehouse-bench-postgres"
+fi
 DATA="$BASE/data"
 SOCK="$BASE/sock"
 LOG="$BASE/server.log"
@@ -72,10 +82,10 @@ listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$SOCK'
 max_connections = 400
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 EOF
+  if [ "$DURABLE" -eq 0 ]; then
+    printf 'fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n' >>"$DATA/postgresql.conf"
+  fi
 }
 
 start_cluster() {

@@ -147,6 +147,22 @@ impl TestGateway {
     }
 }
 
+/// Polls `check` every 20 ms until it holds; panics naming `what` after 30 s.
+pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 pub fn sonnet(stream: bool) -> serde_json::Value {
     serde_json::json!({
         "model": "claude-sonnet-4-6",

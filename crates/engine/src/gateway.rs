@@ -43,8 +43,10 @@ pub struct Gateway {
     pub pricing: Arc<Pricing>,
     /// Who signed in, for admin views.
     pub directory: crate::identity::directory::Directory,
-    /// Background work that shutdown waits for (disconnect drains).
+    /// Background work that shutdown waits for (disconnect drains, lease releases).
     pub tracker: TaskTracker,
+    /// Spend admission out of per-person leases (used only with spend caps).
+    pub ledger: Arc<crate::spend::ledger::Ledger>,
     pub started_at: DateTime<Utc>,
     /// Pause, cached central allowlist and the app API (the desktop app sets them).
     pub local: crate::local_control::LocalControls,

@@ -189,6 +189,8 @@ pub async fn start_on(
         deps.events.clone(),
         recorder_stop.clone(),
     );
+    let tracker = TaskTracker::new();
+    let ledger = crate::spend::ledger::Ledger::new(store.clone(), tracker.clone());
     let gateway = Arc::new(Gateway {
         catalog: Catalog::new(&config.models, &config.upstreams),
         keys: ClientKeys::new(key_entries),
@@ -212,7 +214,8 @@ pub async fn start_on(
         relay,
         directory: Default::default(),
         pricing,
-        tracker: TaskTracker::new(),
+        tracker,
+        ledger,
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
     spawn_retention(gateway.clone(), stop_jobs.clone());
@@ -220,6 +223,9 @@ pub async fn start_on(
     // its usage row).
     crate::spend::admission::reconcile(&gateway).await;
     spawn_replica_reconcile(gateway.clone(), stop_jobs.clone());
+    if gateway.config.spend.is_some() {
+        spawn_lease_sweep(gateway.clone(), stop_jobs.clone());
+    }
     crate::inference::probe::spawn(gateway.clone(), stop_jobs.clone());
     // Replicas share upstream breakers and cooldowns through PostgreSQL.
     if gateway.store.backend() == "postgres" {
@@ -264,6 +270,20 @@ pub async fn start_on(
         recorder: recorder_task,
         issued_local_key,
     })
+}
+
+/// Retires idle and aged spend leases and releases the finished ones.
+fn spawn_lease_sweep(gw: Arc<Gateway>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => gw.ledger.sweep(),
+            }
+        }
+    });
 }
 
 /// Expired kv rows are invisible at once; this removes them physically every 30 s.
@@ -397,6 +417,12 @@ impl Handle {
         self.gateway.live.subscribe()
     }
 
+    /// Caps changed outside the admin API (the desktop's budgets): spend leases reserved
+    /// before admit no more requests.
+    pub fn caps_changed(&self) {
+        self.gateway.ledger.retire_all();
+    }
+
     /// Sends an event (e.g. `app.state`) to live subscribers and dashboards; not logged.
     pub fn publish(&self, event: Event) {
         self.gateway.live.publish(event);
@@ -426,6 +452,15 @@ impl Handle {
         self.gateway.relay.drain(drain).await;
         self.recorder_stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.recorder).await;
+        // Every usage row is written: leases with nothing in flight are released.
+        if tokio::time::timeout(Duration::from_secs(10), self.gateway.ledger.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "spend leases could not be released in time; they are charged as estimated at the next start"
+            );
+        }
         self.gateway.deps.emit(Event::new("gateway.stop"));
     }
 }

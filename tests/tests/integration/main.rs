@@ -33,6 +33,7 @@ mod slow_clients;
 mod spend;
 mod spend_concurrency;
 mod spend_disconnect;
+mod spend_leases;
 mod store_backends;
 mod store_down;
 mod telemetry_relay;

@@ -14,7 +14,9 @@ use fake_upstream::{FakeConfig, Fault};
 use futures_util::StreamExt;
 use gatehouse_engine::deps::Clock;
 use gatehouse_engine::spend::{GroupMode, Standing};
-use gatehouse_tests::{SESSION_SECRET_A, SignInGateway, reported_usage, sign_in_gateway};
+use gatehouse_tests::{
+    SESSION_SECRET_A, SignInGateway, reported_usage, sign_in_gateway, wait_until,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -148,22 +150,6 @@ async fn run_until_cut(s: &SignInGateway, req: reqwest::RequestBuilder, cut: Cut
                 }
             }
         }
-    }
-}
-
-/// Polls `check` until it holds, for at most [`DEADLINE`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "gave up waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

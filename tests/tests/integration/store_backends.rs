@@ -405,15 +405,42 @@ async fn reservations_hold_settle_and_release() {
         );
         let s = &b.store;
 
-        // Settled with its usage row: the hold becomes the real cost, once.
-        s.insert_usage(vec![usage("req-rsv_1", 2_500, Some("rsv_1"), now)].into())
+        // Charged with its usage rows (a lease): the hold shrinks by the real cost, the
+        // spend grows by it, and the lease stays open until released.
+        s.insert_usage(
+            vec![
+                usage("req-rsv_1", 1_500, Some("rsv_1"), now),
+                usage("req-rsv_1b", 1_000, Some("rsv_1"), now),
+            ]
+            .into(),
+        )
+        .await
+        .unwrap();
+        let st = s
+            .standings("alice", &[], GroupMode::Min, now)
             .await
             .unwrap();
+        assert_eq!(
+            (st[0].spent_micro, st[0].reserved_micro),
+            (2_500, 3_500),
+            "{n}"
+        );
+        let open = s.open_reservations().await.unwrap();
+        assert_eq!(open.len(), 2, "{n}: {open:?}");
+        assert_eq!(
+            (open[0].id.as_str(), open[0].amount_micro),
+            ("rsv_1", 3_500),
+            "{n}"
+        );
         assert!(
-            !s.settle("rsv_1", 9_999, SettleAs::Charged, now)
+            s.settle("rsv_1", 0, SettleAs::Released, now).await.unwrap(),
+            "{n}: the rest is released"
+        );
+        assert!(
+            !s.settle("rsv_1", 9_999, SettleAs::Released, now)
                 .await
                 .unwrap(),
-            "{n}: settles once"
+            "{n}: released once"
         );
         let st = s
             .standings("alice", &[], GroupMode::Min, now)
@@ -421,7 +448,7 @@ async fn reservations_hold_settle_and_release() {
             .unwrap();
         assert_eq!((st[0].spent_micro, st[0].reserved_micro), (2_500, 0), "{n}");
         assert_eq!((st[2].spent_micro, st[2].reserved_micro), (2_500, 0), "{n}");
-        assert_eq!(s.usage_cost("req-rsv_1").await.unwrap(), Some(2_500), "{n}");
+        assert_eq!(s.usage_cost("req-rsv_1").await.unwrap(), Some(1_500), "{n}");
         assert_eq!(s.usage_cost("req-none").await.unwrap(), None, "{n}");
         // Now 7,500 fit, 7,501 do not.
         let refused = s

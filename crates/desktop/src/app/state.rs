@@ -266,6 +266,12 @@ async fn apply_budgets(app: &App, b: &Budgets) -> Result<(), AppError> {
             )
             .await?;
     }
+    // Leases reserved under the old budgets admit no more (a restarting engine starts anew).
+    if let Ok(engine) = app.inner().engine.try_lock()
+        && let Some(handle) = engine.as_ref()
+    {
+        handle.caps_changed();
+    }
     Ok(())
 }
 

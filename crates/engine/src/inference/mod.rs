@@ -161,7 +161,7 @@ pub async fn handle(
         endpoint: endpoint.name(),
         model: head.model.clone(),
         stream: head.stream,
-        reservation_id: None,
+        charge: None,
         abandoned_micro: 0,
     };
     let caller = match principal {

@@ -102,7 +102,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         endpoint: "messages",
         model: model.to_owned(),
         stream: false,
-        reservation_id: None,
+        charge: None,
         abandoned_micro: 0,
     };
     let route = |status: u16, reason: String| RouteFacts {

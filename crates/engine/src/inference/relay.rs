@@ -27,9 +27,9 @@ pub(super) async fn respond(
 ) -> Response<Body> {
     let (facts, standings): (RequestFacts, Vec<Standing>) = match held {
         Some(h) => {
-            let (id, standings) = h.hand_over();
+            let (ticket, standings) = h.hand_over();
             let facts = RequestFacts {
-                reservation_id: Some(id),
+                charge: Some(std::sync::Arc::new(ticket)),
                 ..facts
             };
             (facts, standings)

@@ -49,6 +49,18 @@ impl BodyFormat {
 }
 
 /// Facts about a request known before its response body flows.
+/// What a request's cost is charged against: the reservation (a spend lease) its usage
+/// row charges in the row's transaction, told once that row is durable or lost.
+pub trait Charge: Send + Sync + std::fmt::Debug {
+    fn reservation_id(&self) -> &str;
+    /// The usage row, and with it the charge, is durable.
+    fn landed(&self, cost_micro: u64);
+    /// The usage row could not be written.
+    fn lost(&self);
+    /// Writing the usage row failed once (it is retried): the store is in trouble.
+    fn store_failed(&self);
+}
+
 #[derive(Debug, Clone)]
 pub struct RequestFacts {
     pub request_id: String,
@@ -59,8 +71,8 @@ pub struct RequestFacts {
     pub endpoint: &'static str,
     pub model: String,
     pub stream: bool,
-    /// The spend reservation to settle with this request's cost.
-    pub reservation_id: Option<String>,
+    /// The spend claim charged with this request's cost (the ledger's ticket).
+    pub charge: Option<std::sync::Arc<dyn Charge>>,
     /// Worst case of attempts given up at the first-byte timeout (the upstream may have
     /// served them): added to the cost, which is then flagged `estimated`.
     pub abandoned_micro: u64,

@@ -51,7 +51,7 @@ pub fn spawn(
                 }
             };
             let Some(first) = first else { break };
-            let urgent = first.request.reservation_id.is_some();
+            let urgent = first.request.charge.is_some();
             finished.push(first);
             // Gather what arrives within a short window: one transaction and one write of
             // event lines per batch instead of per request.
@@ -75,36 +75,72 @@ pub fn spawn(
                 }
             }
             let mut lines = Vec::with_capacity(finished.len());
+            let mut charges = Vec::new();
             let rows: Vec<UsageRecord> = finished
                 .drain(..)
-                .map(|f| price(f, &pricing, &mut lines))
+                .map(|f| price(f, &pricing, &mut lines, &mut charges))
                 .collect();
             events.emit_batch(&lines);
-            write(store.as_ref(), rows).await;
+            let written = write(store.as_ref(), rows, &charges, stopping).await;
+            for (charge, cost) in charges {
+                if written {
+                    charge.landed(cost);
+                } else {
+                    charge.lost();
+                }
+            }
         }
     });
     (Recorder { tx }, task)
 }
 
-async fn write(store: &dyn Store, rows: Vec<UsageRecord>) {
+/// How long a batch that charges spend leases is retried while the store is down: those
+/// rows are money, and the leases they charge stay open until they land.
+const CHARGE_RETRY: Duration = Duration::from_secs(120);
+
+/// Writes a batch, retrying (five times, or for [`CHARGE_RETRY`] when it charges leases and
+/// the gateway is not stopping); false if it could not be written. The first failure tells
+/// the charges' ledger, so no more requests are admitted out of leases meanwhile.
+async fn write(
+    store: &dyn Store,
+    rows: Vec<UsageRecord>,
+    charges: &Charges,
+    stopping: bool,
+) -> bool {
     let rows = Arc::new(rows);
+    let patient = !charges.is_empty() && !stopping;
+    let deadline = tokio::time::Instant::now() + CHARGE_RETRY;
     let mut delay = Duration::from_millis(50);
-    for attempt in 1..=5 {
+    for attempt in 1.. {
         match store.insert_usage(rows.clone()).await {
-            Ok(()) => return,
-            Err(e) if attempt < 5 => {
+            Ok(()) => return true,
+            Err(e) if attempt < 5 || (patient && tokio::time::Instant::now() < deadline) => {
+                if attempt == 1 {
+                    for (charge, _) in charges {
+                        charge.store_failed();
+                    }
+                }
                 tracing::warn!(attempt, error = %e, "writing usage rows failed; retrying");
                 tokio::time::sleep(delay).await;
-                delay *= 2;
+                delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(e) => {
                 tracing::error!(rows = rows.len(), error = %e, "usage rows could not be written");
+                break;
             }
         }
     }
+    false
 }
 
-fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord {
+type Charges = Vec<(Arc<dyn super::Charge>, u64)>;
+
+fn price(
+    f: Finished,
+    pricing: &Pricing,
+    events: &mut Vec<Event>,
+    charges: &mut Charges,
+) -> UsageRecord {
     let at = pricing.priced_as(
         &f.request.model,
         f.route.upstream.as_deref(),
@@ -154,8 +190,15 @@ fn price(f: Finished, pricing: &Pricing, events: &mut Vec<Event>) -> UsageRecord
         latency_ms: f.latency.as_millis() as u64,
         ttfb_ms: f.route.ttfb.map(|d| d.as_millis() as u64),
         client_disconnected: f.client_disconnected,
-        reservation_id: f.request.reservation_id.clone(),
+        reservation_id: f
+            .request
+            .charge
+            .as_ref()
+            .map(|c| c.reservation_id().to_owned()),
     };
+    if let Some(charge) = f.request.charge {
+        charges.push((charge, rec.cost_micro_usd));
+    }
     events.push(
         Event::new("inference")
             .with("request_id", rec.request_id.clone())

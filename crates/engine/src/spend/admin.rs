@@ -223,6 +223,7 @@ async fn route(
                 .upsert_limit(scope, &scope_id, period, amount, &actor, now)
                 .await
                 .map_err(fail)?;
+            gw.ledger.retire_all();
             gw.deps.emit(
                 Event::new("admin.limit.upsert")
                     .with("request_id", request_id)
@@ -261,6 +262,7 @@ async fn route(
             {
                 return Err(ApiError::NotFound("no spend limit with that id".into()));
             }
+            gw.ledger.retire_all();
             gw.deps.emit(
                 Event::new("admin.limit.delete")
                     .with("request_id", request_id)

@@ -1,54 +1,34 @@
-//! Reserving at admission, the guard that releases a reservation nobody settled (a
-//! client that leaves before any upstream answered), and the settlement at start of the
-//! reservations a crash left open (charged their reserved worst case, flagged
+//! Admission against the caps (out of the person's spend lease, see [`super::ledger`]), the
+//! guard that gives an unmetered request's claim back (a client that leaves before any
+//! upstream answered), and the settlement at start of the reservations and leases a crash
+//! left open (charged their reserved worst case, flagged
 //! `estimated`: the upstream may have served them, and a cap must never be exceedable by
 //! crashing the gateway in a loop).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ReserveOutcome, ReserveRequest, Standing, new_id, windows, worst_case_micro};
+use super::ledger::{Take, Ticket, Want};
+use super::{Standing, worst_case_micro};
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::gateway::Gateway;
 use crate::identity::UserIdentity;
-use crate::store::{SettleAs, Store};
+use crate::store::SettleAs;
 
 /// How long admission waits for the store before applying `fail_closed_on_error`.
 const PRECHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// An open reservation; released on drop unless handed to the meter.
+/// An admitted request's claim on its person's spend lease, with the standings to report;
+/// given back on drop unless handed to the meter (see [`super::ledger`]).
 pub struct Held {
-    pub id: String,
+    pub ticket: Ticket,
     pub standings: Vec<Standing>,
-    store: Arc<dyn Store>,
-    tracker: tokio_util::task::TaskTracker,
-    armed: bool,
 }
 
 impl Held {
-    /// The meter settles it from here on.
-    pub fn hand_over(mut self) -> (String, Vec<Standing>) {
-        self.armed = false;
-        (
-            std::mem::take(&mut self.id),
-            std::mem::take(&mut self.standings),
-        )
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
-        self.tracker.spawn(async move {
-            let now = chrono::Utc::now();
-            if let Err(e) = store.settle(&id, 0, SettleAs::Released, now).await {
-                tracing::warn!(error = %e, "could not release an unused reservation; it is reconciled at the next start");
-            }
-        });
+    /// The meter charges it from here on.
+    pub fn hand_over(self) -> (Ticket, Vec<Standing>) {
+        (self.ticket, self.standings)
     }
 }
 
@@ -108,26 +88,17 @@ pub async fn reserve(
     };
     let now = gw.deps.clock.now();
     let amount = cost.worst_case(gw);
-    let req = ReserveRequest {
-        reservation_id: new_id("rsv"),
-        request_id: request_id.to_owned(),
-        sub: who.sub.clone(),
-        groups: who.groups.clone(),
-        amount_micro: amount,
-        windows: windows(now),
+    let want = Want {
+        sub: &who.sub,
+        groups: &who.groups,
+        request_id,
+        worst_micro: amount,
         mode: spend.group_mode,
         now,
     };
-    let id = req.reservation_id.clone();
-    match tokio::time::timeout(PRECHECK_TIMEOUT, gw.store.reserve(req)).await {
-        Ok(Ok(ReserveOutcome::Reserved(standings))) => Admitted::Held(Held {
-            id,
-            standings,
-            store: gw.store.clone(),
-            tracker: gw.tracker.clone(),
-            armed: true,
-        }),
-        Ok(Ok(ReserveOutcome::Refused {
+    match tokio::time::timeout(PRECHECK_TIMEOUT, gw.ledger.take(&want)).await {
+        Ok(Ok(Take::Held(ticket, standings))) => Admitted::Held(Held { ticket, standings }),
+        Ok(Ok(Take::Refused {
             standings,
             exceeded,
         })) => {

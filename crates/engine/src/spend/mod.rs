@@ -2,15 +2,17 @@
 //!
 //! Caps are set per scope (user > group > organization) and period (daily, weekly from
 //! Monday, monthly from the 1st; UTC) in integer USD cents. At admission the worst-case cost
-//! of a request is reserved against every binding cap in the same store transaction that
-//! checks them; when the response ends (or the client leaves) the reservation is settled to
-//! the real cost in the transaction that writes the usage row. Open reservations left by a
-//! crash are reconciled at start.
+//! of a request is taken out of the person's spend lease (`ledger`): a reservation of
+//! several requests' worst case, checked against every binding cap in the store transaction
+//! that makes it. When the response ends (or the client leaves) the real cost is charged
+//! against the lease in the transaction that writes the usage row. Open reservations and
+//! leases left by a crash are reconciled at start.
 
 pub mod admin;
 pub mod admission;
 pub mod caps;
 pub mod headers;
+pub mod ledger;
 pub mod usage_api;
 pub mod worst_case;
 

@@ -108,6 +108,24 @@ pub struct UsageRecord {
     pub reservation_id: Option<String>,
 }
 
+/// A batch's charges summed per lease, keyed (person, reservation id) so they are applied
+/// in one fixed order: the cost (saturating) and the newest row's time.
+pub fn charges_by_lease(
+    rows: &[UsageRecord],
+) -> std::collections::BTreeMap<(&str, &str), (u64, DateTime<Utc>)> {
+    let mut by = std::collections::BTreeMap::new();
+    for r in rows {
+        if let Some(id) = &r.reservation_id {
+            let e = by
+                .entry((r.principal.as_str(), id.as_str()))
+                .or_insert((0u64, r.created_at));
+            e.0 = e.0.saturating_add(r.cost_micro_usd);
+            e.1 = e.1.max(r.created_at);
+        }
+    }
+    by
+}
+
 /// Totals over a time range.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UsageTotals {

@@ -179,7 +179,9 @@ pub async fn settle_in(
     let state = how.as_str();
     let flipped = row_opt(
         tx,
-        "UPDATE reservations SET state = $2, settled_micro = $3 WHERE id = $1 AND state = 'open'
+        "UPDATE reservations SET state = $2,
+             settled_micro = LEAST(COALESCE(settled_micro, 0)::NUMERIC + $3::BIGINT, 9223372036854775807)::BIGINT
+         WHERE id = $1 AND state = 'open'
          RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start",
         &[&id, &state, &actual],
     )
@@ -216,6 +218,20 @@ pub async fn settle_in(
         }
         None => return Ok(false),
     };
+    spend_rows(tx, &sub, starts, amount, charge, now).await?;
+    Ok(true)
+}
+
+/// Drops `hold` from the person's reserved amounts and adds `charge` to their spend, in the
+/// three periods' rows.
+async fn spend_rows(
+    tx: &Transaction<'_>,
+    sub: &str,
+    starts: [i64; 3],
+    hold: i64,
+    charge: i64,
+    now: DateTime<Utc>,
+) -> Result<(), PgError> {
     let sql = "UPDATE spend SET reserved_micro = GREATEST(reserved_micro - $4, 0),
                    spent_micro = LEAST(spent_micro::NUMERIC + $5::BIGINT, 9223372036854775807)::BIGINT,
                    updated_at = $6
@@ -225,15 +241,51 @@ pub async fn settle_in(
     // which `reserve` locks them.
     let [daily, weekly, monthly] = Period::ALL.map(Period::as_str);
     let p: [[&(dyn ToSql + Sync); 6]; 3] = [
-        [&sub, &daily, &starts[0], &amount, &charge, &at],
-        [&sub, &weekly, &starts[1], &amount, &charge, &at],
-        [&sub, &monthly, &starts[2], &amount, &charge, &at],
+        [&sub, &daily, &starts[0], &hold, &charge, &at],
+        [&sub, &weekly, &starts[1], &hold, &charge, &at],
+        [&sub, &monthly, &starts[2], &hold, &charge, &at],
     ];
     try_join!(
         exec(tx, sql, &p[0]),
         exec(tx, sql, &p[1]),
         exec(tx, sql, &p[2]),
     )?;
+    Ok(())
+}
+
+/// Charges one lease's metered costs inside the usage rows' transaction: the open amount
+/// shrinks by the cost (never below zero) and the person's spend grows by it; the lease
+/// stays open. Against a lease another replica already charged as `estimated` the cost is
+/// only recorded (the estimate covered everything admitted under it); against one released
+/// or settled it is charged in full, since nothing spent may be lost.
+pub async fn charge_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    actual_micro: u64,
+    now: DateTime<Utc>,
+) -> Result<bool, PgError> {
+    let actual = i(actual_micro);
+    let found = row_opt(
+        tx,
+        "UPDATE reservations r SET
+             amount_micro = CASE WHEN old.state = 'open'
+                 THEN r.amount_micro - LEAST($2::BIGINT, r.amount_micro) ELSE r.amount_micro END,
+             settled_micro = LEAST(COALESCE(r.settled_micro, 0)::NUMERIC + $2::BIGINT, 9223372036854775807)::BIGINT
+         FROM (SELECT id, state, amount_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
+         WHERE r.id = old.id
+         RETURNING r.principal, old.state, old.was, r.daily_start, r.weekly_start, r.monthly_start",
+        &[&id, &actual],
+    )
+    .await?;
+    let Some(r) = found else { return Ok(false) };
+    let (sub, state, was): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+    let starts: [i64; 3] = [r.try_get(3)?, r.try_get(4)?, r.try_get(5)?];
+    let (dropped, added) = match state.as_str() {
+        "open" => (actual.min(was.max(0)), actual),
+        "estimated" => (0, 0),
+        _ => (0, actual),
+    };
+    spend_rows(tx, &sub, starts, dropped, added, now).await?;
     Ok(true)
 }
 

@@ -1,4 +1,4 @@
-//! PostgreSQL usage rows: the batch insert (which settles each row's reservation in the
+//! PostgreSQL usage rows: the batch insert (which charges each row's lease in the
 //! same transaction, person by person in a fixed order), the newest rows, totals overall
 //! and per model, and one request's recorded cost.
 
@@ -14,7 +14,7 @@ const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, up
     cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
     cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected";
 
-/// Inserts a batch (a repeated request is ignored) and settles the reservations the rows
+/// Inserts a batch (a repeated request is ignored) and charges the leases the rows
 /// carry, in one transaction.
 pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgError> {
     let tx = c.transaction().await?;
@@ -55,25 +55,10 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
         )
         .await?;
     }
-    // The charge lands with its usage row, atomically; person by person in a fixed order,
-    // so two batches never wait on each other's rows in a cycle.
-    let mut settles: Vec<&UsageRecord> = records
-        .iter()
-        .filter(|r| r.reservation_id.is_some())
-        .collect();
-    settles
-        .sort_by(|a, b| (&a.principal, &a.reservation_id).cmp(&(&b.principal, &b.reservation_id)));
-    for r in settles {
-        if let Some(id) = &r.reservation_id {
-            super::spend::settle_in(
-                &tx,
-                id,
-                r.cost_micro_usd,
-                crate::store::SettleAs::Charged,
-                r.created_at,
-            )
-            .await?;
-        }
+    // The charges land with their usage rows, atomically, one per lease (summed), person by
+    // person in a fixed order, so two batches never wait on each other's rows in a cycle.
+    for ((_, id), (cost, at)) in crate::store::charges_by_lease(records) {
+        super::spend::charge_in(&tx, id, cost, at).await?;
     }
     tx.commit().await
 }

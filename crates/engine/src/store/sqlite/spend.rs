@@ -179,8 +179,71 @@ pub fn settle(
         .execute(params![sub, period.as_str(), start, amount, actual, ms(now)],
         )?;
     }
-    tx.prepare_cached("UPDATE reservations SET state = ?2, settled_micro = ?3 WHERE id = ?1")?
-        .execute(params![id, state, actual])?;
+    tx.prepare_cached(
+        "UPDATE reservations SET state = ?2, settled_micro = CASE
+             WHEN COALESCE(settled_micro, 0) > 9223372036854775807 - ?3 THEN 9223372036854775807
+             ELSE COALESCE(settled_micro, 0) + ?3 END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, state, actual])?;
+    Ok(true)
+}
+
+/// Charges one request's metered cost against its reservation (a spend lease) inside the
+/// usage row's transaction: the open amount shrinks by the cost (never below zero) and the
+/// person's spend grows by it; the reservation stays open. Against a reservation already
+/// charged as `estimated` the cost is only recorded (the estimate covered it); against one
+/// released or settled it is charged in full, since nothing spent may be lost.
+pub fn charge(
+    tx: &Connection,
+    id: &str,
+    actual_micro: u64,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let row = tx
+        .prepare_cached(
+            "SELECT principal, amount_micro, state, daily_start, weekly_start, monthly_start
+             FROM reservations WHERE id = ?1",
+        )?
+        .query_row(params![id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                [
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                ],
+            ))
+        })
+        .optional()?;
+    let Some((sub, amount, state, starts)) = row else {
+        return Ok(false);
+    };
+    let actual = i(actual_micro);
+    let (dropped, added) = match state.as_str() {
+        "open" => (actual.min(amount.max(0)), actual),
+        "estimated" => (0, 0),
+        _ => (0, actual),
+    };
+    tx.prepare_cached(
+        "UPDATE reservations SET amount_micro = amount_micro - ?2, settled_micro = CASE
+             WHEN COALESCE(settled_micro, 0) > 9223372036854775807 - ?3 THEN 9223372036854775807
+             ELSE COALESCE(settled_micro, 0) + ?3 END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, dropped, actual])?;
+    for (period, start) in Period::ALL.iter().zip(starts) {
+        tx.prepare_cached(
+            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0),
+                spent_micro = CASE WHEN spent_micro > 9223372036854775807 - ?5 THEN 9223372036854775807
+                    ELSE spent_micro + ?5 END,
+                updated_at = ?6
+             WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
+        )?
+        .execute(params![sub, period.as_str(), start, dropped, added, ms(now)])?;
+    }
     Ok(true)
 }
 

@@ -47,11 +47,10 @@ pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
             ])?;
         }
     }
-    // The charge lands with its usage row, atomically.
-    for r in rows {
-        if let Some(id) = &r.reservation_id {
-            super::spend::settle(tx, id, r.cost_micro_usd, "settled", r.created_at)?;
-        }
+    // The charges land with their usage rows, atomically, one per lease (summed); the
+    // leases stay open.
+    for ((_, id), (cost, at)) in crate::store::charges_by_lease(rows) {
+        super::spend::charge(tx, id, cost, at)?;
     }
     Ok(())
 }
