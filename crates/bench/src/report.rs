@@ -198,6 +198,7 @@ impl Results {
             "≥ 0.5× proxy",
             (tp > 0.0).then_some(tg >= 0.5 * tp),
         ));
+        rows.extend(self.capped_rows());
         rows.push(row(
             &format!("c={} errors (non-200 or transport)", pr.workers),
             [
@@ -348,6 +349,53 @@ impl Results {
             "≤ 64 KiB",
             gs.map(|v| v <= 64.0),
         ));
+        rows
+    }
+
+    /// The capped path (a signed-in person with a binding daily cap), from the reservation
+    /// phase of the same run: c=1 added vs direct, and c=16 against the same store with caps
+    /// off.
+    fn capped_rows(&self) -> Vec<Row> {
+        let (d, p) = (&self.direct, &self.proxy);
+        let mut rows = Vec::new();
+        for r in &self.reservations.rows {
+            let store = r.store;
+            let capped = r.capped.total.p50;
+            let (target, ok) = if store == "sqlite" {
+                (
+                    "added ≤ 150 µs vs direct",
+                    Some(capped - d.latency.total.p50 <= 150.0),
+                )
+            } else {
+                (
+                    "≤ +300 µs over caps off",
+                    Some(capped - r.off.total.p50 <= 300.0),
+                )
+            };
+            let mut cells = latency_row(
+                &format!("caps on ({store}): c=1 JSON latency p50 (µs)"),
+                d.latency.total.p50,
+                p.latency.total.p50,
+                capped,
+                target,
+                None,
+            );
+            cells.cells[7] = verdict(ok).to_owned();
+            rows.push(cells);
+            let ratio = r.capped_rps / r.off_rps.max(1.0);
+            rows.push(row(
+                &format!("caps on ({store}): c=16 JSON throughput (req/s), ÷ caps off"),
+                [
+                    dash(),
+                    dash(),
+                    format!("{:.0}", r.capped_rps),
+                    dash(),
+                    format!("{ratio:.3}× caps off"),
+                ],
+                "≥ 0.8× caps off",
+                (r.off_rps > 0.0).then_some(ratio >= 0.8),
+            ));
+        }
         rows
     }
 

@@ -57,6 +57,8 @@ pub struct Reservations {
     pub n: usize,
     /// Warm-up and measured window of the c=16 runs.
     pub throughput: (Duration, Duration),
+    /// The PostgreSQL server's `fsync` and `synchronous_commit`, as measured.
+    pub pg_durability: Option<String>,
 }
 
 /// Runs the phase; children it starts are stopped before it returns.
@@ -99,6 +101,7 @@ pub async fn run(
             out.skipped.push(why.to_owned());
         }
         Some(server) => {
+            out.pg_durability = durability(server).await.ok();
             let db = Database::create(server).await?;
             let yaml = format!("store: {{postgres_url: \"{}\"}}", db.url);
             let row = g.measure(children, "postgres", &yaml, &out).await;
@@ -324,6 +327,17 @@ impl Database {
     }
 }
 
+/// `fsync=on, synchronous_commit=on` (what the server runs with).
+async fn durability(server: &str) -> anyhow::Result<String> {
+    let client = connect(server).await?;
+    let mut out = Vec::new();
+    for name in ["fsync", "synchronous_commit"] {
+        let row = client.query_one(&format!("SHOW {name}"), &[]).await?;
+        out.push(format!("{name}={}", row.get::<_, String>(0)));
+    }
+    Ok(out.join(", "))
+}
+
 async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
@@ -347,9 +361,11 @@ impl Reservations {
     pub fn markdown(&self) -> String {
         let mut out = String::from("\n## Spend reservation path\n\n");
         out.push_str(
-            "Latency a signed-in person's request pays for spend caps: admission checks every \
-             binding cap and reserves the request's worst case in one store transaction, and \
-             the reservation is settled with the usage row after the response.\n\n",
+            "Latency a signed-in person's request pays for spend caps: admission takes the \
+             request's worst case out of the person's spend lease (a reservation of several \
+             requests' worst case, checked against every binding cap in one store transaction \
+             when a new one is needed), and each usage row charges the lease after the \
+             response.\n\n",
         );
         out.push_str(&self.table());
         out.push_str(
@@ -378,9 +394,13 @@ impl Reservations {
              {} warm-up then {} sequential non-streaming requests (`max_tokens` 64), \
              nearest-rank percentiles of the whole exchange; c=16: 16 keep-alive connections \
              back to back, {:?} warm-up then answers counted over {:?}. PostgreSQL is the server given by \
-             `--postgres-url` (a fresh database, dropped afterwards; the cluster from \
-             `scripts/postgres.sh` runs with fsync off), on the same machine.",
-            self.warmup, self.n, self.throughput.0, self.throughput.1
+             `--postgres-url` (a fresh database, dropped afterwards), on the same machine, \
+             running with {}.",
+            self.warmup,
+            self.n,
+            self.throughput.0,
+            self.throughput.1,
+            self.pg_durability.as_deref().unwrap_or("settings unknown")
         );
         out
     }

@@ -366,21 +366,28 @@ async fn a_capped_session_is_refused_before_the_upstream() {
     assert_eq!(rows[0].principal, "user:eve");
     assert_eq!(rows[0].endpoint, "chat_completions");
     assert!(rows[0].cost_micro_usd > 0);
-    // Settled: the cap is charged the metered cost and nothing stays reserved.
-    let me: Value =
-        s.gw.client
-            .get(s.gw.url("/v1/me/spend"))
-            .bearer_auth(&engineer)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-    let daily = &me["periods"][0];
+    // Settled: the cap is charged the metered cost and, once the idle lease is released,
+    // nothing stays reserved.
+    let me = || async {
+        let v: Value =
+            s.gw.client
+                .get(s.gw.url("/v1/me/spend"))
+                .bearer_auth(&engineer)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+        v["periods"][0].clone()
+    };
+    gatehouse_tests::wait_until("the idle lease released", || async {
+        me().await["reserved_micro_usd"] == 0
+    })
+    .await;
+    let daily = me().await;
     assert_eq!(daily["period"], "daily");
     assert_eq!(daily["spent_micro_usd"], rows[0].cost_micro_usd);
-    assert_eq!(daily["reserved_micro_usd"], 0);
 }
 
 /// The fake's scripted tool calls, read by the official Anthropic SDK (streamed and not):

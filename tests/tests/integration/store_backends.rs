@@ -262,6 +262,7 @@ fn reserve(
         sub: sub.into(),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         amount_micro: amount,
+        keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,
         now,

@@ -108,10 +108,14 @@ async fn ready(s: &gatehouse_tests::SignInGateway) -> u16 {
 async fn books_balance(s: &gatehouse_tests::SignInGateway, sub: &str) {
     let store = s.gw.handle.store();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !store.open_reservations().await.unwrap().is_empty() {
+    loop {
+        let open = store.open_reservations().await.unwrap();
+        if open.is_empty() {
+            break;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "reservations stay open"
+            "reservations stay open: {open:?}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

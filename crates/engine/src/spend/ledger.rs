@@ -37,6 +37,9 @@ use crate::store::{SettleAs, Store, StoreError};
 
 /// A new lease covers this many worst cases of the request that opens it (less near a cap).
 pub const LEASE_REQUESTS: u64 = 8;
+/// A lease is reserved only while every binding cap has room for this many more of it
+/// beside it.
+pub const LEASE_FREE: u64 = 3;
 /// A lease older than this takes no new requests (bounds how long another replica's cap
 /// change goes unseen here).
 pub const MAX_AGE: Duration = Duration::from_secs(10);
@@ -161,9 +164,17 @@ impl Ledger {
             .map(|l| lock(&l.state).tickets)
             .sum();
         let size = lease_size(want.worst_micro, in_flight, headroom(&lock(&account.last)));
-        let mut outcome = self.reserve(want, size).await?;
-        if size > want.worst_micro && matches!(outcome.1, ReserveOutcome::Refused { .. }) {
-            outcome = self.reserve(want, want.worst_micro).await?;
+        // A lease only where the caps leave room for [`LEASE_FREE`] more of it; nearer a cap,
+        // exactly this request's worst case (so a burst across replicas is admitted exactly).
+        let exact = |outcome: &ReserveOutcome| matches!(outcome, ReserveOutcome::Refused { .. });
+        let mut outcome = if size > want.worst_micro {
+            self.reserve(want, size, size.saturating_mul(LEASE_FREE))
+                .await?
+        } else {
+            self.reserve(want, want.worst_micro, 0).await?
+        };
+        if size > want.worst_micro && exact(&outcome.1) {
+            outcome = self.reserve(want, want.worst_micro, 0).await?;
         }
         let (_, ReserveOutcome::Reserved(s) | ReserveOutcome::Refused { standings: s, .. }, _) =
             &outcome;
@@ -188,7 +199,9 @@ impl Ledger {
                         released: false,
                     }),
                 });
-                lock(&account.leases).push(lease.clone());
+                // Into the person's account as it is now: the sweep may have forgotten the
+                // one this request started with while the store answered.
+                lock(&self.account(want.sub).leases).push(lease.clone());
                 Take::Held(self.ticket(lease, want.worst_micro), standings)
             }
             (
@@ -209,6 +222,7 @@ impl Ledger {
         &self,
         want: &Want<'_>,
         amount: u64,
+        keep_free: u64,
     ) -> Result<(String, ReserveOutcome, u64), StoreError> {
         let id = new_id("rsv");
         let outcome = self
@@ -219,6 +233,7 @@ impl Ledger {
                 sub: want.sub.to_owned(),
                 groups: want.groups.to_vec(),
                 amount_micro: amount,
+                keep_free_micro: keep_free,
                 windows: windows(want.now),
                 mode: want.mode,
                 now: want.now,
@@ -323,7 +338,8 @@ impl Ledger {
                 }
             }
             self.release_later(&mut leases);
-            !leases.is_empty()
+            // An account whose lease is being reserved stays.
+            !leases.is_empty() || account.gate.try_lock().is_err()
         });
     }
 

@@ -195,6 +195,10 @@ pub struct ReserveRequest {
     pub sub: String,
     pub groups: Vec<String>,
     pub amount_micro: u64,
+    /// Headroom every binding cap must still have after this reservation (0: none). A
+    /// lease asks for room for several more beside it, so leases are taken only far from
+    /// a cap and admission near a cap stays exact, one worst case at a time.
+    pub keep_free_micro: u64,
     pub windows: [Window; 3],
     pub mode: GroupMode,
     pub now: DateTime<Utc>,

@@ -124,8 +124,14 @@ pub async fn reserve(
     // person's rows, checks and writes in one statement. A cap changed in between is as if
     // it changed just after this reservation.
     let limits = candidate_limits(c, &req.sub, &req.groups).await?;
+    // The headroom to keep free is taken off the caps the function checks against (rounded
+    // up to whole cents, so never less than asked).
+    let keep_cents = i64::try_from(req.keep_free_micro.div_ceil(10_000)).unwrap_or(i64::MAX);
     let cap_cents: Vec<Option<i64>> =
-        caps::binding_caps(&limits, &req.windows, &req.sub, &req.groups, req.mode).to_vec();
+        caps::binding_caps(&limits, &req.windows, &req.sub, &req.groups, req.mode)
+            .iter()
+            .map(|c| c.map(|c| c.saturating_sub(keep_cents)))
+            .collect();
     let starts: Vec<i64> = req.windows.iter().map(|w| ms(w.start)).collect();
     let found = rows(
         c,

@@ -264,8 +264,19 @@ fn run_batch(conn: &mut Connection, batch: &mut [Box<dyn Job>]) -> Result<(), ru
         let sp = tx.savepoint()?;
         if job.run(&sp).is_ok() {
             sp.commit()?;
+            continue;
         }
         // A failed job's savepoint rolls back when dropped.
+        drop(sp);
+        if tx.is_autocommit() {
+            // SQLite rolled the whole transaction back (a full disk, an I/O error): what
+            // the batch wrote so far is gone, and a later savepoint would start a new
+            // transaction that commits on its own. The whole batch fails.
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some("the batch's transaction was rolled back by SQLite".into()),
+            ));
+        }
     }
     tx.commit()
 }

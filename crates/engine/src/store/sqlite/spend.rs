@@ -103,7 +103,10 @@ pub fn standings(
 /// writes nothing).
 pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
     let mut standings = standings_in(tx, &req.sub, &req.groups, req.mode, req.now)?;
-    let exceeded = caps::exceeded(&standings, req.amount_micro);
+    let exceeded = caps::exceeded(
+        &standings,
+        req.amount_micro.saturating_add(req.keep_free_micro),
+    );
     if !exceeded.is_empty() {
         return Ok(ReserveOutcome::Refused {
             standings,
