@@ -104,6 +104,21 @@ check "check-config on a server config" env -i PATH=/usr/bin:/bin ANTHROPIC_API_
   /usr/bin/gatehouse check-config "$work/conf/gateway.yaml"
 serve_and_check "serve --config" serve --config "$work/conf/gateway.yaml"
 
+# The installed tray app in a throwaway desktop session (Xvfb, D-Bus, gnome-keyring, dunst;
+# scripts/setup.sh installs them): it starts its gateway, opens the dashboard window and
+# keeps its token in the Secret Service. The screenshot is kept beside the bundles.
+if command -v Xvfb >/dev/null && command -v dbus-run-session >/dev/null && command -v dunst >/dev/null; then
+  tray=$(dbus-run-session -- tests/desktop/tray_session.sh /usr/bin/gatehouse "$work/tray" 2>"$work/tray.err" || true)
+  check "the installed tray app starts its gateway ($(sed -n 's/^url=//p' <<<"$tray"))" grep -q '^url=' <<<"$tray"
+  check "its dashboard window opens" grep -q '^window=' <<<"$tray"
+  colors=$(sed -n 's/^colors=//p' <<<"$tray")
+  check "the dashboard is drawn (${colors:-0} colours)" test "${colors:-0}" -gt 200
+  check "its local token is in the Secret Service" grep -qx 'keychain=local-token' <<<"$tray"
+  [ -f "$work/tray/dashboard.png" ] && cp "$work/tray/dashboard.png" "$(dirname "$deb")/../package_test_dashboard.png"
+else
+  echo "package_test: no Xvfb/D-Bus session tools; the tray was not started (scripts/setup.sh installs them)"
+fi
+
 # Uninstall: IT's file and the user's data stay.
 if [ ! -e "$it_file" ]; then
   cp /etc/gatehouse/bootstrap.json.example "$it_file"

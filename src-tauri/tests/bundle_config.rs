@@ -60,7 +60,10 @@ fn existing(rel: &str) -> PathBuf {
 fn every_platform_bundles_the_same_app() {
     let base = json("tauri.conf.json");
     assert_eq!(base["identifier"], "dev.gatehouse.desktop");
-    assert_eq!(base["mainBinaryName"], "gatehouse", "the cargo [[bin]] name");
+    assert_eq!(
+        base["mainBinaryName"], "gatehouse",
+        "the cargo [[bin]] name"
+    );
     assert_eq!(base["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(base["bundle"]["active"], true);
     assert_eq!(base["build"]["frontendDist"], "../ui/dist");
@@ -81,7 +84,10 @@ fn every_platform_bundles_the_same_app() {
         assert!(bytes.starts_with(magic), "{icon} is not what its name says");
     }
     for needed in [".icns", ".ico", "128x128.png", "32x32.png"] {
-        assert!(icons.iter().any(|i| i.ends_with(needed)), "no {needed} icon");
+        assert!(
+            icons.iter().any(|i| i.ends_with(needed)),
+            "no {needed} icon"
+        );
     }
     // The tray and window icon is the first PNG (Tauri's default window icon).
     assert!(icons[0].ends_with(".png"));
@@ -114,7 +120,9 @@ fn macos_bundle_is_hardened_with_keychain_entitlements() {
         .unwrap();
     let identifier = config["identifier"].as_str().unwrap();
     assert!(
-        groups.contains(&format!("<string>$(AppIdentifierPrefix){identifier}</string>")),
+        groups.contains(&format!(
+            "<string>$(AppIdentifierPrefix){identifier}</string>"
+        )),
         "the access group is the app's identifier under the team prefix: {groups}"
     );
     // Hardened-runtime exceptions stay off.
@@ -124,11 +132,17 @@ fn macos_bundle_is_hardened_with_keychain_entitlements() {
         "com.apple.security.cs.disable-library-validation",
     ] {
         if let Some(after) = plist.split(&format!("<key>{key}</key>")).nth(1) {
-            assert!(after.trim_start().starts_with("<false/>"), "{key} must be false");
+            assert!(
+                after.trim_start().starts_with("<false/>"),
+                "{key} must be false"
+            );
         }
     }
     let info = std::fs::read_to_string(existing("Info.plist")).unwrap();
-    assert!(info.contains("<key>LSUIElement</key>\n  <true/>"), "a tray app: no Dock icon");
+    assert!(
+        info.contains("<key>LSUIElement</key>\n  <true/>"),
+        "a tray app: no Dock icon"
+    );
     assert!(mac["minimumSystemVersion"].is_string());
 }
 
@@ -149,13 +163,16 @@ fn linux_packages_install_the_it_bootstrap_location_and_autostart_entry() {
     let config = effective("linux");
     let binary = config["mainBinaryName"].as_str().unwrap();
     for format in ["deb", "rpm"] {
-        let files = config["bundle"]["linux"][format]["files"].as_object().unwrap();
+        let files = config["bundle"]["linux"][format]["files"]
+            .as_object()
+            .unwrap();
         for (dest, src) in files {
             existing(src.as_str().unwrap());
             assert!(dest.starts_with('/'), "{format}: {dest}");
         }
         // bootstrap.rs's documented Linux path is in the IT directory the package creates.
-        let system = gatehouse_desktop::bootstrap::system_path(&gatehouse_engine::deps::ProcessEnvironment);
+        let system =
+            gatehouse_desktop::bootstrap::system_path(&gatehouse_engine::deps::ProcessEnvironment);
         if cfg!(target_os = "linux") {
             let it_dir = system.parent().unwrap().to_str().unwrap();
             assert!(files.contains_key(&format!("{it_dir}/README")), "{format}");
@@ -164,7 +181,9 @@ fn linux_packages_install_the_it_bootstrap_location_and_autostart_entry() {
                 "the package must not own IT's bootstrap file"
             );
         }
-        let example = files["/etc/gatehouse/bootstrap.json.example"].as_str().unwrap();
+        let example = files["/etc/gatehouse/bootstrap.json.example"]
+            .as_str()
+            .unwrap();
         let text = std::fs::read_to_string(existing(example)).unwrap();
         let parsed = gatehouse_desktop::bootstrap::parse(Path::new(example), &text)
             .unwrap_or_else(|e| panic!("the shipped example must be valid: {e}"));
@@ -174,8 +193,14 @@ fn linux_packages_install_the_it_bootstrap_location_and_autostart_entry() {
         let autostart = files[autostart_dest].as_str().unwrap();
         let entry = std::fs::read_to_string(existing(autostart)).unwrap();
         assert!(entry.starts_with("[Desktop Entry]\n"));
-        assert!(entry.contains(&format!("\nExec=/usr/bin/{binary} tray\n")), "{entry}");
-        assert!(entry.contains("\nHidden=true\n"), "off until the user turns it on");
+        assert!(
+            entry.contains(&format!("\nExec=/usr/bin/{binary} tray\n")),
+            "{entry}"
+        );
+        assert!(
+            entry.contains("\nHidden=true\n"),
+            "off until the user turns it on"
+        );
         // The app's own per-user entry has the same file name, so it overrides this one.
         let user = gatehouse_desktop::autostart::entry_path(Path::new("/home/u"), None);
         if cfg!(target_os = "linux") {

@@ -99,7 +99,12 @@ fn dockerfile_builds_headless_and_runs_non_root_with_a_readyz_healthcheck() {
         .iter()
         .find(|l| l.contains("cargo build"))
         .expect("a cargo build");
-    for flag in ["--release", "--locked", "-p gatehouse", "--no-default-features"] {
+    for flag in [
+        "--release",
+        "--locked",
+        "-p gatehouse",
+        "--no-default-features",
+    ] {
         assert!(build.contains(flag), "the build misses {flag}: {build}");
     }
     let runtime = &lines[final_stage..];
@@ -145,7 +150,11 @@ fn dockerfile_builds_headless_and_runs_non_root_with_a_readyz_healthcheck() {
         .collect();
     assert_eq!(
         env.keys().cloned().collect::<Vec<_>>(),
-        ["ANTHROPIC_API_KEY", "GATEHOUSE_CLIENT_KEY", "GATEHOUSE_PUBLIC_URL"]
+        [
+            "ANTHROPIC_API_KEY",
+            "GATEHOUSE_CLIENT_KEY",
+            "GATEHOUSE_PUBLIC_URL"
+        ]
     );
     check_config("deploy/container/gateway.yaml", &config, &env);
 
@@ -197,7 +206,10 @@ fn kubernetes_manifests_validate_and_fit_together() {
     let labels = &spec["template"]["metadata"]["labels"];
     assert_eq!(&spec["selector"]["matchLabels"], labels);
     assert_eq!(&m["Service"]["spec"]["selector"], labels);
-    assert_eq!(&m["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"], labels);
+    assert_eq!(
+        &m["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"],
+        labels
+    );
     assert_eq!(
         m["PodDisruptionBudget"]["spec"]["minAvailable"].as_u64(),
         Some(1)
@@ -205,10 +217,22 @@ fn kubernetes_manifests_validate_and_fit_together() {
 
     let pod = &spec["template"]["spec"];
     let c = &pod["containers"][0];
-    assert_eq!(c["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
-    assert_eq!(c["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"));
-    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"].as_bool(), Some(true));
-    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"].as_bool(), Some(false));
+    assert_eq!(
+        c["readinessProbe"]["httpGet"]["path"].as_str(),
+        Some("/readyz")
+    );
+    assert_eq!(
+        c["livenessProbe"]["httpGet"]["path"].as_str(),
+        Some("/healthz")
+    );
+    assert_eq!(
+        c["securityContext"]["readOnlyRootFilesystem"].as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"].as_bool(),
+        Some(false)
+    );
     assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
     assert!(c["resources"]["requests"]["memory"].is_string());
     assert!(c["resources"]["limits"]["memory"].is_string());
@@ -225,12 +249,18 @@ fn kubernetes_manifests_validate_and_fit_together() {
     // The config the ConfigMap mounts, with the Secret's values as its environment.
     let config = m["ConfigMap"]["data"]["gateway.yaml"].as_str().unwrap();
     let parsed: Value = serde_yaml_ng::from_str(config).unwrap();
-    assert!(parsed["store"]["postgres_url"].is_string(), "replicas share PostgreSQL");
+    assert!(
+        parsed["store"]["postgres_url"].is_string(),
+        "replicas share PostgreSQL"
+    );
     let secret: BTreeMap<String, String> =
         serde_yaml_ng::from_value(m["Secret"]["stringData"].clone()).unwrap();
     let refs = env_refs(config);
     for name in &refs {
-        assert!(secret.contains_key(name), "${{{name}}} is not in the Secret");
+        assert!(
+            secret.contains_key(name),
+            "${{{name}}} is not in the Secret"
+        );
     }
     assert_eq!(
         c["envFrom"][0]["secretRef"]["name"],
@@ -240,9 +270,14 @@ fn kubernetes_manifests_validate_and_fit_together() {
 
     // Stopping: the preStop pause and the drain fit in the grace period.
     let drain_s = parsed["timeouts"]["shutdown_drain_ms"].as_u64().unwrap() / 1000;
-    let pre_stop_s = c["lifecycle"]["preStop"]["sleep"]["seconds"].as_u64().unwrap();
+    let pre_stop_s = c["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap();
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
-    assert!(pre_stop_s + drain_s < grace, "{pre_stop_s} + {drain_s} >= {grace}");
+    assert!(
+        pre_stop_s + drain_s < grace,
+        "{pre_stop_s} + {drain_s} >= {grace}"
+    );
 
     let Some(validator) = tool("kubernetes-validate") else {
         return;
@@ -253,7 +288,11 @@ fn kubernetes_manifests_validate_and_fit_together() {
         .collect();
     let (ok, text) = run(Command::new(validator).args(["--strict"]).args(&files));
     assert!(ok, "kubernetes-validate: {text}");
-    assert_eq!(text.matches(" passed for resource ").count(), files.len(), "{text}");
+    assert_eq!(
+        text.matches(" passed for resource ").count(),
+        files.len(),
+        "{text}"
+    );
 }
 
 #[test]
@@ -285,7 +324,10 @@ fn systemd_unit_is_sandboxed_and_verifies() {
     )
     .unwrap();
     let (ok, text) = run(Command::new(&analyze).arg("verify").arg(&copy));
-    assert!(ok && text.trim().is_empty(), "systemd-analyze verify: {text}");
+    assert!(
+        ok && text.trim().is_empty(),
+        "systemd-analyze verify: {text}"
+    );
     // Exposure 0.0 (locked down) to 10.0; this unit scores 1.2 ("OK").
     let (ok, text) = run(Command::new(&analyze)
         .args(["security", "--offline=yes", "--threshold=20", "--no-pager"])

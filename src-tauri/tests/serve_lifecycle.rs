@@ -163,10 +163,7 @@ async fn sigterm_lets_the_in_flight_stream_finish_then_exits_0() {
         if tokio::net::TcpStream::connect(&addr).await.is_err() {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "still accepting after SIGTERM"
-        );
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 
