@@ -26,13 +26,16 @@ tauri=$root/deploy/desktop/node_modules/.bin/tauri
 native=$(echo "$bundles" | tr ',' '\n' | grep -v '^appimage$' | paste -sd, || true)
 rm -rf "$bundle_dir"
 cd src-tauri
-if [ -n "$native" ]; then
-  echo "package: tauri build --bundles $native"
-  "$tauri" build --ci --bundles "$native" -- --locked
-else
-  "$tauri" build --ci --no-bundle -- --locked
-fi
+echo "package: tauri build (release, with the dashboard in ui/dist embedded)"
+"$tauri" build --ci --no-bundle -- --locked
 build_done=$(date +%s)
+# Symbols are a fifth of the binary and of no use to a user.
+strip --strip-unneeded "$target_dir/release/gatehouse"
+if [ -n "$native" ]; then
+  echo "package: tauri bundle --bundles $native"
+  "$tauri" bundle --ci --bundles "$native"
+fi
+bundled=$(date +%s)
 
 # The AppImage bundler downloads linuxdeploy and its plugins from GitHub releases; where that
 # is not reachable the AppImage is reported missing, the other packages stand.
@@ -42,13 +45,13 @@ if echo "$bundles" | tr ',' '\n' | grep -qx appimage; then
   if "$tauri" bundle --ci --bundles appimage; then
     appimage_status=built
   else
-    appimage_status="FAILED (the AppImage tools, linuxdeploy, are downloaded from GitHub)"
+    appimage_status="FAILED (the Tauri CLI downloads the AppImage tools, AppRun and linuxdeploy, from GitHub)"
   fi
 fi
 cd "$root"
 
 end=$(date +%s)
-echo "package: compile and native bundles $((build_done - start)) s, total $((end - start)) s"
+echo "package: setup and compile $((build_done - start)) s, bundles $((bundled - build_done)) s, total $((end - start)) s"
 echo "package: appimage: $appimage_status"
 found=$(find "$bundle_dir" -maxdepth 2 -type f \( -name '*.deb' -o -name '*.rpm' -o -name '*.AppImage' \) 2>/dev/null || true)
 [ -n "$found" ] || { echo "package: no package was built" >&2; exit 1; }
