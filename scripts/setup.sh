@@ -23,7 +23,8 @@ if ! $build_only; then
   # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
   apt_packages+=(gnome-keyring libsecret-tools)
   # Deployment checks: systemd-analyze for the unit, a Python venv for the pinned validators.
-  apt_packages+=(systemd python3-venv)
+  # bubblewrap runs the server on a read-only root as the container image would.
+  apt_packages+=(systemd python3-venv bubblewrap)
 fi
 
 missing=()

@@ -335,3 +335,149 @@ fn systemd_unit_is_sandboxed_and_verifies() {
     assert!(ok, "systemd-analyze security: {text}");
     assert!(text.contains("Overall exposure level"), "{text}");
 }
+
+/// The image's runtime as far as this machine can make it without a container engine:
+/// bubblewrap gives the server a read-only root with only the state volume and /tmp
+/// writable, the image's config at its path, and uid 65532; it must start, answer
+/// `/readyz`, keep its database in the volume and stop on SIGTERM with exit 0.
+#[test]
+fn the_server_runs_non_root_on_a_read_only_root_filesystem() {
+    let Some(bwrap) = tool("bwrap") else {
+        return;
+    };
+    // Namespaces may be refused where this runs nested; the tool itself is then unusable.
+    let probe = Command::new(&bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--uid",
+            "65532",
+            "true",
+        ])
+        .status()
+        .unwrap();
+    if !probe.success() {
+        eprintln!("SKIPPED: bubblewrap cannot make namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    // The image's config, on a free port.
+    let config = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &config,
+        read("deploy/container/gateway.yaml").replace("port: 8080", "port: 0"),
+    )
+    .unwrap();
+    let mut args: Vec<String> = Vec::new();
+    let mut arg = |a: &[&str]| args.extend(a.iter().map(|s| s.to_string()));
+    for ro in ["/usr", "/etc/ssl", "/etc/hosts", "/etc/resolv.conf"] {
+        if Path::new(ro).exists() {
+            arg(&["--ro-bind", ro, ro]);
+        }
+    }
+    arg(&[
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+    ]);
+    arg(&["--symlink", "usr/bin", "/bin"]);
+    arg(&[
+        "--ro-bind",
+        env!("CARGO_BIN_EXE_gatehouse"),
+        "/app/gatehouse",
+    ]);
+    arg(&[
+        "--ro-bind",
+        config.to_str().unwrap(),
+        "/etc/gatehouse/gateway.yaml",
+    ]);
+    arg(&["--bind", state.to_str().unwrap(), "/var/lib/gatehouse"]);
+    arg(&[
+        "--tmpfs",
+        "/tmp",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--remount-ro",
+        "/",
+    ]);
+    arg(&[
+        "--unshare-user",
+        "--uid",
+        "65532",
+        "--gid",
+        "65532",
+        "--die-with-parent",
+    ]);
+    arg(&["/app/gatehouse", "--data-dir", "/var/lib/gatehouse"]);
+    arg(&["serve", "--config", "/etc/gatehouse/gateway.yaml"]);
+    let mut child = Command::new(&bwrap)
+        .args(&args)
+        .env_clear()
+        .env("GATEHOUSE_PUBLIC_URL", "https://gatehouse.example.com")
+        .env("ANTHROPIC_API_KEY", "sk-read-only-root-test")
+        .env(
+            "GATEHOUSE_CLIENT_KEY",
+            "client-key-0123456789abcdef0123456789",
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let first = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .next()
+        .map(|l| l.unwrap())
+        .unwrap_or_default();
+    let Some(port) = first
+        .strip_prefix("gatehouse: listening on ")
+        .and_then(|url| url.rsplit(':').next())
+    else {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "no listening line: {first}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ok, text) = run(Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["healthcheck", &format!("http://127.0.0.1:{port}/readyz")]));
+    assert!(ok, "{text}");
+
+    // SIGTERM to the server itself (bubblewrap's child), as the container runtime sends it.
+    let pid = child.id();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let server = children
+        .split_whitespace()
+        .next()
+        .expect("the server process");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", server])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("Read-only file system"), "{stderr}");
+    let mut written: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert!(
+        written.iter().all(|n| n.starts_with("gatehouse.db")),
+        "{written:?}"
+    );
+    assert!(written.contains(&"gatehouse.db".to_owned()), "{written:?}");
+}
