@@ -58,15 +58,19 @@ fn run(cmd: &mut Command) -> (bool, String) {
 }
 
 /// `gatehouse check-config` on `yaml_text` with `env` as the only environment.
-fn check_config(what: &str, yaml_text: &str, env: &BTreeMap<String, String>) {
+fn check_config_with(yaml_text: &str, env: &BTreeMap<String, String>) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gateway.yaml");
     std::fs::write(&file, yaml_text).unwrap();
-    let (ok, text) = run(Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+    run(Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(["--data-dir", dir.path().to_str().unwrap(), "check-config"])
         .arg(&file)
         .env_clear()
-        .envs(env));
+        .envs(env))
+}
+
+fn check_config(what: &str, yaml_text: &str, env: &BTreeMap<String, String>) {
+    let (ok, text) = check_config_with(yaml_text, env);
     assert!(ok, "{what}: {text}");
 }
 
@@ -266,7 +270,22 @@ fn kubernetes_manifests_validate_and_fit_together() {
         c["envFrom"][0]["secretRef"]["name"],
         m["Secret"]["metadata"]["name"]
     );
-    check_config("deploy/kubernetes configmap gateway.yaml", config, &secret);
+    // The placeholders cannot be deployed by mistake: the server refuses them...
+    let (ok, text) = check_config_with(config, &secret);
+    assert!(!ok && text.contains("client_keys[0].key: must be at least 32"), "{text}");
+    // ... and real values of the Secret's shape pass.
+    let filled: BTreeMap<String, String> = secret
+        .iter()
+        .map(|(k, v)| {
+            let value = if v == "REPLACE-ME" {
+                format!("{}-0123456789abcdef0123456789abcdef", k.to_lowercase())
+            } else {
+                v.clone()
+            };
+            (k.clone(), value)
+        })
+        .collect();
+    check_config("deploy/kubernetes configmap gateway.yaml", config, &filled);
 
     // Stopping: the preStop pause and the drain fit in the grace period.
     let drain_s = parsed["timeouts"]["shutdown_drain_ms"].as_u64().unwrap() / 1000;
