@@ -22,10 +22,11 @@ COPY --from=ui /src/ui/dist ui/dist
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p gatehouse --no-default-features \
- && install -D -m 0755 target/release/gatehouse /out/gatehouse \
+ && install -D -s -m 0755 target/release/gatehouse /out/gatehouse \
  && install -d -m 0750 /out/state
 
-# glibc and libgcc only; no shell, no package manager; runs as uid 65532 (nonroot).
+# glibc and libgcc only (all the headless binary links: libc, libm, libgcc_s); no shell,
+# no package manager; runs as uid 65532 (nonroot).
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/gatehouse /usr/local/bin/gatehouse
 COPY --from=build --chown=65532:65532 /out/state /var/lib/gatehouse
