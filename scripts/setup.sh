@@ -22,6 +22,9 @@ if ! $build_only; then
   apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core curl)
   # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
   apt_packages+=(gnome-keyring libsecret-tools)
+  # Deployment checks: systemd-analyze for the unit, a Python venv for the pinned validators.
+  # bubblewrap runs the server on a read-only root as the container image would.
+  apt_packages+=(systemd python3-venv bubblewrap)
 fi
 
 missing=()
@@ -58,6 +61,15 @@ if [ ! -f ui/dist/index.html ] || [ -n "$(find ui/src ui/public ui/index.html ui
 fi
 
 $build_only && exit 0
+
+# Deployment checks (src-tauri/tests/deploy.rs): the Kubernetes schema validator (it carries
+# the schemas of each Kubernetes release, so it validates offline) and hadolint, pinned.
+if [ ! -x .tools/venv/bin/kubernetes-validate ] || [ deploy/requirements.txt -nt .tools/venv/pyvenv.cfg ]; then
+  echo "setup: installing the deployment validators (pip in .tools/venv)"
+  python3 -m venv .tools/venv
+  .tools/venv/bin/pip install -q --disable-pip-version-check -r deploy/requirements.txt
+  touch .tools/venv/pyvenv.cfg
+fi
 
 # Real clients for the end-to-end tests, pinned by package-lock.json.
 if [ ! -x tests/e2e/node_modules/.bin/claude ] || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then

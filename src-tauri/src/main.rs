@@ -6,6 +6,7 @@
 #[cfg(feature = "desktop")]
 mod desktop;
 mod desktop_cli;
+mod healthcheck;
 mod logging;
 mod login;
 
@@ -51,6 +52,15 @@ enum Command {
     },
     /// Validate a configuration file without starting.
     CheckConfig { file: PathBuf },
+    /// GET a URL (default: the server's /readyz) and exit 1 unless it answers 2xx
+    /// (a container HEALTHCHECK without curl).
+    Healthcheck {
+        #[arg(default_value = healthcheck::DEFAULT_URL)]
+        url: String,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
     /// Print the JSON schema of the configuration file.
     ConfigSchema,
     /// Issue a new local client key for the embedded default (the old one stops working).
@@ -141,6 +151,12 @@ fn run(cli: Cli) -> Result<(), String> {
         Some(Command::CheckConfig { file }) => {
             load(&file, data?)?;
             println!("gatehouse: {} is valid", file.display());
+            Ok(())
+        }
+        Some(Command::Healthcheck { url, timeout }) => {
+            let timeout = std::time::Duration::from_secs(timeout);
+            let line = runtime()?.block_on(healthcheck::check(&url, timeout))?;
+            println!("gatehouse: {line}");
             Ok(())
         }
         Some(Command::ConfigSchema) => {
