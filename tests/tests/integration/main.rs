@@ -24,6 +24,7 @@ mod openai_upstream;
 mod otlp;
 mod policy;
 mod postgres;
+mod postgres_tls;
 mod pricing;
 mod routing_health;
 mod routing_rules;
