@@ -38,5 +38,6 @@ mod store_backends;
 mod store_down;
 mod telemetry_relay;
 mod tls;
+mod upgrades;
 mod webhook;
 mod workload;

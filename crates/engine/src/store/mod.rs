@@ -10,7 +10,7 @@
 //! the cap arithmetic is not here but in [`crate::spend::caps`].
 
 mod convert;
-mod migrations;
+pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
 
