@@ -3,6 +3,7 @@
 //! (`tray`, or no subcommand when a display is present) comes with the `desktop` feature. All behaviour lives in `gatehouse-engine`; this file only builds the
 //! configuration, picks the dependencies and maps errors to exit status 1.
 
+mod backup_cli;
 #[cfg(feature = "desktop")]
 mod desktop;
 mod desktop_cli;
@@ -85,6 +86,20 @@ enum Command {
     Keys {
         #[command(subcommand)]
         action: desktop_cli::KeysAction,
+    },
+    /// Copy the running (or stopped) instance's SQLite database to a new file, online.
+    Backup {
+        path: PathBuf,
+        /// The instance's configuration (default: the embedded default, as the tray).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Replace a stopped instance's SQLite database with a backup (the old one is kept as
+    /// `.bak`).
+    Restore {
+        path: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Revoke and forget the session for a central Gatehouse.
     Logout {
@@ -173,6 +188,12 @@ fn run(cli: Cli) -> Result<(), String> {
             let creds = login::Credentials::new(&data?);
             let gateway = pick_gateway(&creds, gateway)?;
             runtime()?.block_on(login::logout(&creds, &gateway))
+        }
+        Some(Command::Backup { path, config }) => {
+            backup_cli::backup(&path, config.as_deref(), data?)
+        }
+        Some(Command::Restore { path, config }) => {
+            backup_cli::restore(&path, config.as_deref(), data?)
         }
         Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
         #[cfg(feature = "desktop")]

@@ -9,6 +9,7 @@
 //! [`Store`] impl that delegates to them. The shared column conversions live in `convert`;
 //! the cap arithmetic is not here but in [`crate::spend::caps`].
 
+pub mod backup;
 mod convert;
 pub mod migrations;
 pub mod postgres;
