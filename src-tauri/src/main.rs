@@ -9,6 +9,7 @@ mod desktop;
 mod desktop_cli;
 mod logging;
 mod login;
+mod status_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -100,6 +101,21 @@ enum Command {
         path: PathBuf,
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+    },
+    /// Where the running instance stands: mode, listener, store, upstreams, today's spend
+    /// and caps, sign-in.
+    Status {
+        /// The instance to ask (default: --config's listener, else the local app's port).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Admin read key for a server off loopback (or GATEHOUSE_ADMIN_KEY).
+        #[arg(long, value_name = "KEY")]
+        admin_key: Option<String>,
+        #[arg(long, value_name = "FILE", conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke and forget the session for a central Gatehouse.
     Logout {
@@ -195,6 +211,20 @@ fn run(cli: Cli) -> Result<(), String> {
         Some(Command::Restore { path, config }) => {
             backup_cli::restore(&path, config.as_deref(), data?)
         }
+        Some(Command::Status {
+            url,
+            admin_key,
+            config,
+            json,
+        }) => status_cli::run(
+            status_cli::Options {
+                url,
+                admin_key,
+                config,
+                json,
+            },
+            data?,
+        ),
         Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
         #[cfg(feature = "desktop")]
         Some(Command::Tray { port }) => desktop::run(data?, port),

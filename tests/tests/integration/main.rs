@@ -35,6 +35,7 @@ mod slow_clients;
 mod spend;
 mod spend_concurrency;
 mod spend_disconnect;
+mod status_api;
 mod store_backends;
 mod store_down;
 mod telemetry_relay;
