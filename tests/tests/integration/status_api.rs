@@ -45,3 +45,43 @@ async fn status_off_loopback_needs_an_admin_key() {
         assert!(!text.contains(key) && !text.contains(CLIENT_KEY), "{text}");
     }
 }
+
+#[tokio::test]
+async fn the_desktop_app_adds_its_mode_and_sign_in_state() {
+    use gatehouse_desktop::app::App;
+    use gatehouse_engine::deps::MapEnvironment;
+    use gatehouse_tests::desktop::desktop_deps;
+
+    let fake = fake_upstream::FakeUpstream::start(FakeConfig::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let r = reqwest::Client::new()
+        .get(format!("{}/gatehouse/api/status", app.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["mode"], "desktop");
+    assert_eq!(body["sign_in"]["local_key"], true);
+    assert_eq!(
+        body["sign_in"]["app"],
+        serde_json::json!({"mode": "standalone", "sign_in": null, "central_url": null})
+    );
+    for secret in parts.keychain.values() {
+        assert!(!text.contains(&secret), "a keychain value in the status");
+    }
+    let token = app.dashboard_url();
+    let token = token.split("#token=").nth(1).unwrap();
+    assert!(!text.contains(token), "the app token in the status");
+}
