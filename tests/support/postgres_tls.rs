@@ -1,6 +1,6 @@
 //! A throwaway PostgreSQL cluster that speaks only TLS, for the `sslmode` tests: its own
 //! data directory (a temp dir), a free loopback port, a CA and a server certificate for
-//! `127.0.0.1` generated here, and a `pg_hba.conf` that refuses plain TCP, takes a password
+//! `localhost` generated here, and a `pg_hba.conf` that refuses plain TCP, takes a password
 //! from [`USER`] and a client certificate (signed by the same CA) from [`CERT_USER`].
 //! Stopped (`pg_ctl stop -m immediate`) when the [`TlsCluster`] is dropped. Uses the server
 //! binaries `scripts/postgres.sh` uses (Debian's `postgresql` package); under root it runs
@@ -131,7 +131,8 @@ impl TlsCluster {
 
         let ca_main = ca("gatehouse test CA");
         let ca_other = ca("some other CA");
-        let (server_cert, server_key) = leaf(&ca_main, &["127.0.0.1", "localhost"], "127.0.0.1");
+        // Named `localhost` only: `verify-full` to 127.0.0.1 is a name mismatch.
+        let (server_cert, server_key) = leaf(&ca_main, &["localhost"], "localhost");
         let (client_cert, client_key) = leaf(&ca_main, &[], CERT_USER);
         let files = dir.path().join("client");
         std::fs::create_dir_all(&files).unwrap();
@@ -237,6 +238,15 @@ impl TlsCluster {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// As [`TlsCluster::url`] with the host `localhost` (the name in the server's
+    /// certificate), connecting to `hostaddr=127.0.0.1`.
+    pub fn named_url(&self, query: &str) -> String {
+        format!(
+            "postgres://{USER}:{PASSWORD}@localhost:{}/postgres?hostaddr=127.0.0.1&{query}",
+            self.port
+        )
     }
 
     /// The server's log so far (for assertion messages).

@@ -1,7 +1,8 @@
 //! PostgreSQL over TLS against a real TLS-only cluster with a CA made here
 //! ([`gatehouse_tests::postgres_tls`]): `verify-full` with the right CA meters a request
 //! end to end (over an encrypted session), a wrong CA stops the gateway at start with an
-//! error naming the store and never the password, `require` encrypts without a CA while
+//! error naming the store and never the password, `verify-full` checks the host name
+//! where `verify-ca` does not, `require` encrypts without a CA while
 //! plain TCP is refused by the server, and a client certificate signs in where the server
 //! asks for one.
 
@@ -47,7 +48,7 @@ async fn open(url: &str) -> Result<PostgresStore, String> {
 #[tokio::test]
 async fn verify_full_with_the_right_ca_meters_a_request_over_tls() {
     let cluster = TlsCluster::start();
-    let url = cluster.url(&format!(
+    let url = cluster.named_url(&format!(
         "sslmode=verify-full&sslrootcert={}",
         cluster.ca_file.display()
     ));
@@ -115,6 +116,32 @@ async fn a_wrong_ca_is_refused_at_start_naming_the_store() {
 }
 
 #[tokio::test]
+async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
+    let cluster = TlsCluster::start();
+    let ca = cluster.ca_file.display().to_string();
+    // The certificate names `localhost`; the URL says 127.0.0.1.
+    let msg = open(&cluster.url(&format!("sslmode=verify-full&sslrootcert={ca}")))
+        .await
+        .err()
+        .expect("verify-full with a certificate for another name");
+    assert!(msg.contains("certificate not valid for name"), "{msg}");
+    assert!(!msg.contains(PASSWORD), "{msg}");
+    let store = open(&cluster.url(&format!("sslmode=verify-ca&sslrootcert={ca}")))
+        .await
+        .unwrap();
+    store.ready().await.unwrap();
+    // With sslrootcert, `require` verifies the chain as libpq does.
+    let msg = open(&cluster.url(&format!(
+        "sslmode=require&sslrootcert={}",
+        cluster.other_ca_file.display()
+    )))
+    .await
+    .err()
+    .expect("require with a CA that did not sign the server");
+    assert!(msg.contains("UnknownIssuer"), "{msg}");
+}
+
+#[tokio::test]
 async fn require_encrypts_without_a_ca_and_the_server_refuses_plain_tcp() {
     let cluster = TlsCluster::start();
     let store = open(&cluster.url("sslmode=require")).await.unwrap();
@@ -138,7 +165,7 @@ async fn require_encrypts_without_a_ca_and_the_server_refuses_plain_tcp() {
 async fn a_client_certificate_signs_in_where_the_server_asks_for_one() {
     let cluster = TlsCluster::start();
     let base = format!(
-        "postgres://{CERT_USER}@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={}",
+        "postgres://{CERT_USER}@localhost:{}/postgres?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
         cluster.port,
         cluster.ca_file.display()
     );
@@ -157,7 +184,7 @@ async fn a_client_certificate_signs_in_where_the_server_asks_for_one() {
         "t"
     );
     let msg = open(&base).await.err().expect("no client certificate");
-    assert!(msg.contains("127.0.0.1"), "{msg}");
+    assert!(msg.contains("localhost"), "{msg}");
     assert!(
         msg.contains("certificate") || msg.contains("authentication"),
         "{msg}\n{}",
