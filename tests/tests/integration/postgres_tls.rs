@@ -2,9 +2,9 @@
 //! ([`gatehouse_tests::postgres_tls`]): `verify-full` with the right CA meters a request
 //! end to end (over an encrypted session), a wrong CA stops the gateway at start with an
 //! error naming the store and never the password, `verify-full` checks the host name
-//! where `verify-ca` does not, `require` encrypts without a CA while
-//! plain TCP is refused by the server, and a client certificate signs in where the server
-//! asks for one.
+//! where `verify-ca` does not, `require` and libpq's default `prefer` encrypt without a CA
+//! while plain TCP (`disable`) is refused by the server, and a client certificate signs in
+//! where the server asks for one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -142,7 +142,7 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
 }
 
 #[tokio::test]
-async fn require_encrypts_without_a_ca_and_the_server_refuses_plain_tcp() {
+async fn require_and_prefer_encrypt_without_a_ca_and_the_server_refuses_plain_tcp() {
     let cluster = TlsCluster::start();
     let store = open(&cluster.url("sslmode=require")).await.unwrap();
     store.ready().await.unwrap();
@@ -154,10 +154,18 @@ async fn require_encrypts_without_a_ca_and_the_server_refuses_plain_tcp() {
     .await
     .unwrap();
     store.ready().await.unwrap();
-    for plain in ["sslmode=disable", "sslmode=prefer", ""] {
-        let msg = open(&cluster.url(plain)).await.err().expect(plain);
-        assert!(msg.contains("no encryption"), "{plain}: {msg}");
-        assert!(!msg.contains(PASSWORD), "{msg}");
+    let msg = open(&cluster.url("sslmode=disable"))
+        .await
+        .err()
+        .expect("plain TCP");
+    assert!(msg.contains("no encryption"), "{msg}");
+    assert!(!msg.contains(PASSWORD), "{msg}");
+    // libpq's default (`prefer`) takes the TLS the server offers.
+    for prefer in ["sslmode=prefer", "sslmode=allow", ""] {
+        let store = open(&cluster.url(prefer))
+            .await
+            .unwrap_or_else(|e| panic!("{prefer}: {e}"));
+        store.ready().await.unwrap();
     }
 }
 

@@ -6,6 +6,8 @@ use tokio_postgres::Config as PgConfig;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::postgres_tls::TlsMode;
+
 use super::PostgresConfig;
 
 type PgError = tokio_postgres::Error;
@@ -65,10 +67,10 @@ pub fn connect_config(cfg: &PostgresConfig) -> Result<PgConnect, PgConfigError> 
     })?;
     let connector = super::postgres_tls::connector(&tls)
         .map_err(|m| PgConfigError::at(url, format!("TLS: {m}")))?;
-    pg.ssl_mode(if connector.is_some() {
-        SslMode::Require
-    } else {
-        SslMode::Disable
+    pg.ssl_mode(match tls.mode {
+        TlsMode::Disable => SslMode::Disable,
+        TlsMode::Prefer => SslMode::Prefer,
+        TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
     });
     if pg.get_hosts().is_empty() {
         return Err(PgConfigError::at(url, "names no host"));
@@ -156,7 +158,10 @@ mod tests {
         let c = connect_config(&cfg("postgres://gh:s3cret-pw@db.internal:6543/gatehouse")).unwrap();
         assert_eq!(c.target, "db.internal:6543/gatehouse");
         assert_eq!(c.config.get_password(), Some(&b"s3cret-pw"[..]));
+        assert_eq!(c.config.get_ssl_mode(), SslMode::Prefer, "libpq's default");
+        let c = connect_config(&cfg("postgres://gh@db/gh?sslmode=disable")).unwrap();
         assert!(c.tls.is_none());
+        assert_eq!(c.config.get_ssl_mode(), SslMode::Disable);
         let c = connect_config(&cfg("host=a,b port=1,2 user=u sslmode=require")).unwrap();
         assert_eq!(c.target, "a:1,b:2/u");
         assert!(c.tls.is_some());

@@ -3,7 +3,9 @@
 //! these, so [`split`] takes them out of the connection string before it is parsed, and
 //! [`connector`] turns them into a rustls connector on the crate's one crypto provider
 //! (ring). Modes, as in libpq:
-//! - `disable`, `allow`, `prefer` or none: plain TCP (no TLS is attempted);
+//! - `disable`: plain TCP;
+//! - `allow`, `prefer` or none (libpq's default): TLS when the server offers it, the
+//!   certificate not checked, else plain TCP;
 //! - `require`: encrypted, the server certificate not checked; with `sslrootcert` it acts
 //!   as `verify-ca` (libpq does the same);
 //! - `verify-ca`: the certificate chains to `sslrootcert`, any host name;
@@ -25,8 +27,10 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// What `sslmode` asks for, reduced to what the gateway does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsMode {
-    /// `disable`, `allow`, `prefer` or no `sslmode`: plain TCP.
-    Plain,
+    /// `disable`: plain TCP.
+    Disable,
+    /// `allow`, `prefer` or no `sslmode`: TLS if the server offers it, unverified.
+    Prefer,
     Require,
     VerifyCa,
     VerifyFull,
@@ -52,7 +56,7 @@ pub fn split(conn: &str) -> Result<(String, TlsParams), String> {
         split_key_values(conn)?
     };
     let mut params = TlsParams {
-        mode: TlsMode::Plain,
+        mode: TlsMode::Prefer,
         root_cert: None,
         cert: None,
         key: None,
@@ -61,7 +65,8 @@ pub fn split(conn: &str) -> Result<(String, TlsParams), String> {
         match name {
             "sslmode" => {
                 params.mode = match value.as_str() {
-                    "disable" | "allow" | "prefer" => TlsMode::Plain,
+                    "disable" => TlsMode::Disable,
+                    "allow" | "prefer" => TlsMode::Prefer,
                     "require" => TlsMode::Require,
                     "verify-ca" => TlsMode::VerifyCa,
                     "verify-full" => TlsMode::VerifyFull,
@@ -177,18 +182,18 @@ fn split_key_values(s: &str) -> Result<(String, Found), String> {
 /// The connector for these parameters (`None`: plain TCP). Reads the certificate files, so
 /// a missing or unreadable one is refused at configuration time.
 pub fn connector(params: &TlsParams) -> Result<Option<MakeRustlsConnect>, String> {
-    if params.mode == TlsMode::Plain {
-        if params.cert.is_some() || params.key.is_some() || params.root_cert.is_some() {
-            return Err(
-                "sslrootcert, sslcert and sslkey need sslmode=require, verify-ca or verify-full"
-                    .into(),
-            );
-        }
+    let files = params.cert.is_some() || params.key.is_some() || params.root_cert.is_some();
+    if matches!(params.mode, TlsMode::Disable | TlsMode::Prefer) && files {
+        return Err(
+            "sslrootcert, sslcert and sslkey need sslmode=require, verify-ca or verify-full".into(),
+        );
+    }
+    if params.mode == TlsMode::Disable {
         return Ok(None);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier: Arc<dyn ServerCertVerifier> = match (&params.root_cert, params.mode) {
-        (None, TlsMode::Require) => Arc::new(Unverified(provider.clone())),
+        (None, TlsMode::Require | TlsMode::Prefer) => Arc::new(Unverified(provider.clone())),
         (None, _) => {
             return Err(
                 "sslmode=verify-ca and verify-full need sslrootcert (a CA file, or `system`)"
@@ -375,7 +380,11 @@ mod tests {
         let (_, p) = split("postgres://u@h/db?sslmode=require&sslrootcert=/ca.pem").unwrap();
         assert_eq!(p.mode, TlsMode::VerifyCa, "require with a CA is verify-ca");
         let (_, p) = split("postgres://u@h/db?sslmode=prefer").unwrap();
-        assert_eq!(p.mode, TlsMode::Plain);
+        assert_eq!(p.mode, TlsMode::Prefer);
+        let (_, p) = split("postgres://u@h/db").unwrap();
+        assert_eq!(p.mode, TlsMode::Prefer, "libpq's default");
+        let (_, p) = split("postgres://u@h/db?sslmode=disable").unwrap();
+        assert_eq!(p.mode, TlsMode::Disable);
     }
 
     #[test]
