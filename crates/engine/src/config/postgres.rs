@@ -6,9 +6,8 @@ use tokio_postgres::Config as PgConfig;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::postgres_tls::TlsMode;
-
 use super::PostgresConfig;
+use super::postgres_tls::TlsMode;
 
 type PgError = tokio_postgres::Error;
 
