@@ -188,7 +188,7 @@ fn open_store(path: &Path) -> Result<SqliteStore, String> {
 }
 
 /// The port in the desktop settings, when the app has saved some.
-fn saved_port(data: &Path) -> Result<Option<u16>, String> {
+pub(crate) fn saved_port(data: &Path) -> Result<Option<u16>, String> {
     let path = db_path(data)?;
     if !path.exists() {
         return Ok(None);

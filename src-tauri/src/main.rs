@@ -3,12 +3,14 @@
 //! (`tray`, or no subcommand when a display is present) comes with the `desktop` feature. All behaviour lives in `gatehouse-engine`; this file only builds the
 //! configuration, picks the dependencies and maps errors to exit status 1.
 
+mod backup_cli;
 #[cfg(feature = "desktop")]
 mod desktop;
 mod desktop_cli;
 mod healthcheck;
 mod logging;
 mod login;
+mod status_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -95,6 +97,35 @@ enum Command {
     Keys {
         #[command(subcommand)]
         action: desktop_cli::KeysAction,
+    },
+    /// Copy the running (or stopped) instance's SQLite database to a new file, online.
+    Backup {
+        path: PathBuf,
+        /// The instance's configuration (default: the embedded default, as the tray).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Replace a stopped instance's SQLite database with a backup (the old one is kept as
+    /// `.bak`).
+    Restore {
+        path: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Where the running instance stands: mode, listener, store, upstreams, today's spend
+    /// and caps, sign-in.
+    Status {
+        /// The instance to ask (default: --config's listener, else the local app's port).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Admin read key for a server off loopback (or GATEHOUSE_ADMIN_KEY).
+        #[arg(long, value_name = "KEY")]
+        admin_key: Option<String>,
+        #[arg(long, value_name = "FILE", conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke and forget the session for a central Gatehouse.
     Logout {
@@ -190,6 +221,26 @@ fn run(cli: Cli) -> Result<(), String> {
             let gateway = pick_gateway(&creds, gateway)?;
             runtime()?.block_on(login::logout(&creds, &gateway))
         }
+        Some(Command::Backup { path, config }) => {
+            backup_cli::backup(&path, config.as_deref(), data?)
+        }
+        Some(Command::Restore { path, config }) => {
+            backup_cli::restore(&path, config.as_deref(), data?)
+        }
+        Some(Command::Status {
+            url,
+            admin_key,
+            config,
+            json,
+        }) => status_cli::run(
+            status_cli::Options {
+                url,
+                admin_key,
+                config,
+                json,
+            },
+            data?,
+        ),
         Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
         #[cfg(feature = "desktop")]
         Some(Command::Tray { port }) => desktop::run(data?, port),

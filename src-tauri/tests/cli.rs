@@ -32,7 +32,7 @@ fn bad_config_exits_1_naming_the_field() {
             "{err}"
         );
     }
-    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\nstore: {postgres_url: 'postgres://gh:pw-not-shown@db/gh?sslmode=require'}\n").unwrap();
+    std::fs::write(&file, "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\nstore: {postgres_url: 'postgres://gh:pw-not-shown@db/gh?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem'}\n").unwrap();
     let out = gatehouse()
         .args(["check-config", file.to_str().unwrap()])
         .output()
@@ -40,7 +40,7 @@ fn bad_config_exits_1_naming_the_field() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("store.postgres_url: TLS to PostgreSQL is not supported yet"),
+        err.contains("store.postgres_url: TLS: sslrootcert: cannot read PEM certificates from /nonexistent/ca.pem"),
         "{err}"
     );
     assert!(!err.contains("pw-not-shown"), "{err}");

@@ -7,6 +7,7 @@
 pub mod caps;
 pub mod desktop;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod replicas;
 
 use std::path::{Path, PathBuf};

@@ -19,6 +19,10 @@ pub const APP_PREFIX: &str = "/gatehouse/app/";
 #[async_trait]
 pub trait AppRoutes: Send + Sync {
     async fn handle(&self, req: Request<Body>) -> Response<Body>;
+    /// The app's part of `/gatehouse/api/status` (mode, sign-in state; no secrets).
+    async fn status(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 #[derive(Default)]

@@ -111,6 +111,12 @@ pub const ROUTES: &[Route] = {
         ),
         route(crate::dashboard::API_EVENTS, "GET", A::Public, T::Dashboard),
         route(
+            crate::dashboard::status::API_STATUS,
+            "GET",
+            A::Public,
+            T::Dashboard,
+        ),
+        route(
             "/.well-known/oauth-authorization-server",
             "GET",
             A::SignIn,

@@ -83,6 +83,9 @@ pub async fn start_on(
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
     })?;
+    // Port 0 asked for a free port: the configuration says which one (for the status).
+    let mut config = config;
+    config.listen.port = addr.port();
     // Every event also reaches live subscribers (the desktop, dashboard streams).
     let (deps, live) = crate::events::live::tap(deps);
     // ... and is counted for `/metrics`.

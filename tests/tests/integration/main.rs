@@ -2,6 +2,7 @@
 //! test binary, so the engine is linked once. Each module is one area; tests start their
 //! own gateway on port 0 and never touch process-wide state, so they run in parallel.
 
+mod backup;
 mod chat_door;
 mod claude_login;
 mod clients;
@@ -24,6 +25,7 @@ mod openai_upstream;
 mod otlp;
 mod policy;
 mod postgres;
+mod postgres_tls;
 mod pricing;
 mod routing_health;
 mod routing_rules;
@@ -34,9 +36,11 @@ mod spend;
 mod spend_concurrency;
 mod spend_disconnect;
 mod spend_leases;
+mod status_api;
 mod store_backends;
 mod store_down;
 mod telemetry_relay;
 mod tls;
+mod upgrades;
 mod webhook;
 mod workload;

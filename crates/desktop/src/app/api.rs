@@ -116,6 +116,26 @@ fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, Fail> {
 
 #[async_trait]
 impl AppRoutes for AppApi {
+    /// Mode and sign-in state for `gatehouse status` (no email, token or key).
+    async fn status(&self) -> Option<Value> {
+        let app = App {
+            inner: self.app.upgrade()?,
+        };
+        let settings = app.settings();
+        let sign_in = match app.login_state() {
+            super::connected::LoginState::SignedOut { .. } => "signed_out",
+            super::connected::LoginState::Expired { .. } => "expired",
+            super::connected::LoginState::Pending(_) => "pending",
+            super::connected::LoginState::SignedIn => "signed_in",
+        };
+        let connected = settings.mode == crate::settings::Mode::Connected;
+        Some(json!({
+            "mode": if connected { "connected" } else { "standalone" },
+            "sign_in": connected.then_some(sign_in),
+            "central_url": connected.then_some(settings.central_url),
+        }))
+    }
+
     async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let Some(inner) = self.app.upgrade() else {
             return error(

@@ -12,6 +12,7 @@ mod identity;
 mod lenient;
 pub mod managed;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod raw;
 pub mod routing;
 mod spend;
@@ -269,7 +270,7 @@ pub enum StoreConfig {
 }
 
 /// `store.postgres_url` and its companions, validated (the URL parses, names a host and a
-/// user, asks for no TLS).
+/// user; its TLS parameters name readable files).
 #[derive(Debug, Clone)]
 pub struct PostgresConfig {
     /// The URL as written; secret because it may carry a password.

@@ -3,8 +3,11 @@
 //! connect. Refusals name the field and never repeat the URL or a password.
 
 use tokio_postgres::Config as PgConfig;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::PostgresConfig;
+use super::postgres_tls::TlsMode;
 
 type PgError = tokio_postgres::Error;
 
@@ -29,17 +32,24 @@ impl PgConfigError {
     }
 }
 
-/// The driver configuration and a printable target (`host:port/database`, no secrets).
-pub fn connect_config(cfg: &PostgresConfig) -> Result<(PgConfig, String), PgConfigError> {
-    const TLS: &str = "TLS to PostgreSQL is not supported yet; use sslmode=disable (or leave \
-                       sslmode out) and keep the database on loopback or a private network";
+/// What the store connects with: the driver configuration, its TLS connector (`None`:
+/// plain TCP) and a printable target (`host:port/database`, no secrets).
+pub struct PgConnect {
+    pub config: PgConfig,
+    pub tls: Option<MakeRustlsConnect>,
+    pub target: String,
+}
+
+/// The driver configuration, TLS connector and target of `cfg` (reads the TLS files named
+/// in the URL, so `check-config` refuses what start would).
+pub fn connect_config(cfg: &PostgresConfig) -> Result<PgConnect, PgConfigError> {
     let url = "store.postgres_url";
-    let mut pg: PgConfig = cfg.url.expose().parse().map_err(|e: PgError| {
+    let (conn, tls) = super::postgres_tls::split(cfg.url.expose())
+        .map_err(|m| PgConfigError::at(url, format!("not a valid PostgreSQL URL: {m}")))?;
+    let mut pg: PgConfig = conn.parse().map_err(|e: PgError| {
         let detail = describe(&e);
         // Only option names are safe to repeat; other parser messages may quote the URL.
-        if detail.contains("`sslmode`") {
-            PgConfigError::at(url, TLS)
-        } else if let Some(pos) = detail
+        if let Some(pos) = detail
             .find("unknown option `")
             .or_else(|| detail.find("invalid value for option `"))
         {
@@ -54,9 +64,13 @@ pub fn connect_config(cfg: &PostgresConfig) -> Result<(PgConfig, String), PgConf
             )
         }
     })?;
-    if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(PgConfigError::at(url, TLS));
-    }
+    let connector = super::postgres_tls::connector(&tls)
+        .map_err(|m| PgConfigError::at(url, format!("TLS: {m}")))?;
+    pg.ssl_mode(match tls.mode {
+        TlsMode::Disable => SslMode::Disable,
+        TlsMode::Prefer => SslMode::Prefer,
+        TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+    });
     if pg.get_hosts().is_empty() {
         return Err(PgConfigError::at(url, "names no host"));
     }
@@ -75,7 +89,11 @@ pub fn connect_config(cfg: &PostgresConfig) -> Result<(PgConfig, String), PgConf
     pg.connect_timeout(cfg.connect_timeout);
     pg.application_name("gatehouse");
     let target = target(&pg);
-    Ok((pg, target))
+    Ok(PgConnect {
+        config: pg,
+        tls: connector,
+        target,
+    })
 }
 
 fn target(pg: &PgConfig) -> String {
@@ -136,12 +154,17 @@ mod tests {
 
     #[test]
     fn target_names_host_port_and_database_only() {
-        let (pg, target) =
-            connect_config(&cfg("postgres://gh:s3cret-pw@db.internal:6543/gatehouse")).unwrap();
-        assert_eq!(target, "db.internal:6543/gatehouse");
-        assert_eq!(pg.get_password(), Some(&b"s3cret-pw"[..]));
-        let (_, target) = connect_config(&cfg("host=a,b port=1,2 user=u")).unwrap();
-        assert_eq!(target, "a:1,b:2/u");
+        let c = connect_config(&cfg("postgres://gh:s3cret-pw@db.internal:6543/gatehouse")).unwrap();
+        assert_eq!(c.target, "db.internal:6543/gatehouse");
+        assert_eq!(c.config.get_password(), Some(&b"s3cret-pw"[..]));
+        assert_eq!(c.config.get_ssl_mode(), SslMode::Prefer, "libpq's default");
+        let c = connect_config(&cfg("postgres://gh@db/gh?sslmode=disable")).unwrap();
+        assert!(c.tls.is_none());
+        assert_eq!(c.config.get_ssl_mode(), SslMode::Disable);
+        let c = connect_config(&cfg("host=a,b port=1,2 user=u sslmode=require")).unwrap();
+        assert_eq!(c.target, "a:1,b:2/u");
+        assert!(c.tls.is_some());
+        assert_eq!(c.config.get_ssl_mode(), SslMode::Require);
     }
 
     #[test]
@@ -149,7 +172,7 @@ mod tests {
         let mut c = cfg("postgres://url-user:url-pw@127.0.0.1/db");
         c.username = Some("other".into());
         c.password = Some(Secret::new("override-pw"));
-        let (pg, _) = connect_config(&c).unwrap();
+        let pg = connect_config(&c).unwrap().config;
         assert_eq!(pg.get_user(), Some("other"));
         assert_eq!(pg.get_password(), Some(&b"override-pw"[..]));
     }
@@ -158,14 +181,14 @@ mod tests {
     fn refusals_name_the_field_and_never_the_password() {
         for (url, field, want) in [
             (
-                "postgres://u:hunter2-pw@h/db?sslmode=require",
+                "postgres://u:hunter2-pw@h/db?sslmode=always",
                 "store.postgres_url",
-                "TLS to PostgreSQL is not supported yet",
+                "invalid value for option `sslmode`",
             ),
             (
                 "postgres://u:hunter2-pw@h/db?sslmode=verify-full",
                 "store.postgres_url",
-                "TLS to PostgreSQL is not supported yet",
+                "TLS: sslmode=verify-ca and verify-full need sslrootcert",
             ),
             (
                 "postgres://u:hunter2-pw@h/db?frobnicate=1",
@@ -184,7 +207,7 @@ mod tests {
                 "names no host",
             ),
         ] {
-            let e = connect_config(&cfg(url)).unwrap_err();
+            let e = connect_config(&cfg(url)).err().unwrap();
             assert_eq!(e.field(), field, "{url}");
             let msg = e.to_string();
             assert!(msg.contains(want), "{url}: {msg}");

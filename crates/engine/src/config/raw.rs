@@ -200,7 +200,9 @@ pub struct RawStore {
     /// SQLite database file (the embedded default; not with `postgres_url`).
     pub sqlite_path: Option<String>,
     /// PostgreSQL shared by several replicas, e.g. `postgres://gatehouse@db:5432/gatehouse`
-    /// (or the `key=value` form). Plain TCP: TLS (`sslmode=require`) is not supported yet.
+    /// (or the `key=value` form). TLS with libpq's parameters: `sslmode` (`require`,
+    /// `verify-ca`, `verify-full`), `sslrootcert` (CA file, or `system`), `sslcert` and
+    /// `sslkey` (client certificate and key files).
     pub postgres_url: Option<String>,
     /// PostgreSQL connections per gateway (default 5).
     #[serde(default, deserialize_with = "super::lenient::opt")]

@@ -534,8 +534,8 @@ fn postgres_store_is_validated() {
 
     for (block, want) in [
         (
-            "store: {postgres_url: 'postgres://u:hunter2-pw@h/db?sslmode=require'}",
-            "store.postgres_url: TLS to PostgreSQL is not supported yet",
+            "store: {postgres_url: 'postgres://u:hunter2-pw@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem'}",
+            "store.postgres_url: TLS: sslrootcert: cannot read PEM certificates from /nonexistent/ca.pem",
         ),
         (
             "store: {postgres_url: 'postgres://u:hunter2-pw@h:port/db'}",

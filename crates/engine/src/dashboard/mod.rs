@@ -15,6 +15,7 @@
 
 pub mod assets;
 pub mod snapshot;
+pub mod status;
 pub mod stream;
 
 use std::net::IpAddr;
@@ -53,6 +54,12 @@ pub async fn serve(
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
     let detail = detail(gw, client_ip, headers);
+    if path == status::API_STATUS && !detail {
+        return Err(ApiError::Unauthenticated {
+            message: "the status needs an admin key in x-api-key off loopback",
+            reason: "status_private",
+        });
+    }
     if matches!(path, API_DASHBOARD | API_EVENTS) && !detail && !gw.config.dashboard_public {
         return Err(ApiError::Unauthenticated {
             message: "the status data needs an admin key in x-api-key off loopback (or dashboard.public: true)",
@@ -72,6 +79,10 @@ pub async fn serve(
             Ok(resp)
         }
         API_EVENTS => stream::sse(&gw.live),
+        status::API_STATUS => Ok(crate::edge::json_response(
+            StatusCode::OK,
+            status::build(gw).await,
+        )),
         _ => assets::serve(path),
     }
 }

@@ -21,11 +21,11 @@ pub const DETAIL_ROWS: usize = 50;
 /// How long the snapshot waits for each store read.
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
-fn iso(t: DateTime<Utc>) -> String {
+pub(super) fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     f: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     tokio::time::timeout(STORE_TIMEOUT, f)
@@ -33,7 +33,7 @@ async fn bounded<T>(
         .unwrap_or_else(|_| Err(StoreError::Database("timed out".into())))
 }
 
-fn totals(t: &UsageTotals) -> Value {
+pub(super) fn totals(t: &UsageTotals) -> Value {
     json!({
         "requests": t.requests,
         "input_tokens": t.input_tokens,
@@ -71,7 +71,7 @@ pub fn meter(s: &Standing) -> Value {
 
 /// Standings of the local key's subject, when this gateway has a local key and spend
 /// caps are on (without caps nothing is reserved, so the standings would read zero).
-async fn meters(gw: &Gateway, now: DateTime<Utc>) -> Result<Vec<Value>, StoreError> {
+pub(super) async fn meters(gw: &Gateway, now: DateTime<Utc>) -> Result<Vec<Value>, StoreError> {
     let Some(spend) = gw.config.spend.as_ref().filter(|_| gw.config.local_key) else {
         return Ok(Vec::new());
     };

@@ -9,8 +9,9 @@
 //! [`Store`] impl that delegates to them. The shared column conversions live in `convert`;
 //! the cap arithmetic is not here but in [`crate::spend::caps`].
 
+pub mod backup;
 mod convert;
-mod migrations;
+pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
 

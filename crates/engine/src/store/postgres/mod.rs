@@ -2,8 +2,9 @@
 //! device grants, rate counters, caps, reservations, spend and the audit trail.
 //!
 //! Connections come from a `deadpool-postgres` pool (`store.max_connections`, waits bounded
-//! by `store.connect_timeout_ms`); statements are prepared once per connection. Plain TCP
-//! only: a URL that asks for TLS is refused at config time. Connect directly or through a
+//! by `store.connect_timeout_ms`); statements are prepared once per connection. Plain TCP, or
+//! TLS (rustls) when the URL asks for it with libpq's `sslmode` and friends
+//! ([`crate::config::postgres_tls`]). Connect directly or through a
 //! session-pooling proxy: the ownership locks below are session advisory locks.
 //!
 //! **How a cap stays exact across replicas.** Every write that checks before it writes runs
@@ -62,7 +63,8 @@ use super::convert::ms;
 use super::{OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations};
 use crate::config::PostgresConfig;
 use crate::config::postgres::describe;
-pub use crate::config::postgres::{PgConfigError, connect_config};
+pub use crate::config::postgres::{PgConfigError, PgConnect, connect_config};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Advisory-lock namespace (first `int4` key) of the per-store ownership locks.
 const OWNER_LOCK_NAMESPACE: i32 = 0x4748_4f57; // "GHOW"
@@ -179,7 +181,11 @@ impl Drop for PostgresStore {
 impl PostgresStore {
     /// Connects, migrates (under the migration lock) and takes this store's ownership lock.
     pub async fn open(cfg: &PostgresConfig, now: DateTime<Utc>) -> Result<Self, StoreError> {
-        let (pg, target) = connect_config(cfg).map_err(|e| StoreError::Open {
+        let PgConnect {
+            config: pg,
+            tls,
+            target,
+        } = connect_config(cfg).map_err(|e| StoreError::Open {
             path: e.field().to_owned(),
             message: e.to_string(),
         })?;
@@ -187,14 +193,7 @@ impl PostgresStore {
             target: target.clone(),
             message,
         };
-        let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
+        let pool = Pool::builder(manager(pg.clone(), tls.as_ref()))
             .max_size(cfg.max_connections as usize)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(cfg.connect_timeout))
@@ -207,20 +206,14 @@ impl PostgresStore {
             "-c statement_timeout={}",
             REPORT_STATEMENT_TIMEOUT.as_millis()
         ));
-        let reports = Pool::builder(Manager::from_config(
-            report_pg,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        ))
-        .max_size(REPORT_CONNECTIONS)
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(REPORT_WAIT))
-        .create_timeout(Some(cfg.connect_timeout))
-        .recycle_timeout(Some(cfg.connect_timeout))
-        .build()
-        .map_err(|e| connect_err(e.to_string()))?;
+        let reports = Pool::builder(manager(report_pg, tls.as_ref()))
+            .max_size(REPORT_CONNECTIONS)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(REPORT_WAIT))
+            .create_timeout(Some(cfg.connect_timeout))
+            .recycle_timeout(Some(cfg.connect_timeout))
+            .build()
+            .map_err(|e| connect_err(e.to_string()))?;
         let mut client = pool.get().await.map_err(|e| connect_err(pool_error(&e)))?;
         migrations::apply_postgres(&mut client, ms(now)).await?;
         // A few connections ready before the first request, so a burst right after start
@@ -232,7 +225,7 @@ impl PostgresStore {
         drop(client);
         drop(warm);
         let stop_owner_lock = CancellationToken::new();
-        let owner_key = take_owner_lock(&pg, stop_owner_lock.clone())
+        let owner_key = take_owner_lock(&pg, tls, stop_owner_lock.clone())
             .await
             .map_err(|e| connect_err(describe(&e)))?
             .ok_or_else(|| connect_err("no free reservation-ownership lock key".into()))?;
@@ -266,6 +259,39 @@ impl PostgresStore {
     }
 }
 
+/// A pool manager over plain TCP or TLS.
+fn manager(pg: tokio_postgres::Config, tls: Option<&MakeRustlsConnect>) -> Manager {
+    let config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    match tls {
+        Some(tls) => Manager::from_config(pg, tls.clone(), config),
+        None => Manager::from_config(pg, NoTls, config),
+    }
+}
+
+type Connected = (
+    tokio_postgres::Client,
+    tokio::task::JoinHandle<Result<(), PgError>>,
+);
+
+/// A connection outside the pools, its driver spawned on this runtime.
+async fn connect(
+    pg: &tokio_postgres::Config,
+    tls: Option<&MakeRustlsConnect>,
+) -> Result<Connected, PgError> {
+    Ok(match tls {
+        Some(tls) => {
+            let (client, connection) = pg.connect(tls.clone()).await?;
+            (client, tokio::spawn(connection))
+        }
+        None => {
+            let (client, connection) = pg.connect(NoTls).await?;
+            (client, tokio::spawn(connection))
+        }
+    })
+}
+
 fn pool_error(e: &deadpool_postgres::PoolError) -> String {
     match e {
         deadpool_postgres::PoolError::Backend(pg) => describe(pg),
@@ -277,10 +303,10 @@ fn pool_error(e: &deadpool_postgres::PoolError) -> String {
 /// it until `stop`: if that connection drops, it reconnects and takes the same key again.
 async fn take_owner_lock(
     pg: &tokio_postgres::Config,
+    tls: Option<MakeRustlsConnect>,
     stop: CancellationToken,
 ) -> Result<Option<i32>, PgError> {
-    let (client, connection) = pg.connect(NoTls).await?;
-    let connection = tokio::spawn(connection);
+    let (client, connection) = connect(pg, tls.as_ref()).await?;
     let mut key = 0;
     for _ in 0..16 {
         let candidate = rand::random_range(1..i32::MAX);
@@ -321,7 +347,7 @@ async fn take_owner_lock(
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = stop.cancelled() => return,
                 }
-                match relock(&pg, key).await {
+                match relock(&pg, tls.as_ref(), key).await {
                     Ok(again) => break again,
                     Err(e) => {
                         tracing::warn!(error = %describe(&e), "cannot take the reservation lock again yet")
@@ -335,16 +361,10 @@ async fn take_owner_lock(
 
 async fn relock(
     pg: &tokio_postgres::Config,
+    tls: Option<&MakeRustlsConnect>,
     key: i32,
-) -> Result<
-    (
-        tokio_postgres::Client,
-        tokio::task::JoinHandle<Result<(), PgError>>,
-    ),
-    PgError,
-> {
-    let (client, connection) = pg.connect(NoTls).await?;
-    let connection = tokio::spawn(connection);
+) -> Result<Connected, PgError> {
+    let (client, connection) = connect(pg, tls).await?;
     // Another process that picked the same key also keeps these reservations alive, so
     // a held lock is as good as ours.
     client
