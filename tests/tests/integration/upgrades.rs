@@ -287,6 +287,7 @@ async fn check_new_schema(g: &TestGateway, old_usage: usize) {
             sub: "bob".into(),
             groups: vec!["eng".into()],
             amount_micro: 200_000,
+            keep_free_micro: 0,
             windows: windows(now),
             mode: GroupMode::Min,
             now,
