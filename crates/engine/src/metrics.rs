@@ -60,6 +60,11 @@ struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     upstream: String,
     state: String,
@@ -81,6 +86,8 @@ pub struct Metrics {
     cost: Family<ModelLabels, Counter>,
     disconnects: Family<EndpointLabels, Counter>,
     upstream_state: Family<StateLabels, Gauge>,
+    rate_limited: Family<KindLabels, Counter>,
+    slots_in_use: Gauge,
     models: Mutex<HashSet<String>>,
 }
 
@@ -137,9 +144,23 @@ impl Metrics {
             "1 for each upstream's current health state",
             upstream_state.clone(),
         );
+        let rate_limited = Family::default();
+        registry.register(
+            "rate_limit_refusals",
+            "Inference refused by a traffic limit, by limit kind (rpm, tpm, daily_tokens, concurrent)",
+            rate_limited.clone(),
+        );
+        let slots_in_use = Gauge::default();
+        registry.register(
+            "concurrency_slots_in_use",
+            "Concurrency slots this gateway holds (inference answers in flight under a concurrency limit)",
+            slots_in_use.clone(),
+        );
         Self {
             registry,
             events,
+            rate_limited,
+            slots_in_use,
             requests,
             duration,
             ttft,
@@ -169,6 +190,17 @@ impl Metrics {
         self.events.get_or_create(&labels).inc();
         if event.evt == "inference" {
             self.inference(&event.fields);
+        }
+        if event.evt == "ratelimit.blocked" {
+            // Only the known kinds become labels.
+            let kind = match event.fields.get("kind").and_then(Value::as_str) {
+                Some("rpm") => "rpm",
+                Some("tpm") => "tpm",
+                Some("daily_tokens") => "daily_tokens",
+                Some("concurrent") => "concurrent",
+                _ => "other",
+            };
+            self.rate_limited.get_or_create(&KindLabels { kind }).inc();
         }
     }
 
@@ -224,6 +256,12 @@ impl Metrics {
         }
     }
 
+    /// The text exposition of `gw`'s metrics, with the state read now.
+    pub fn scrape(gw: &crate::gateway::Gateway) -> String {
+        gw.metrics.slots_in_use.set(gw.limits.slots_in_use());
+        gw.metrics.render(&gw.upstreams.health.to_json(false))
+    }
+
     /// The text exposition, with the upstreams' states as `health` shows them now.
     pub fn render(&self, upstreams: &[Value]) -> String {
         self.upstream_state.clear();
@@ -242,6 +280,44 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// The exposition as an HTTP answer.
+pub fn text_response(text: String) -> http::Response<axum::body::Body> {
+    let mut resp = http::Response::new(axum::body::Body::from(text));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    resp
+}
+
+/// The optional separate listener (`metrics.listen`): `GET /metrics` without a key, nothing
+/// else; it stops with `stop`.
+pub async fn serve_listener(
+    listener: tokio::net::TcpListener,
+    gw: Arc<crate::gateway::Gateway>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let app =
+        axum::Router::new()
+            .route(
+                "/metrics",
+                axum::routing::get(
+                    |axum::extract::State(gw): axum::extract::State<
+                        Arc<crate::gateway::Gateway>,
+                    >| async move { text_response(Metrics::scrape(&gw)) },
+                ),
+            )
+            .with_state(gw);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await;
+    if let Err(e) = served {
+        tracing::warn!(error = %e, "the metrics listener stopped");
     }
 }
 

@@ -56,6 +56,8 @@ pub struct Handle {
     recorder_stop: CancellationToken,
     recorder: JoinHandle<()>,
     issued_local_key: Option<Secret>,
+    /// The separate metrics listener's address (`metrics.listen`).
+    metrics_addr: Option<SocketAddr>,
 }
 
 /// What start would refuse in a validated config beyond the config's own rules: today the
@@ -189,7 +191,14 @@ pub async fn start_on(
         deps.events.clone(),
         recorder_stop.clone(),
     );
+    let tracker = TaskTracker::new();
+    let limits = Arc::new(crate::limits::Limiter::new(
+        config.inference_limits.clone(),
+        store.clone(),
+        tracker.clone(),
+    ));
     let gateway = Arc::new(Gateway {
+        limits,
         catalog: Catalog::new(&config.models, &config.upstreams),
         keys: ClientKeys::new(key_entries),
         started_at: deps.clock.now(),
@@ -212,7 +221,7 @@ pub async fn start_on(
         relay,
         directory: Default::default(),
         pricing,
-        tracker: TaskTracker::new(),
+        tracker,
     });
     spawn_kv_cleanup(gateway.clone(), stop_jobs.clone());
     spawn_retention(gateway.clone(), stop_jobs.clone());
@@ -242,6 +251,21 @@ pub async fn start_on(
         ),
         None => None,
     };
+    let metrics_addr = match gateway.config.metrics_listen {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?;
+            let bound = listener.local_addr().unwrap_or(addr);
+            tokio::spawn(crate::metrics::serve_listener(
+                listener,
+                gateway.clone(),
+                stop.clone(),
+            ));
+            Some(bound)
+        }
+        None => None,
+    };
     let serve = tokio::spawn(crate::edge::listener::serve(
         listener,
         tls,
@@ -263,6 +287,7 @@ pub async fn start_on(
         recorder_stop,
         recorder: recorder_task,
         issued_local_key,
+        metrics_addr,
     })
 }
 
@@ -309,7 +334,8 @@ pub const REVOCATION_SYNC: Duration = Duration::from_secs(5);
 
 /// On a shared store a replica can die while the others keep serving: every minute, open
 /// reservations whose gateway is gone (see `Store::open_reservations`) are reconciled
-/// without waiting for a restart. SQLite has one process per file, so start-up suffices.
+/// without waiting for a restart, and its concurrency slots freed (with limit rows idle
+/// for two days). SQLite has one process per file, so start-up suffices.
 fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
     if gw.store.backend() != "postgres" {
         return;
@@ -319,7 +345,10 @@ fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
         tick.tick().await;
         loop {
             tokio::select! {
-                _ = tick.tick() => crate::spend::admission::reconcile(&gw).await,
+                _ = tick.tick() => {
+                    crate::spend::admission::reconcile(&gw).await;
+                    gw.limits.reap(gw.deps.clock.now()).await;
+                }
                 () = stop.cancelled() => break,
             }
         }
@@ -370,6 +399,11 @@ impl Handle {
             "http"
         };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The separate metrics listener's address, when `metrics.listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     pub fn store(&self) -> Arc<dyn Store> {

@@ -18,6 +18,7 @@ mod hostile;
 mod identity;
 mod idp_outage;
 mod inference;
+mod inference_limits;
 mod key_pools;
 mod metrics;
 mod openai_upstream;

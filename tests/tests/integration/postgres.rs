@@ -65,7 +65,7 @@ async fn replicas_starting_together_migrate_once_and_a_newer_schema_is_refused()
             refused,
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 3
+                supported: 4
             })
         ),
         "{:?}",

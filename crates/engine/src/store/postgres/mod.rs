@@ -135,6 +135,9 @@ macro_rules! retrying {
     }};
 }
 
+// After the macro, which it uses.
+mod limits;
+
 /// A pool and the server it reaches (for errors: never the URL).
 #[derive(Clone)]
 struct Pooled {
@@ -358,6 +361,10 @@ async fn relock(
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn limit_rows(&self) -> Option<&dyn super::LimitRows> {
+        Some(self)
+    }
+
     fn backend(&self) -> &'static str {
         "postgres"
     }
