@@ -15,6 +15,7 @@ mod failover;
 mod flood;
 mod fuzz_corpus;
 mod hostile;
+mod idempotency;
 mod identity;
 mod idp_outage;
 mod inference;
