@@ -29,6 +29,7 @@ upstreams:
   - {{name: primary, provider: anthropic, base_url: "{url}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
 admin: {{read_keys: [{{id: prom, key: "{READ_KEY}"}}]}}
+metrics: {{listen: "127.0.0.1:0"}}
 rate_limits: {rate_limits}
 "#,
             db = db.display()
@@ -45,6 +46,19 @@ fn paced(ms: u64) -> FakeConfig {
         token_interval_ms: 50,
         ..FakeConfig::default()
     }
+}
+
+/// `GET /metrics` on the separate listener (`metrics.listen`), which needs no key.
+async fn scrape(gw: &TestGateway) -> String {
+    let addr = gw.handle.metrics_addr().unwrap();
+    let r = gw
+        .client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
 }
 
 /// Sends until the answer is not a 429 (a freed slot may take a moment to be seen).
@@ -143,6 +157,21 @@ async fn a_slot_is_held_for_the_whole_stream_and_freed_at_its_end_or_on_disconne
     assert_eq!(blocked[0]["kind"], "concurrent");
     assert_eq!(blocked[0]["rule"], "client_key_default");
     assert_eq!(gw.fake.requests().len(), 1);
+    let text = scrape(&gw).await;
+    assert!(
+        text.contains("gatehouse_concurrency_slots_in_use 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("gatehouse_rate_limit_refusals_total{kind=\"concurrent\"} 1"));
+    // The metrics listener serves nothing else.
+    let addr = gw.handle.metrics_addr().unwrap();
+    let other = gw
+        .client
+        .get(format!("http://{addr}/v1/models"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
     // Read to its end: the slot is free again.
     first.bytes().await.unwrap();
     let r = eventually_admitted(&gw, sonnet(false)).await;
@@ -160,6 +189,12 @@ async fn a_slot_is_held_for_the_whole_stream_and_freed_at_its_end_or_on_disconne
     let r = eventually_admitted(&gw, sonnet(false)).await;
     assert_eq!(r.status(), 200);
     assert!(started.elapsed() < Duration::from_secs(10));
+    r.bytes().await.unwrap();
+    let text = scrape(&gw).await;
+    assert!(
+        text.contains("gatehouse_concurrency_slots_in_use 0\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

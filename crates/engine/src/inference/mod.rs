@@ -234,7 +234,7 @@ impl Call<'_> {
         }
         // From here every path records usage, which settles the reservation.
         let response =
-            relay::respond(&call, routed, facts, held, ticket.charge, &upstream_models).await;
+            relay::respond(call, routed, facts, held, ticket.charge, &upstream_models).await;
         let response = match chat {
             Some(ctx) => chat::respond(response, ctx).await,
             None => response,
