@@ -88,6 +88,7 @@ pub struct Metrics {
     upstream_state: Family<StateLabels, Gauge>,
     rate_limited: Family<KindLabels, Counter>,
     slots_in_use: Gauge,
+    open_reservations: Gauge,
     models: Mutex<HashSet<String>>,
 }
 
@@ -156,11 +157,18 @@ impl Metrics {
             "Concurrency slots this gateway holds (inference answers in flight under a concurrency limit)",
             slots_in_use.clone(),
         );
+        let open_reservations = Gauge::default();
+        registry.register(
+            "open_reservations",
+            "Spend reservations open now in the store (every replica's), read at scrape",
+            open_reservations.clone(),
+        );
         Self {
             registry,
             events,
             rate_limited,
             slots_in_use,
+            open_reservations,
             requests,
             duration,
             ttft,
@@ -257,8 +265,17 @@ impl Metrics {
     }
 
     /// The text exposition of `gw`'s metrics, with the state read now.
-    pub fn scrape(gw: &crate::gateway::Gateway) -> String {
+    pub async fn scrape(gw: &crate::gateway::Gateway) -> String {
         gw.metrics.slots_in_use.set(gw.limits.slots_in_use());
+        // A store that cannot answer keeps the last figure.
+        match gw.store.open_reservation_count().await {
+            Ok(n) => {
+                gw.metrics
+                    .open_reservations
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: open reservations unreadable"),
+        }
         gw.metrics.render(&gw.upstreams.health.to_json(false))
     }
 
@@ -309,7 +326,7 @@ pub async fn serve_listener(
                 axum::routing::get(
                     |axum::extract::State(gw): axum::extract::State<
                         Arc<crate::gateway::Gateway>,
-                    >| async move { text_response(Metrics::scrape(&gw)) },
+                    >| async move { text_response(Metrics::scrape(&gw).await) },
                 ),
             )
             .with_state(gw);

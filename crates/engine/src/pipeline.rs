@@ -354,7 +354,7 @@ async fn metrics(
     }
     crate::spend::admin::authenticate(gw, &headers, admission).await?;
     Ok(crate::metrics::text_response(
-        crate::metrics::Metrics::scrape(gw),
+        crate::metrics::Metrics::scrape(gw).await,
     ))
 }
 

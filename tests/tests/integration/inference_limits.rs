@@ -142,6 +142,8 @@ async fn an_rpm_refusal_is_a_429_with_retry_after_that_reaches_no_upstream() {
         "{text}"
     );
     assert!(!text.contains("tester"), "no key id in the labels");
+    // No caps here: nothing is reserved.
+    assert!(text.contains("gatehouse_open_reservations 0\n"), "{text}");
 }
 
 #[tokio::test]

@@ -231,6 +231,8 @@ pub trait Store: Send + Sync {
     /// every open one; on PostgreSQL those whose gateway is gone (its advisory lock is
     /// free), never another live replica's.
     async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError>;
+    /// Reservations open now, on every gateway sharing the store (the metrics gauge).
+    async fn open_reservation_count(&self) -> Result<u64, StoreError>;
     /// Cost of a recorded request, if its usage row exists.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
     /// A person's standing in each period.

@@ -535,6 +535,18 @@ impl Store for PostgresStore {
         Ok(spend::orphaned_reservations(&c).await?)
     }
 
+    async fn open_reservation_count(&self) -> Result<u64, StoreError> {
+        let c = self.report_client().await?;
+        let row = row_opt(
+            &c,
+            "SELECT count(*) FROM reservations WHERE state = 'open'",
+            &[],
+        )
+        .await?;
+        let n: i64 = row.map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
         let c = self.client().await?;
         Ok(usage::cost(&c, request_id).await?)
