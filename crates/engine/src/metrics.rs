@@ -60,6 +60,11 @@ struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabels {
+    op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: &'static str,
 }
@@ -73,6 +78,11 @@ struct StateLabels {
 fn seconds_buckets() -> Histogram {
     // 5 ms to about 164 s.
     Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+fn store_buckets() -> Histogram {
+    // 0.1 ms to about 3.3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
 
 /// The gateway's metric families and their registry.
@@ -89,6 +99,7 @@ pub struct Metrics {
     rate_limited: Family<KindLabels, Counter>,
     slots_in_use: Gauge,
     open_reservations: Gauge,
+    store_ops: Family<OpLabels, Histogram, fn() -> Histogram>,
     models: Mutex<HashSet<String>>,
 }
 
@@ -163,9 +174,16 @@ impl Metrics {
             "Spend reservations open now in the store (every replica's), read at scrape",
             open_reservations.clone(),
         );
+        let store_ops = Family::new_with_constructor(store_buckets as fn() -> Histogram);
+        registry.register(
+            "store_operation_seconds",
+            "Duration of store operations, by operation",
+            store_ops.clone(),
+        );
         Self {
             registry,
             events,
+            store_ops,
             rate_limited,
             slots_in_use,
             open_reservations,
@@ -262,6 +280,16 @@ impl Metrics {
         if f.get("client_disconnected").and_then(Value::as_bool) == Some(true) {
             self.disconnects.get_or_create(&endpoint).inc();
         }
+    }
+
+    /// Where a [`crate::store::timed::Timed`] store reports each operation's duration.
+    pub fn store_observer(self: &Arc<Self>) -> crate::store::timed::Observe {
+        let me = self.clone();
+        Arc::new(move |op, took| {
+            me.store_ops
+                .get_or_create(&OpLabels { op })
+                .observe(took.as_secs_f64());
+        })
     }
 
     /// The text exposition of `gw`'s metrics, with the state read now.

@@ -100,6 +100,11 @@ pub async fn start_on(
         }
         StoreConfig::Postgres(pg) => Arc::new(PostgresStore::open(pg, deps.clock.now()).await?),
     };
+    // Every store operation is timed for `/metrics`.
+    let store: Arc<dyn Store> = Arc::new(crate::store::timed::Timed::new(
+        store,
+        metrics.store_observer(),
+    ));
     let mut key_entries: Vec<(String, [u8; 32])> = config
         .client_keys
         .iter()

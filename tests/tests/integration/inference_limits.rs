@@ -144,6 +144,11 @@ async fn an_rpm_refusal_is_a_429_with_retry_after_that_reaches_no_upstream() {
     assert!(!text.contains("tester"), "no key id in the labels");
     // No caps here: nothing is reserved.
     assert!(text.contains("gatehouse_open_reservations 0\n"), "{text}");
+    // Store operations are timed by name (usage rows were written).
+    assert!(
+        text.contains("gatehouse_store_operation_seconds_count{op=\"insert_usage\"}"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ mod convert;
 mod migrations;
 pub mod postgres;
 pub mod sqlite;
+pub mod timed;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
