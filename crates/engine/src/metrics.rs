@@ -162,6 +162,10 @@ impl Metrics {
             "Inference refused by a traffic limit, by limit kind (rpm, tpm, daily_tokens, concurrent)",
             rate_limited.clone(),
         );
+        // Every kind from zero, so a rate over the first refusal is right.
+        for kind in ["rpm", "tpm", "daily_tokens", "concurrent"] {
+            rate_limited.get_or_create(&KindLabels { kind });
+        }
         let slots_in_use = Gauge::default();
         registry.register(
             "concurrency_slots_in_use",
