@@ -164,7 +164,7 @@ impl Metrics {
         );
         // Every kind from zero, so a rate over the first refusal is right.
         for kind in ["rpm", "tpm", "daily_tokens", "concurrent"] {
-            rate_limited.get_or_create(&KindLabels { kind });
+            drop(rate_limited.get_or_create(&KindLabels { kind }));
         }
         let slots_in_use = Gauge::default();
         registry.register(
