@@ -2,7 +2,8 @@
 //! is a 429 `rate_limit_error` with `retry-after` and the unified headers that never
 //! reaches the upstream; the first matching rule applies; tokens are corrected at
 //! settlement; a concurrency slot is held for the whole stream and freed at its end or
-//! when the client leaves; and two replicas on one PostgreSQL share one budget exactly.
+//! when the client leaves; two replicas on one PostgreSQL share one budget exactly; and
+//! Claude Code (the CLI) refused by a limit backs off and succeeds when it reopens.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -368,4 +369,55 @@ async fn two_postgres_replicas_share_one_rpm_and_concurrency_budget_exactly() {
     let again = fire(&r, &bob, 1, false).await;
     assert_eq!(again[0].status(), 200);
     r.shutdown().await;
+}
+
+#[tokio::test]
+async fn claude_code_backs_off_on_a_rate_limit_and_succeeds_when_the_window_reopens() {
+    // A bucket of one refilled every 3 s, emptied before Claude Code starts: its first
+    // request is refused with `retry-after: 3`, and its own retry gets through.
+    let gw = gateway(
+        FakeConfig {
+            reply_text: "LIMITS-OK".into(),
+            ..FakeConfig::default()
+        },
+        "{inference: [{match: {client_keys: [tester]}, rpm: 20, burst: 1}]}",
+    )
+    .await;
+    let r = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = gatehouse_tests::claude_print(
+        "Reply with the magic words.",
+        home.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", gw.handle.base_url().as_str()),
+            ("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY),
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["is_error"], false, "{stdout}");
+    assert!(
+        result["result"].as_str().unwrap().contains("LIMITS-OK"),
+        "{stdout}"
+    );
+    let blocked = gw.events.named("ratelimit.blocked");
+    assert!(!blocked.is_empty(), "Claude Code met the limit");
+    assert!(
+        blocked
+            .iter()
+            .all(|b| b["retry_after"].as_u64().unwrap() <= 3)
+    );
+    // Every refusal stayed at the gateway: the upstream saw only admitted requests.
+    gw.usage_rows(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let admitted = gw.handle.store().recent_usage(100).await.unwrap().len();
+    assert_eq!(gw.fake.requests().len(), admitted);
 }
