@@ -133,6 +133,7 @@ pub async fn claim(
     let claimed = encode(&entry, &[]);
     let store = gw.store.clone();
     let waited_until = tokio::time::Instant::now() + cfg.wait;
+    let mut reclaims = 0u32;
     loop {
         let now = gw.deps.clock.now();
         let expires = now + chrono::Duration::from_std(cfg.ttl).unwrap_or_default();
@@ -149,14 +150,20 @@ pub async fn claim(
                 entry,
             })));
         }
-        let Some((found, data)) = store
-            .kv_get(&key, now)
-            .await
-            .map_err(store_error)?
-            .and_then(|v| decode(&v))
-        else {
-            // Given back or expired meanwhile: claim again.
+        let Some(raw) = store.kv_get(&key, now).await.map_err(store_error)? else {
+            // Given back or expired meanwhile: claim again (while the wait lasts).
+            reclaims += 1;
+            if reclaims > 3 && tokio::time::Instant::now() >= waited_until {
+                return Err(in_progress());
+            }
+            if reclaims > 1 {
+                tokio::time::sleep(POLL).await;
+            }
             continue;
+        };
+        let Some((found, data)) = decode(&raw) else {
+            tracing::warn!("an idempotency entry could not be read; refusing its key");
+            return Err(ApiError::Internal);
         };
         if found.body != entry.body {
             return Err(ApiError::Unprocessable(
@@ -168,11 +175,7 @@ pub async fn claim(
             "pending" if tokio::time::Instant::now() < waited_until => {
                 tokio::time::sleep(POLL).await;
             }
-            "pending" => {
-                return Err(ApiError::Conflict(
-                    "a request with this Idempotency-Key is still in progress; retry later".into(),
-                ));
-            }
+            "pending" => return Err(in_progress()),
             _ => {
                 return Err(ApiError::Conflict(
                     "the answer to the first request with this Idempotency-Key was not kept \
@@ -182,6 +185,12 @@ pub async fn claim(
             }
         }
     }
+}
+
+fn in_progress() -> ApiError {
+    ApiError::Conflict(
+        "a request with this Idempotency-Key is still in progress; retry later".into(),
+    )
 }
 
 fn store_error(e: crate::store::StoreError) -> ApiError {

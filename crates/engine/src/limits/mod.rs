@@ -141,13 +141,13 @@ impl Limiter {
         }
         let verdict = match &self.backend {
             Backend::Memory(m) => m.admit(&draws, slot.as_ref(), now_ms),
-            Backend::Shared(store) => match store.limit_rows() {
-                Some(rows) => {
-                    rows.limit_admit(draws.clone(), slot.clone(), now_ms)
-                        .await?
-                }
-                None => Verdict::default(),
-            },
+            Backend::Shared(store) => {
+                let rows = store.limit_rows().ok_or_else(|| {
+                    crate::store::StoreError::Database("the store keeps no limit rows".into())
+                })?;
+                rows.limit_admit(draws.clone(), slot.clone(), now_ms)
+                    .await?
+            }
         };
         if !verdict.admitted {
             let (event, error) = refusal::refused(rule, &draws, slot.as_ref(), &verdict, now);
