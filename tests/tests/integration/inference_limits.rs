@@ -308,22 +308,21 @@ async fn fire(r: &Replicas, who: &str, n: usize, stream: bool) -> Vec<reqwest::R
     .await
 }
 
-#[tokio::test]
-async fn two_postgres_replicas_share_one_rpm_and_concurrency_budget_exactly() {
-    let db = TestDatabase::create().await;
-    // rpm 1 with a burst of 12: the burst admits exactly 12 (the next token is a minute
-    // away); 5 streams at once for the on-call group.
-    let extra = "rate_limits:\n  inference:\n    - {match: {groups: [oncall]}, concurrent: 5}\n    - {match: {groups: [engineering]}, rpm: 1, burst: 12}\n";
-    let r = replicas::start(2, |_| db.store_yaml(), extra).await;
-    assert!(
-        r.replicas
-            .iter()
-            .all(|x| x.handle.store().backend() == "postgres")
-    );
+/// Slots the replicas hold now (their gauge).
+fn slots_held(r: &Replicas) -> i64 {
+    r.replicas
+        .iter()
+        .map(|x| x.handle.gateway().limits.slots_in_use())
+        .sum()
+}
+
+/// A burst against one rpm budget, then one against one concurrency budget, spread over
+/// the replicas: exactly the limit is admitted each time, and every slot is freed.
+async fn shared_budget(r: &Replicas, db: Option<&TestDatabase>) {
     let alice = token(&r.origin, "alice", &["engineering"]);
-    let results = fire(&r, &alice, 60, false).await;
+    let results = fire(r, &alice, 60, false).await;
     let admitted = results.iter().filter(|x| x.status() == 200).count();
-    assert_eq!(admitted, 12, "exactly the burst, across both replicas");
+    assert_eq!(admitted, 12, "exactly the burst, across the replicas");
     assert!(
         results
             .iter()
@@ -346,15 +345,18 @@ async fn two_postgres_replicas_share_one_rpm_and_concurrency_budget_exactly() {
     // Concurrency: streams that outlast the burst hold their slots.
     r.fake.set_config(paced(3000));
     let bob = token(&r.origin, "bob", &["oncall"]);
-    let results = fire(&r, &bob, 30, true).await;
+    let results = fire(r, &bob, 30, true).await;
     let (open, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(|x| x.status() == 200);
     assert_eq!(
         open.len(),
         5,
-        "exactly the concurrency limit, across both replicas"
+        "exactly the concurrency limit, across the replicas"
     );
     assert!(refused.iter().all(|x| x.status() == 429));
-    assert_eq!(slot_rows(&db).await, 5);
+    assert_eq!(slots_held(r), 5);
+    if let Some(db) = db {
+        assert_eq!(slot_rows(db).await, 5);
+    }
     // One client leaves, the others read to the end: every slot is freed.
     let mut open = open.into_iter();
     drop(open.next());
@@ -362,13 +364,81 @@ async fn two_postgres_replicas_share_one_rpm_and_concurrency_budget_exactly() {
         x.bytes().await.unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while slot_rows(&db).await > 0 && Instant::now() < deadline {
+    while slots_held(r) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(slot_rows(&db).await, 0, "every slot freed");
-    let again = fire(&r, &bob, 1, false).await;
+    assert_eq!(slots_held(r), 0, "every slot freed");
+    if let Some(db) = db {
+        while slot_rows(db).await > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(slot_rows(db).await, 0, "every slot row deleted");
+    }
+    let again = fire(r, &bob, 1, false).await;
     assert_eq!(again[0].status(), 200);
+}
+
+/// rpm 1 with a burst of 12: a burst admits exactly 12 (the next token is a minute
+/// away); 5 streams at once for the on-call group.
+const SHARED: &str = "rate_limits:\n  inference:\n    - {match: {groups: [oncall]}, concurrent: 5}\n    - {match: {groups: [engineering]}, rpm: 1, burst: 12}\n";
+
+#[tokio::test]
+async fn two_postgres_replicas_share_one_rpm_and_concurrency_budget_exactly() {
+    let db = TestDatabase::create().await;
+    let r = replicas::start(2, |_| db.store_yaml(), SHARED).await;
+    assert!(
+        r.replicas
+            .iter()
+            .all(|x| x.handle.store().backend() == "postgres")
+    );
+    shared_budget(&r, Some(&db)).await;
     r.shutdown().await;
+}
+
+#[tokio::test]
+async fn one_sqlite_gateway_admits_exactly_its_budget_under_a_burst() {
+    let r = replicas::start(
+        1,
+        |dir| format!("store: {{sqlite_path: \"{}\"}}", dir.join("g.db").display()),
+        SHARED,
+    )
+    .await;
+    shared_budget(&r, None).await;
+    r.shutdown().await;
+}
+
+#[tokio::test]
+async fn daily_tokens_refuse_until_the_next_utc_day() {
+    let used = FakeConfig {
+        input_tokens: 500,
+        output_tokens: 20,
+        ..FakeConfig::default()
+    };
+    let gw = gateway(used, "{inference: [{daily_tokens: 600}]}").await;
+    let r = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    gw.usage_rows(1).await;
+    // 520 of 600 used: the next request's estimate does not fit today.
+    let r = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (1..=60).contains(&retry),
+        "retry-after {retry} is capped at a minute"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("daily_tokens")
+    );
+    assert_eq!(gw.fake.requests().len(), 1);
 }
 
 #[tokio::test]
@@ -420,4 +490,50 @@ async fn claude_code_backs_off_on_a_rate_limit_and_succeeds_when_the_window_reop
     tokio::time::sleep(Duration::from_millis(300)).await;
     let admitted = gw.handle.store().recent_usage(100).await.unwrap().len();
     assert_eq!(gw.fake.requests().len(), admitted);
+}
+
+/// Takes a slot of a key that allows two, through `store`'s limit rows.
+async fn admit(
+    store: &gatehouse_engine::store::PostgresStore,
+    id: &str,
+) -> gatehouse_engine::limits::Verdict {
+    use gatehouse_engine::store::Store;
+    let slot = gatehouse_engine::limits::SlotDraw {
+        key: "r0:concurrent:key:ci".into(),
+        limit: 2,
+        id: id.into(),
+    };
+    store
+        .limit_rows()
+        .unwrap()
+        .limit_admit(vec![], Some(slot), chrono::Utc::now().timestamp_millis())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn slots_of_a_gateway_that_is_gone_are_freed_by_the_others_never_a_live_ones() {
+    use gatehouse_engine::store::{PostgresStore, Store};
+    let db = TestDatabase::create().await;
+    let now = chrono::Utc::now();
+    let live = PostgresStore::open(&db.config(), now).await.unwrap();
+    let gone = PostgresStore::open(&db.config(), now).await.unwrap();
+    assert!(admit(&live, "a").await.admitted);
+    assert!(admit(&gone, "b").await.admitted);
+    assert!(!admit(&live, "c").await.admitted, "two slots, both held");
+    // The second gateway dies (its ownership lock is released with its session).
+    drop(gone);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        live.limit_rows().unwrap().limit_reap(0).await.unwrap();
+        if slot_rows(&db).await == 1 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(slot_rows(&db).await, 1, "the live gateway's slot stays");
+    assert!(
+        admit(&live, "d").await.admitted,
+        "the dead gateway's slot was freed"
+    );
 }
