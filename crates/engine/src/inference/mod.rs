@@ -145,103 +145,94 @@ pub async fn handle(
             idempotency::Claim::Run(held) => held,
         },
     };
-    let answered = call.answer(parts, bytes, started).await;
+    let answered = answer(&call, parts, bytes, started).await;
     idempotency::finish(held, answered).await
 }
 
-impl Call<'_> {
-    /// Everything after the body read (and the `Idempotency-Key` claim).
-    async fn answer(
-        &self,
-        mut parts: http::request::Parts,
-        bytes: Bytes,
-        started: Instant,
-    ) -> Result<Response<Body>, ApiError> {
-        let (call, gw, request_id, principal, endpoint) = (
-            self,
-            self.gw,
-            self.request_id,
-            self.principal,
-            self.endpoint,
-        );
-        let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
-        // What can raise the cost is read only when caps will price it.
-        let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
-        if let Some(d) = head.drivers.as_mut() {
-            d.long_context = long_context(&parts.headers);
-        }
-        call.webhook(&parts, &bytes, &head.model).await?;
-        call.model_allowed(&head.model)?;
-        let rule = call.rule(&head.model, &bytes, &parts.headers)?;
-        let target = rule.and_then(|r| r.model.as_deref()).unwrap_or(&head.model);
-        let (legs, not_configured) = call.legs(target, &head.model, &bytes)?;
-        let (legs, not_configured) =
-            call.only_rule_upstreams(rule, target, legs, not_configured)?;
-        let plan = call.plan(&parts.headers, &head.model, rule)?;
-        let upstream_models: Vec<(usize, String)> = legs
-            .iter()
-            .map(|l| (l.upstream, l.upstream_model.clone()))
-            .collect();
-        let ticket = call.limit(&head, bytes.len()).await?;
-        let held = call.reserve(&head, &upstream_models, bytes.len()).await?;
-        let mut facts = RequestFacts {
-            request_id: request_id.to_owned(),
-            created_at: gw.deps.clock.now(),
-            started,
-            principal: principal.label(),
-            endpoint: endpoint.name(),
-            model: head.model.clone(),
-            stream: head.stream,
-            reservation_id: None,
-            abandoned_micro: 0,
-        };
-        let caller = match principal {
-            Principal::Session { user, .. } => Some(Caller {
-                request_id,
-                sub: &user.sub,
-                email: user.email.as_deref(),
-            }),
-            _ => None,
-        };
-        let request = router::Request {
-            op: endpoint.operation(),
-            query: parts.uri.query(),
-            headers: &parts.headers,
-            stream: head.stream,
-            caller,
-        };
-        let mut abandoned = Vec::new();
-        let routed = router::route_with(
-            &gw.upstreams,
-            &request,
-            &plan,
-            legs,
-            &not_configured,
-            &mut abandoned,
-        )
-        .await;
-        // Attempts given up at the first-byte timeout may still have been served (and billed)
-        // upstream: each is charged its worst case, flagged estimated.
-        if !abandoned.is_empty() {
-            facts.abandoned_micro = abandoned_cost(
-                gw,
-                &head,
-                &bytes,
-                &parts.headers,
-                &abandoned,
-                &upstream_models,
-            );
-        }
-        // From here every path records usage, which settles the reservation.
-        let response =
-            relay::respond(call, routed, facts, held, ticket.charge, &upstream_models).await;
-        let response = match chat {
-            Some(ctx) => chat::respond(response, ctx).await,
-            None => response,
-        };
-        // The concurrency slot is held until the answer's body is gone.
-        Ok(crate::limits::hold(response, ticket.slot))
+/// Everything after the body read (and the `Idempotency-Key` claim).
+async fn answer(
+    call: &Call<'_>,
+    mut parts: http::request::Parts,
+    bytes: Bytes,
+    started: Instant,
+) -> Result<Response<Body>, ApiError> {
+    let (gw, request_id, principal, endpoint) =
+        (call.gw, call.request_id, call.principal, call.endpoint);
+    let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
+    // What can raise the cost is read only when caps will price it.
+    let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
+    if let Some(d) = head.drivers.as_mut() {
+        d.long_context = long_context(&parts.headers);
     }
+    call.webhook(&parts, &bytes, &head.model).await?;
+    call.model_allowed(&head.model)?;
+    let rule = call.rule(&head.model, &bytes, &parts.headers)?;
+    let target = rule.and_then(|r| r.model.as_deref()).unwrap_or(&head.model);
+    let (legs, not_configured) = call.legs(target, &head.model, &bytes)?;
+    let (legs, not_configured) = call.only_rule_upstreams(rule, target, legs, not_configured)?;
+    let plan = call.plan(&parts.headers, &head.model, rule)?;
+    let upstream_models: Vec<(usize, String)> = legs
+        .iter()
+        .map(|l| (l.upstream, l.upstream_model.clone()))
+        .collect();
+    let ticket = call.limit(&head, bytes.len()).await?;
+    let held = call.reserve(&head, &upstream_models, bytes.len()).await?;
+    let mut facts = RequestFacts {
+        request_id: request_id.to_owned(),
+        created_at: gw.deps.clock.now(),
+        started,
+        principal: principal.label(),
+        endpoint: endpoint.name(),
+        model: head.model.clone(),
+        stream: head.stream,
+        reservation_id: None,
+        abandoned_micro: 0,
+    };
+    let caller = match principal {
+        Principal::Session { user, .. } => Some(Caller {
+            request_id,
+            sub: &user.sub,
+            email: user.email.as_deref(),
+        }),
+        _ => None,
+    };
+    let request = router::Request {
+        op: endpoint.operation(),
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        stream: head.stream,
+        caller,
+    };
+    let mut abandoned = Vec::new();
+    let routed = router::route_with(
+        &gw.upstreams,
+        &request,
+        &plan,
+        legs,
+        &not_configured,
+        &mut abandoned,
+    )
+    .await;
+    // Attempts given up at the first-byte timeout may still have been served (and billed)
+    // upstream: each is charged its worst case, flagged estimated.
+    if !abandoned.is_empty() {
+        facts.abandoned_micro = abandoned_cost(
+            gw,
+            &head,
+            &bytes,
+            &parts.headers,
+            &abandoned,
+            &upstream_models,
+        );
+    }
+    // From here every path records usage, which settles the reservation.
+    let response = relay::respond(call, routed, facts, held, ticket.charge, &upstream_models).await;
+    let response = match chat {
+        Some(ctx) => chat::respond(response, ctx).await,
+        None => response,
+    };
+    // The concurrency slot is held until the answer's body is gone.
+    Ok(crate::limits::hold(response, ticket.slot))
 }
 
 impl Call<'_> {
