@@ -85,6 +85,17 @@ pub async fn start_on(
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
     })?;
+    // The separate metrics listener (`metrics.listen`) is bound before anything starts.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?;
+            let bound = l.local_addr().unwrap_or(addr);
+            Some((l, bound))
+        }
+        None => None,
+    };
     // Every event also reaches live subscribers (the desktop, dashboard streams).
     let (deps, live) = crate::events::live::tap(deps);
     // ... and is counted for `/metrics`.
@@ -256,12 +267,8 @@ pub async fn start_on(
         ),
         None => None,
     };
-    let metrics_addr = match gateway.config.metrics_listen {
-        Some(addr) => {
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Bind { addr, source })?;
-            let bound = listener.local_addr().unwrap_or(addr);
+    let metrics_addr = match metrics_listener {
+        Some((listener, bound)) => {
             tokio::spawn(crate::metrics::serve_listener(
                 listener,
                 gateway.clone(),
