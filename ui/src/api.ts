@@ -34,7 +34,7 @@ export type RecentRequest = {
 export type Block = {
   at: string;
   request_id: string;
-  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing';
+  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing' | 'rate_limit';
   model: string | null;
   status: number;
   message: string;

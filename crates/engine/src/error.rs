@@ -66,6 +66,21 @@ pub enum ApiError {
         /// blocked the request).
         code: Option<&'static str>,
     },
+    /// An inference traffic limit (`rate_limits.inference`) refused the request: 429
+    /// `rate_limit_error` with `retry-after` (at most 60 s) and the unified rate-limit
+    /// headers (built by `limits::refusal`).
+    #[error("{message}")]
+    RateLimited {
+        message: String,
+        headers: Box<HeaderMap>,
+    },
+    /// An `Idempotency-Key` already used for another request body: 422.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// An `Idempotency-Key` whose first request is still running (or whose answer was
+    /// not kept): 409.
+    #[error("{0}")]
+    Conflict(String),
     #[error("internal error")]
     Internal,
 }
@@ -119,6 +134,17 @@ impl ApiError {
             ServiceUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", None),
             RetryLater { .. } => (StatusCode::SERVICE_UNAVAILABLE, "api_error", Some(true)),
             SpendLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "billing_error", Some(false)),
+            RateLimited { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                Some(true),
+            ),
+            Unprocessable(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request_error",
+                Some(false),
+            ),
+            Conflict(_) => (StatusCode::CONFLICT, "invalid_request_error", Some(true)),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", None),
         }
     }
@@ -182,7 +208,9 @@ impl ApiError {
             } => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             }
-            ApiError::SpendLimited { headers, .. } => h.extend(*headers),
+            ApiError::SpendLimited { headers, .. } | ApiError::RateLimited { headers, .. } => {
+                h.extend(*headers)
+            }
             _ => {}
         }
         resp
@@ -266,6 +294,15 @@ mod tests {
                 },
                 429,
             ),
+            (
+                ApiError::RateLimited {
+                    message: "m".into(),
+                    headers: Box::default(),
+                },
+                429,
+            ),
+            (ApiError::Unprocessable("x".into()), 422),
+            (ApiError::Conflict("x".into()), 409),
             (ApiError::Internal, 500),
         ];
         for (err, status) in cases {

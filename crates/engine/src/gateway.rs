@@ -54,6 +54,8 @@ pub struct Gateway {
     pub live: Live,
     /// Prometheus series counted from the events (`/metrics`).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Inference traffic limits (`rate_limits.inference`).
+    pub limits: Arc<crate::limits::Limiter>,
     /// The last refusals, for the Policy blocks view.
     pub refusals: Refusals,
     /// `/readyz`'s answer (ready, reason): one probe at a time, shared by its waiters.

@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod identity;
 pub mod inference;
+pub mod limits;
 pub mod local_control;
 pub mod memo;
 pub mod metering;

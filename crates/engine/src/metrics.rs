@@ -60,6 +60,16 @@ struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabels {
+    op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     upstream: String,
     state: String,
@@ -68,6 +78,11 @@ struct StateLabels {
 fn seconds_buckets() -> Histogram {
     // 5 ms to about 164 s.
     Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+fn store_buckets() -> Histogram {
+    // 0.1 ms to about 3.3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
 
 /// The gateway's metric families and their registry.
@@ -81,6 +96,10 @@ pub struct Metrics {
     cost: Family<ModelLabels, Counter>,
     disconnects: Family<EndpointLabels, Counter>,
     upstream_state: Family<StateLabels, Gauge>,
+    rate_limited: Family<KindLabels, Counter>,
+    slots_in_use: Gauge,
+    open_reservations: Gauge,
+    store_ops: Family<OpLabels, Histogram, fn() -> Histogram>,
     models: Mutex<HashSet<String>>,
 }
 
@@ -137,9 +156,41 @@ impl Metrics {
             "1 for each upstream's current health state",
             upstream_state.clone(),
         );
+        let rate_limited = Family::default();
+        registry.register(
+            "rate_limit_refusals",
+            "Inference refused by a traffic limit, by limit kind (rpm, tpm, daily_tokens, concurrent)",
+            rate_limited.clone(),
+        );
+        // Every kind from zero, so a rate over the first refusal is right.
+        for kind in ["rpm", "tpm", "daily_tokens", "concurrent"] {
+            drop(rate_limited.get_or_create(&KindLabels { kind }));
+        }
+        let slots_in_use = Gauge::default();
+        registry.register(
+            "concurrency_slots_in_use",
+            "Concurrency slots this gateway holds (inference answers in flight under a concurrency limit)",
+            slots_in_use.clone(),
+        );
+        let open_reservations = Gauge::default();
+        registry.register(
+            "open_reservations",
+            "Spend reservations open now in the store (every replica's), read at scrape",
+            open_reservations.clone(),
+        );
+        let store_ops = Family::new_with_constructor(store_buckets as fn() -> Histogram);
+        registry.register(
+            "store_operation_seconds",
+            "Duration of store operations, by operation",
+            store_ops.clone(),
+        );
         Self {
             registry,
             events,
+            store_ops,
+            rate_limited,
+            slots_in_use,
+            open_reservations,
             requests,
             duration,
             ttft,
@@ -169,6 +220,17 @@ impl Metrics {
         self.events.get_or_create(&labels).inc();
         if event.evt == "inference" {
             self.inference(&event.fields);
+        }
+        if event.evt == "ratelimit.blocked" {
+            // Only the known kinds become labels.
+            let kind = match event.fields.get("kind").and_then(Value::as_str) {
+                Some("rpm") => "rpm",
+                Some("tpm") => "tpm",
+                Some("daily_tokens") => "daily_tokens",
+                Some("concurrent") => "concurrent",
+                _ => "other",
+            };
+            self.rate_limited.get_or_create(&KindLabels { kind }).inc();
         }
     }
 
@@ -224,6 +286,31 @@ impl Metrics {
         }
     }
 
+    /// Where a [`crate::store::timed::Timed`] store reports each operation's duration.
+    pub fn store_observer(self: &Arc<Self>) -> crate::store::timed::Observe {
+        let me = self.clone();
+        Arc::new(move |op, took| {
+            me.store_ops
+                .get_or_create(&OpLabels { op })
+                .observe(took.as_secs_f64());
+        })
+    }
+
+    /// The text exposition of `gw`'s metrics, with the state read now.
+    pub async fn scrape(gw: &crate::gateway::Gateway) -> String {
+        gw.metrics.slots_in_use.set(gw.limits.slots_in_use());
+        // A store that cannot answer keeps the last figure.
+        match gw.store.open_reservation_count().await {
+            Ok(n) => {
+                gw.metrics
+                    .open_reservations
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: open reservations unreadable"),
+        }
+        gw.metrics.render(&gw.upstreams.health.to_json(false))
+    }
+
     /// The text exposition, with the upstreams' states as `health` shows them now.
     pub fn render(&self, upstreams: &[Value]) -> String {
         self.upstream_state.clear();
@@ -242,6 +329,44 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// The exposition as an HTTP answer.
+pub fn text_response(text: String) -> http::Response<axum::body::Body> {
+    let mut resp = http::Response::new(axum::body::Body::from(text));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    resp
+}
+
+/// The optional separate listener (`metrics.listen`): `GET /metrics` without a key, nothing
+/// else; it stops with `stop`.
+pub async fn serve_listener(
+    listener: tokio::net::TcpListener,
+    gw: Arc<crate::gateway::Gateway>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let app =
+        axum::Router::new()
+            .route(
+                "/metrics",
+                axum::routing::get(
+                    |axum::extract::State(gw): axum::extract::State<
+                        Arc<crate::gateway::Gateway>,
+                    >| async move { text_response(Metrics::scrape(&gw).await) },
+                ),
+            )
+            .with_state(gw);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await;
+    if let Err(e) = served {
+        tracing::warn!(error = %e, "the metrics listener stopped");
     }
 }
 

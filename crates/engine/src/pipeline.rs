@@ -359,13 +359,9 @@ async fn metrics(
         ));
     }
     crate::spend::admin::authenticate(gw, &headers, admission).await?;
-    let text = gw.metrics.render(&gw.upstreams.health.to_json(false));
-    let mut resp = Response::new(Body::from(text));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
-    Ok(resp)
+    Ok(crate::metrics::text_response(
+        crate::metrics::Metrics::scrape(gw).await,
+    ))
 }
 
 /// Sign-in routes (public, and 404 unless `oidc` is configured).

@@ -56,6 +56,8 @@ pub struct Handle {
     recorder_stop: CancellationToken,
     recorder: JoinHandle<()>,
     issued_local_key: Option<Secret>,
+    /// The separate metrics listener's address (`metrics.listen`).
+    metrics_addr: Option<SocketAddr>,
 }
 
 /// What start would refuse in a validated config beyond the config's own rules: today the
@@ -86,6 +88,17 @@ pub async fn start_on(
     // Port 0 asked for a free port: the configuration says which one (for the status).
     let mut config = config;
     config.listen.port = addr.port();
+    // The separate metrics listener (`metrics.listen`) is bound before anything starts.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?;
+            let bound = l.local_addr().unwrap_or(addr);
+            Some((l, bound))
+        }
+        None => None,
+    };
     // Every event also reaches live subscribers (the desktop, dashboard streams).
     let (deps, live) = crate::events::live::tap(deps);
     // ... and is counted for `/metrics`.
@@ -101,6 +114,11 @@ pub async fn start_on(
         }
         StoreConfig::Postgres(pg) => Arc::new(PostgresStore::open(pg, deps.clock.now()).await?),
     };
+    // Every store operation is timed for `/metrics`.
+    let store: Arc<dyn Store> = Arc::new(crate::store::timed::Timed::new(
+        store,
+        metrics.store_observer(),
+    ));
     let mut key_entries: Vec<(String, [u8; 32])> = config
         .client_keys
         .iter()
@@ -194,7 +212,13 @@ pub async fn start_on(
     );
     let tracker = TaskTracker::new();
     let ledger = crate::spend::ledger::Ledger::new(store.clone(), tracker.clone());
+    let limits = Arc::new(crate::limits::Limiter::new(
+        config.inference_limits.clone(),
+        store.clone(),
+        tracker.clone(),
+    ));
     let gateway = Arc::new(Gateway {
+        limits,
         catalog: Catalog::new(&config.models, &config.upstreams),
         keys: ClientKeys::new(key_entries),
         started_at: deps.clock.now(),
@@ -251,6 +275,17 @@ pub async fn start_on(
         ),
         None => None,
     };
+    let metrics_addr = match metrics_listener {
+        Some((listener, bound)) => {
+            tokio::spawn(crate::metrics::serve_listener(
+                listener,
+                gateway.clone(),
+                stop.clone(),
+            ));
+            Some(bound)
+        }
+        None => None,
+    };
     let serve = tokio::spawn(crate::edge::listener::serve(
         listener,
         tls,
@@ -272,6 +307,7 @@ pub async fn start_on(
         recorder_stop,
         recorder: recorder_task,
         issued_local_key,
+        metrics_addr,
     })
 }
 
@@ -332,7 +368,8 @@ pub const REVOCATION_SYNC: Duration = Duration::from_secs(5);
 
 /// On a shared store a replica can die while the others keep serving: every minute, open
 /// reservations whose gateway is gone (see `Store::open_reservations`) are reconciled
-/// without waiting for a restart. SQLite has one process per file, so start-up suffices.
+/// without waiting for a restart, and its concurrency slots freed (with limit rows idle
+/// for two days). SQLite has one process per file, so start-up suffices.
 fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
     if gw.store.backend() != "postgres" {
         return;
@@ -342,7 +379,10 @@ fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
         tick.tick().await;
         loop {
             tokio::select! {
-                _ = tick.tick() => crate::spend::admission::reconcile(&gw).await,
+                _ = tick.tick() => {
+                    crate::spend::admission::reconcile(&gw).await;
+                    gw.limits.reap(gw.deps.clock.now()).await;
+                }
                 () = stop.cancelled() => break,
             }
         }
@@ -393,6 +433,11 @@ impl Handle {
             "http"
         };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The separate metrics listener's address, when `metrics.listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     pub fn store(&self) -> Arc<dyn Store> {

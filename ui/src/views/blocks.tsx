@@ -10,6 +10,7 @@ const LAYER_LABEL: Record<Block['layer'], string> = {
   spend: 'Spend cap',
   paused: 'Paused',
   routing: 'Routing rule or override',
+  rate_limit: 'Traffic limit',
 };
 
 export function BlocksView({ dash }: { dash: Dashboard }) {

@@ -110,5 +110,8 @@ pub fn embedded_default(
         spend: None,
         dashboard_public: false,
         routing: Default::default(),
+        inference_limits: Default::default(),
+        idempotency: Some(Default::default()),
+        metrics_listen: None,
     })
 }

@@ -10,6 +10,7 @@ mod default;
 pub(crate) mod expand;
 mod identity;
 mod lenient;
+pub mod limits;
 pub mod managed;
 pub mod postgres;
 pub mod postgres_tls;
@@ -108,6 +109,12 @@ pub struct Config {
     pub dashboard_public: bool,
     /// Upstream health (breaker, cooldown) and same-upstream retry (`routing`).
     pub routing: routing::RoutingConfig,
+    /// `rate_limits.inference` and the per-key default concurrency.
+    pub inference_limits: limits::InferenceLimits,
+    /// `Idempotency-Key` replays (`None`: switched off).
+    pub idempotency: Option<limits::IdempotencyConfig>,
+    /// `metrics.listen`: a separate listener serving only `GET /metrics`.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone)]

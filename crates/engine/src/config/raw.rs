@@ -58,9 +58,13 @@ pub struct RawConfig {
     pub enforcement: Option<RawEnforcement>,
     /// OTLP relay: where the gateway forwards Claude Code's telemetry.
     pub telemetry: Option<super::telemetry::RawTelemetry>,
-    /// Per-IP limits on the sign-in endpoints.
+    /// Per-IP limits on the sign-in endpoints, and traffic limits on inference.
     #[serde(default)]
     pub rate_limits: RawRateLimits,
+    /// `Idempotency-Key` replays of inference POSTs (Gatehouse addition).
+    pub idempotency: Option<super::limits::RawIdempotency>,
+    /// A separate Prometheus listener (Gatehouse addition).
+    pub metrics: Option<super::limits::RawMetrics>,
     /// Workload-token admission ("customer-routed inference"): machine callers with ES256
     /// JWTs from a fixed issuer.
     pub cri: Option<RawCri>,
@@ -511,6 +515,15 @@ pub struct RawRateLimits {
     pub device_authorization: Option<RawRate>,
     /// `POST /device` per client IP (default 10 per 600 s).
     pub device_verify: Option<RawRate>,
+    /// Inference limits (Gatehouse addition): the first entry whose `match` fits the
+    /// caller applies.
+    #[serde(default)]
+    pub inference: Vec<super::limits::RawInferenceLimit>,
+    /// Concurrent inference requests per client key when no entry sets `concurrent`
+    /// (default 50; 0: unlimited).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub client_key_concurrency: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]

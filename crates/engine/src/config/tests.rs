@@ -92,6 +92,15 @@ fn example_values_are_applied() {
     assert_eq!(c.pricing.overrides[0].price.cache_write_1h, 6_000);
     assert_eq!(c.client_keys[0].id, "ci");
     assert!(matches!(&c.store, StoreConfig::Sqlite { path } if path.ends_with("gatehouse.db")));
+    let limits = &c.inference_limits;
+    assert_eq!(limits.client_key_concurrency, Some(20));
+    assert_eq!(limits.rules[0].matcher.client_keys, ["ci"]);
+    assert_eq!((limits.rules[0].rpm, limits.rules[0].burst), (Some(60), 10));
+    assert_eq!(limits.rules[0].tpm, Some(400_000), "a string of the number");
+    assert!(limits.rules[1].matcher.is_catch_all());
+    assert_eq!(limits.rules[1].daily_tokens, Some(5_000_000));
+    assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9464));
+    assert!(c.idempotency.is_some());
 }
 
 #[test]

@@ -108,6 +108,12 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             .and_then(|d| d.public)
             .unwrap_or(false),
         routing,
+        inference_limits: super::limits::validate(
+            &raw.rate_limits.inference,
+            raw.rate_limits.client_key_concurrency,
+        )?,
+        idempotency: super::limits::validate_idempotency(raw.idempotency.as_ref())?,
+        metrics_listen: super::limits::validate_metrics(raw.metrics.as_ref())?,
     })
 }
 

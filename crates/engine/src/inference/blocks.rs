@@ -30,6 +30,8 @@ pub enum Layer {
     Paused,
     /// A routing override the caller may not use, or does not exist.
     Routing,
+    /// An inference traffic limit (`rate_limits.inference`, the per-key concurrency).
+    RateLimit,
 }
 
 impl Layer {
@@ -41,6 +43,7 @@ impl Layer {
             Layer::Spend => "spend",
             Layer::Paused => "paused",
             Layer::Routing => "routing",
+            Layer::RateLimit => "rate_limit",
         }
     }
 }

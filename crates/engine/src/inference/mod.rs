@@ -4,8 +4,8 @@
 //! ```text
 //! not paused -> read body (bounded) -> [chat: OpenAI body -> Messages body] -> JSON head
 //!  -> policy webhook -> model allowed -> routing rule -> legs (operator catalog)
-//!  -> routing plan -> spend reservation -> route (strategy, health, failover)
-//!  -> relay (metered) -> [chat: answer -> OpenAI shape]
+//!  -> routing plan -> traffic limits -> spend reservation
+//!  -> route (strategy, health, failover) -> relay (metered) -> [chat: answer -> OpenAI shape]
 //! ```
 //!
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
@@ -15,6 +15,7 @@ pub mod blocks;
 pub mod body;
 pub mod chat;
 pub mod explain;
+pub mod idempotency;
 mod plan;
 pub mod probe;
 pub mod refusal;
@@ -134,7 +135,29 @@ pub async fn handle(
         endpoint,
     };
     call.not_paused()?;
-    let (mut parts, bytes) = call.read_body(req).await?;
+    let (parts, bytes) = call.read_body(req).await?;
+    let held = match endpoint {
+        Endpoint::CountTokens => None,
+        _ => match idempotency::claim(gw, principal, endpoint.name(), &parts.headers, &bytes)
+            .await?
+        {
+            idempotency::Claim::Replay(answer) => return Ok(answer),
+            idempotency::Claim::Run(held) => held,
+        },
+    };
+    let answered = answer(&call, parts, bytes, started).await;
+    idempotency::finish(held, answered).await
+}
+
+/// Everything after the body read (and the `Idempotency-Key` claim).
+async fn answer(
+    call: &Call<'_>,
+    mut parts: http::request::Parts,
+    bytes: Bytes,
+    started: Instant,
+) -> Result<Response<Body>, ApiError> {
+    let (gw, request_id, principal, endpoint) =
+        (call.gw, call.request_id, call.principal, call.endpoint);
     let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
     // What can raise the cost is read only when caps will price it.
     let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
@@ -152,6 +175,7 @@ pub async fn handle(
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
         .collect();
+    let ticket = call.limit(&head, bytes.len()).await?;
     let held = call.reserve(&head, &upstream_models, bytes.len()).await?;
     let mut facts = RequestFacts {
         request_id: request_id.to_owned(),
@@ -202,11 +226,13 @@ pub async fn handle(
         );
     }
     // From here every path records usage, which settles the reservation.
-    let response = relay::respond(&call, routed, facts, held, &upstream_models).await;
-    Ok(match chat {
+    let response = relay::respond(call, routed, facts, held, ticket.charge, &upstream_models).await;
+    let response = match chat {
         Some(ctx) => chat::respond(response, ctx).await,
         None => response,
-    })
+    };
+    // The concurrency slot is held until the answer's body is gone.
+    Ok(crate::limits::hold(response, ticket.slot))
 }
 
 impl Call<'_> {
@@ -420,6 +446,46 @@ impl Call<'_> {
             });
         }
         Ok((legs, resolution.not_configured))
+    }
+
+    /// Traffic limits (`rate_limits.inference`, the per-key concurrency): a ticket to hold
+    /// until the answer ends, or a 429 before any upstream. `count_tokens` is not limited.
+    async fn limit(
+        &self,
+        head: &body::Head,
+        body_bytes: usize,
+    ) -> Result<crate::limits::Ticket, ApiError> {
+        use crate::limits::Admission;
+        if self.endpoint == Endpoint::CountTokens {
+            return Ok(Default::default());
+        }
+        let estimate = crate::limits::estimate(body_bytes, head.max_tokens);
+        let now = self.gw.deps.clock.now();
+        match self.gw.limits.admit(self.principal, estimate, now).await {
+            Ok(Admission::Admitted(ticket)) => Ok(ticket),
+            Ok(Admission::Refused { event, error }) => {
+                let event = event
+                    .with("request_id", self.request_id)
+                    .with("principal", self.principal.label())
+                    .with("model", head.model.as_str());
+                Err(refuse(
+                    self.gw,
+                    self.request_id,
+                    Layer::RateLimit,
+                    Some(&head.model),
+                    event,
+                    error,
+                ))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "traffic limits unavailable; letting the request through");
+                self.gw.deps.emit(
+                    self.event("limits.unavailable")
+                        .with("error", e.to_string()),
+                );
+                Ok(Default::default())
+            }
+        }
     }
 
     /// Spend: the worst case reserved against every binding cap of the person (sessions,

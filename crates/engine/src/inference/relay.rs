@@ -9,7 +9,10 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use super::Call;
 use super::refusal::{Layer, keep};
 use crate::auth::Principal;
-use crate::metering::{BodyFormat, Meter, MeteredStream, RequestFacts, RouteFacts, StreamWatch};
+use crate::limits::Charge;
+use crate::metering::{
+    BodyFormat, Meter, MeteredStream, OnUsage, RequestFacts, RouteFacts, StreamWatch,
+};
 use crate::spend::Standing;
 use crate::spend::admission::Held;
 use crate::upstream::router::Routed;
@@ -23,6 +26,7 @@ pub(super) async fn respond(
     routed: Routed,
     facts: RequestFacts,
     held: Option<Held>,
+    charge: Option<Charge>,
     upstream_models: &[(usize, String)],
 ) -> Response<Body> {
     let (facts, standings): (RequestFacts, Vec<Standing>) = match held {
@@ -67,7 +71,7 @@ pub(super) async fn respond(
                 ..route(Some(leg), response.status, route_reason, attempts)
             };
             let upstream = upstream_models[leg].0;
-            relay(call, response, (upstream, route), facts, &standings).await
+            relay(call, response, (upstream, route), facts, &standings, charge).await
         }
         Routed::Retained {
             status,
@@ -83,7 +87,7 @@ pub(super) async fn respond(
             // The retained body may have been cut to the retention limit.
             out_headers.remove(header::CONTENT_LENGTH);
             add_route_headers(&mut out_headers, route.upstream.as_deref(), attempts);
-            record_without_body(call, facts, route);
+            record_without_body(call, facts, route, charge);
             let body = if is_workload(call) {
                 for_workload(status, &mut out_headers, &body)
             } else {
@@ -103,6 +107,7 @@ pub(super) async fn respond(
                 call,
                 facts,
                 route(None, error.outcome().0, route_reason, attempts),
+                charge,
             );
             let mut resp = error.into_response();
             add_route_headers(resp.headers_mut(), None, attempts);
@@ -119,6 +124,7 @@ async fn relay(
     (upstream, mut route): (usize, RouteFacts),
     facts: RequestFacts,
     standings: &[Standing],
+    charge: Option<Charge>,
 ) -> Response<Body> {
     let gw = call.gw;
     let status = response.status;
@@ -133,7 +139,7 @@ async fn relay(
         // carry account ids, ARNs or hosts).
         let body = response.read_limited(SANITIZE_LIMIT).await;
         route.ttfb = None;
-        record_without_body(call, facts, route);
+        record_without_body(call, facts, route, charge);
         let body = for_workload(status, &mut out_headers, &body);
         let mut resp = Response::new(Body::from(body));
         *resp.status_mut() = status;
@@ -149,7 +155,7 @@ async fn relay(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
     );
-    let mut meter = Meter::new(facts, route, format, gw.recorder.clone());
+    let mut meter = Meter::new(facts, route, format, gw.recorder.clone()).on_usage(settles(charge));
     if status.is_success() {
         // A stream that breaks or stalls after its headers is its upstream's failure.
         meter = meter.watch(StreamWatch {
@@ -180,9 +186,21 @@ fn add_route_headers(h: &mut HeaderMap, upstream: Option<&str>, attempts: usize)
     );
 }
 
-fn record_without_body(call: &Call<'_>, facts: RequestFacts, route: RouteFacts) {
+fn record_without_body(
+    call: &Call<'_>,
+    facts: RequestFacts,
+    route: RouteFacts,
+    charge: Option<Charge>,
+) {
     let recorder = call.gw.recorder.clone();
-    Meter::new(facts, route, BodyFormat::Other, recorder).finish(false, true);
+    Meter::new(facts, route, BodyFormat::Other, recorder)
+        .on_usage(settles(charge))
+        .finish(false, true);
+}
+
+/// The traffic limits' token charge, corrected to the usage when the request ends.
+fn settles(charge: Option<Charge>) -> Option<OnUsage> {
+    charge.map(|c| -> OnUsage { Box::new(move |u| c.settle(crate::limits::counted(u))) })
 }
 
 fn is_workload(call: &Call<'_>) -> bool {

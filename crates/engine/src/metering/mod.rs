@@ -131,7 +131,12 @@ pub struct Meter {
     watch: Option<StreamWatch>,
     /// The stream's failure was reported already (a stall).
     reported: bool,
+    /// Told the usage when the request ends (the traffic limits' token correction).
+    on_usage: Option<OnUsage>,
 }
+
+/// What [`Meter::on_usage`] calls with the finished request's usage.
+pub type OnUsage = Box<dyn FnOnce(&Usage) + Send>;
 
 impl Meter {
     pub fn new(
@@ -152,6 +157,15 @@ impl Meter {
             recorder,
             watch: None,
             reported: false,
+            on_usage: None,
+        }
+    }
+
+    /// Calls `f` with the usage when the request ends.
+    pub fn on_usage(self, f: Option<OnUsage>) -> Self {
+        Self {
+            on_usage: f,
+            ..self
         }
     }
 
@@ -212,6 +226,9 @@ impl Meter {
             } else {
                 "stream broken"
             });
+        }
+        if let Some(f) = self.on_usage.take() {
+            f(&usage);
         }
         let finished = Finished {
             latency: self.request.started.elapsed(),

@@ -35,6 +35,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0003_principals.sql",
         sql: include_str!("../../../../migrations/sqlite/0003_principals.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_limits.sql",
+        sql: include_str!("../../../../migrations/sqlite/0004_limits.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -52,6 +57,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 3,
         name: "0003_principals.sql",
         sql: include_str!("../../../../migrations/postgres/0003_principals.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "0004_limits.sql",
+        sql: include_str!("../../../../migrations/postgres/0004_limits.sql"),
     },
 ];
 
@@ -188,8 +198,8 @@ mod tests {
     #[test]
     fn applies_once_and_refuses_newer_schema() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 3);
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 3);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 4);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 4);
         conn.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES (99, 'future', 0)",
             [],
@@ -199,7 +209,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 3
+                supported: 4
             })
         ));
     }

@@ -14,6 +14,7 @@ mod convert;
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
+pub mod timed;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -136,10 +137,37 @@ pub struct UsageTotals {
     pub cost_micro_usd: u64,
 }
 
+/// Rows of the inference limits shared by replicas (PostgreSQL; a SQLite gateway keeps its
+/// limits in process memory). The arithmetic is [`crate::limits`]'s, mirrored by the
+/// admission function of migration 0004.
+#[async_trait]
+pub trait LimitRows: Send + Sync {
+    /// Checks every draw and the slot in one statement and writes all or nothing.
+    async fn limit_admit(
+        &self,
+        draws: Vec<crate::limits::Draw>,
+        slot: Option<crate::limits::SlotDraw>,
+        now_ms: i64,
+    ) -> Result<crate::limits::Verdict, StoreError>;
+    /// Gives `refund` tokens back to each draw's row (negative: takes them).
+    async fn limit_refund(
+        &self,
+        refunds: Vec<(crate::limits::Draw, f64)>,
+    ) -> Result<(), StoreError>;
+    /// Frees a concurrency slot.
+    async fn limit_release(&self, slot_id: &str) -> Result<(), StoreError>;
+    /// Removes slots whose gateway is gone and rows untouched since `stale_before_ms`.
+    async fn limit_reap(&self, stale_before_ms: i64) -> Result<u64, StoreError>;
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+    /// The shared limit rows, on a store replicas share (PostgreSQL).
+    fn limit_rows(&self) -> Option<&dyn LimitRows> {
+        None
+    }
     /// A real read and a real write, for `/readyz`.
     async fn ready(&self) -> Result<(), StoreError>;
     /// Shared, so a retry does not copy the batch.
@@ -223,6 +251,8 @@ pub trait Store: Send + Sync {
     /// every open one; on PostgreSQL those whose gateway is gone (its advisory lock is
     /// free), never another live replica's.
     async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError>;
+    /// Reservations open now, on every gateway sharing the store (the metrics gauge).
+    async fn open_reservation_count(&self) -> Result<u64, StoreError>;
     /// Cost of a recorded request, if its usage row exists.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
     /// A person's standing in each period.

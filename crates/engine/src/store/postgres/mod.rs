@@ -137,6 +137,9 @@ macro_rules! retrying {
     }};
 }
 
+// After the macro, which it uses.
+mod limits;
+
 /// A pool and the server it reaches (for errors: never the URL).
 #[derive(Clone)]
 struct Pooled {
@@ -378,6 +381,10 @@ async fn relock(
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn limit_rows(&self) -> Option<&dyn super::LimitRows> {
+        Some(self)
+    }
+
     fn backend(&self) -> &'static str {
         "postgres"
     }
@@ -546,6 +553,18 @@ impl Store for PostgresStore {
     async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError> {
         let c = self.client().await?;
         Ok(spend::orphaned_reservations(&c).await?)
+    }
+
+    async fn open_reservation_count(&self) -> Result<u64, StoreError> {
+        let c = self.report_client().await?;
+        let row = row_opt(
+            &c,
+            "SELECT count(*) FROM reservations WHERE state = 'open'",
+            &[],
+        )
+        .await?;
+        let n: i64 = row.map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {

@@ -294,6 +294,18 @@ impl Store for SqliteStore {
         self.point(spend::open_reservations).await
     }
 
+    async fn open_reservation_count(&self) -> Result<u64, StoreError> {
+        self.report(|c| {
+            let n: i64 = c.query_row(
+                "SELECT count(*) FROM reservations WHERE state = 'open'",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError> {
         let id = request_id.to_owned();
         self.point(move |c| usage::cost(c, &id)).await
