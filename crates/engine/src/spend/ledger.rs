@@ -425,13 +425,15 @@ fn headroom(standings: &[Standing]) -> Option<u64> {
 }
 
 /// The worst case times [`LEASE_REQUESTS`] or twice the person's requests in flight, at
-/// most a quarter of the known headroom, never less than the worst case itself.
+/// most a quarter of the known headroom; exactly the worst case when that leaves less than
+/// two of it (near a cap every request is reserved on its own, so admission stays exact).
 fn lease_size(worst: u64, in_flight: u64, headroom: Option<u64>) -> u64 {
     let wanted = worst.saturating_mul(LEASE_REQUESTS.max(in_flight.saturating_add(1) * 2));
     let wanted = headroom.map_or(wanted, |h| wanted.min(h / 4));
-    wanted
-        .max(worst)
-        .min(crate::metering::pricing::MAX_MICRO_USD.max(worst))
+    if wanted < worst.saturating_mul(2) {
+        return worst;
+    }
+    wanted.min(crate::metering::pricing::MAX_MICRO_USD.max(worst))
 }
 
 impl crate::metering::Charge for Ticket {
@@ -489,5 +491,21 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         // Never metered (the request ended before routing): nothing to charge.
         self.finish(|_| {});
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_shrink_near_a_cap_and_become_exact() {
+        let w = 1_000;
+        assert_eq!(lease_size(w, 0, None), 8 * w);
+        assert_eq!(lease_size(w, 15, None), 32 * w, "twice what is in flight");
+        assert_eq!(lease_size(w, 0, Some(100 * w)), 8 * w);
+        assert_eq!(lease_size(w, 0, Some(12 * w)), 3 * w, "a quarter of the headroom");
+        assert_eq!(lease_size(w, 0, Some(7 * w)), w, "under two worst cases: exact");
+        assert_eq!(lease_size(w, 0, Some(0)), w);
     }
 }
