@@ -6,14 +6,15 @@
 //! Every peer is started here (free loopback ports, files in the run's directory) and
 //! stopped before the phase returns. A peer that is not installed or fails to start or
 //! to answer is skipped with the reason, which the report prints instead of a figure.
-//! Each metric is measured on every path one after the other (c=1 JSON, stream TTFT,
-//! c=16 JSON), after waiting for the processes to go quiet, with direct measured again
-//! in the same phase as the baseline of the "added" columns.
+//! The c=1 JSON and stream TTFT samples are taken in interleaved rounds over every path
+//! (see `rounds`); c=16 runs each path in turn after the processes went quiet. Direct is
+//! measured again in this phase as the baseline of the "added" columns.
 
 mod litellm;
 mod nginx;
 mod reference;
 mod report;
+mod rounds;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ const RUN_MAX_TIME: Duration = Duration::from_secs(180);
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 /// Settling time after start-up before the idle RSS is read.
 const IDLE_SETTLE: Duration = Duration::from_millis(500);
+/// Rounds of the c=1 measurements (see `rounds`).
+const ROUNDS: usize = 5;
 /// Warm-up streams before the TTFT measurement.
 const TTFT_WARMUP: usize = 50;
 /// Children started here, stopped at the end of the phase.
@@ -361,39 +364,37 @@ async fn measure(
     }
     let json = messages_body(false);
     let stream = messages_body(true);
-    eprintln!("gatehouse-bench: peers: c=1 JSON latency");
-    for (t, row) in &mut kept {
-        children.settle(SETTLE_MAX).await;
-        let r = load::sequential_as(
-            t.addr,
-            t.auth.clone(),
-            &json,
-            false,
-            pr.latency_warmup,
-            pr.latency_n,
-            RUN_MAX_TIME,
-        )
-        .await;
+    let paths: Vec<(SocketAddr, Auth)> =
+        kept.iter().map(|(t, _)| (t.addr, t.auth.clone())).collect();
+    eprintln!("gatehouse-bench: peers: c=1 JSON latency ({ROUNDS} interleaved rounds)");
+    let plan = rounds::Plan {
+        body: &json,
+        streaming: false,
+        warmup: pr.latency_warmup,
+        n: pr.latency_n,
+        rounds: ROUNDS,
+        max_time: RUN_MAX_TIME,
+    };
+    let results = rounds::interleaved(children, &paths, &plan).await;
+    for ((t, row), r) in kept.iter_mut().zip(results) {
         record(&mut row.latency, &mut row.failed, "c=1 JSON", r, t.kind);
     }
-    eprintln!("gatehouse-bench: peers: streaming TTFT");
+    eprintln!("gatehouse-bench: peers: streaming TTFT ({ROUNDS} interleaved rounds)");
     let short = FakeConfig {
         output_tokens: pr.ttft_events,
         ..FakeConfig::default()
     };
     set_fake(cx.fake, short).await?;
-    for (t, row) in &mut kept {
-        children.settle(SETTLE_MAX).await;
-        let r = load::sequential_as(
-            t.addr,
-            t.auth.clone(),
-            &stream,
-            true,
-            TTFT_WARMUP,
-            pr.ttft_n,
-            RUN_MAX_TIME,
-        )
-        .await;
+    let plan = rounds::Plan {
+        body: &stream,
+        streaming: true,
+        warmup: TTFT_WARMUP,
+        n: pr.ttft_n,
+        rounds: ROUNDS,
+        max_time: RUN_MAX_TIME,
+    };
+    let results = rounds::interleaved(children, &paths, &plan).await;
+    for ((t, row), r) in kept.iter_mut().zip(results) {
         record(&mut row.ttft, &mut row.failed, "TTFT", r, t.kind);
     }
     set_fake(cx.fake, FakeConfig::default()).await?;
@@ -431,7 +432,7 @@ fn record(
     slot: &mut Sequential,
     failed: &mut Vec<String>,
     what: &str,
-    r: anyhow::Result<Sequential>,
+    r: Result<Sequential, String>,
     kind: Kind,
 ) {
     match r {
@@ -450,7 +451,7 @@ fn record(
             );
             *slot = s;
         }
-        Err(e) => failed.push(format!("{what}: {e:#}")),
+        Err(e) => failed.push(format!("{what}: {e}")),
     }
 }
 

@@ -131,11 +131,12 @@ impl Peers {
         if let Some(pr) = &self.params {
             let _ = writeln!(
                 out,
-                "\n- How measured: each metric on every path in turn, after the processes went quiet: \
-                 c=1 JSON, {} warm-up then {} sequential requests on one keep-alive connection; \
-                 stream TTFT, 50 warm-up then {} streams of {} deltas, time to the first \
-                 `content_block_delta`; c={}, {} keep-alive connections back to back, {:?} warm-up then \
-                 answers counted over {:?}. Idle RSS is the process with its children (nginx: master \
+                "\n- How measured: c=1 JSON, one keep-alive connection per path, {} warm-up then {} \
+                 sequential requests, and stream TTFT, 50 warm-up then {} streams of {} deltas (time to \
+                 the first `content_block_delta`), each taken in 5 rounds that visit every path in turn \
+                 (a different one first each round, after the processes went quiet) and pooled per path, \
+                 so drift on the machine falls on every path alike; c={}, {} keep-alive connections back \
+                 to back per path in turn, {:?} warm-up then answers counted over {:?}. Idle RSS is the process with its children (nginx: master \
                  and worker) after start-up, before any request. Gatehouse runs two fresh `gatehouse \
                  serve` processes on SQLite (one with a client key; one with spend caps, where a daily \
                  cap that is never reached binds the session caller). The reference gateway runs on a \
