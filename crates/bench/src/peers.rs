@@ -25,6 +25,7 @@ use fake_upstream::FakeConfig;
 use http::StatusCode;
 
 use crate::client::{Auth, CLIENT_KEY, Conn, messages_body};
+use crate::cpu::CpuMeter;
 use crate::discovery::Issuer;
 use crate::load::{self, Sequential};
 use crate::procs::{Children, tree_rss_kib};
@@ -42,6 +43,9 @@ const IDLE_SETTLE: Duration = Duration::from_millis(500);
 const ROUNDS: usize = 5;
 /// Warm-up streams before the TTFT measurement.
 const TTFT_WARMUP: usize = 50;
+/// Share of the machine's CPU other processes may use before a measurement is
+/// flagged as disturbed.
+const FOREIGN_CPU_LIMIT: f64 = 0.05;
 /// Children started here, stopped at the end of the phase.
 const NAMES: [&str; 6] = [
     "peers-gatehouse",
@@ -113,6 +117,8 @@ pub struct Peers {
     pub rows: Vec<PeerRow>,
     /// (peer, why) for every peer that was not measured.
     pub skipped: Vec<(String, String)>,
+    /// Measurements during which other processes used much of the machine.
+    pub notes: Vec<String>,
     pub params: Option<Params>,
 }
 
@@ -375,7 +381,9 @@ async fn measure(
         rounds: ROUNDS,
         max_time: RUN_MAX_TIME,
     };
+    let meter = CpuMeter::start(&children.pids());
     let results = rounds::interleaved(children, &paths, &plan).await;
+    disturbed(children, &meter, "c=1 JSON (all paths)", peers);
     for ((t, row), r) in kept.iter_mut().zip(results) {
         record(&mut row.latency, &mut row.failed, "c=1 JSON", r, t.kind);
     }
@@ -393,7 +401,9 @@ async fn measure(
         rounds: ROUNDS,
         max_time: RUN_MAX_TIME,
     };
+    let meter = CpuMeter::start(&children.pids());
     let results = rounds::interleaved(children, &paths, &plan).await;
+    disturbed(children, &meter, "stream TTFT (all paths)", peers);
     for ((t, row), r) in kept.iter_mut().zip(results) {
         record(&mut row.ttft, &mut row.failed, "TTFT", r, t.kind);
     }
@@ -401,7 +411,8 @@ async fn measure(
     eprintln!("gatehouse-bench: peers: c={} JSON throughput", pr.workers);
     for (t, row) in &mut kept {
         children.settle(SETTLE_MAX).await;
-        match load::throughput_as(
+        let meter = CpuMeter::start(&children.pids());
+        let x = load::throughput_as(
             t.addr,
             t.auth.clone(),
             &json,
@@ -410,8 +421,10 @@ async fn measure(
             pr.tput_measure,
             &[],
         )
-        .await
-        {
+        .await;
+        let what = format!("c={} on {}", pr.workers, t.kind.label());
+        disturbed(children, &meter, &what, peers);
+        match x {
             Ok(x) => {
                 eprintln!(
                     "  {:<60} {:>8.0} req/s, {} errors",
@@ -426,6 +439,20 @@ async fn measure(
     }
     peers.rows = kept.into_iter().map(|(_, row)| row).collect();
     Ok(())
+}
+
+/// Notes a measurement during which other processes used more than
+/// [`FOREIGN_CPU_LIMIT`] of the machine.
+fn disturbed(children: &Children, meter: &CpuMeter, what: &str, peers: &mut Peers) {
+    let share = meter.foreign_share(&children.pids()).unwrap_or(0.0);
+    if share > FOREIGN_CPU_LIMIT {
+        let note = format!(
+            "{what}: other processes used {:.0}% of the machine's CPU meanwhile (disturbed)",
+            share * 100.0
+        );
+        eprintln!("  {note}");
+        peers.notes.push(note);
+    }
 }
 
 fn record(

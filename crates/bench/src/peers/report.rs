@@ -110,6 +110,9 @@ impl Peers {
              measured in this phase.\n\n",
         );
         out.push_str(&self.table());
+        for n in &self.notes {
+            let _ = writeln!(out, "\n- {n}.");
+        }
         out.push_str("\nTargets (issue 18):\n\n");
         for t in self.targets() {
             let _ = writeln!(out, "- {t}.");
@@ -144,7 +147,8 @@ impl Peers {
                  `CLAUDE_GATEWAY_ALLOW_LOOPBACK=1`; its two callers signed in through its own device \
                  flow (tests/e2e/reference_session.mjs in headless Chromium against the test IdP \
                  tests/e2e/idp.mjs), and the capped one got a daily cap through its admin API \
-                 (`POST /v1/organizations/spend_limits`). nginx runs one worker with `proxy_pass` to a \
+                 (`POST /v1/organizations/spend_limits`); it checks caps by reading spend before the \
+                 request and records spend after it, without a reservation. nginx runs one worker with `proxy_pass` to a \
                  keep-alive upstream pool and buffering off. LiteLLM's proxy runs from its venv with a \
                  master key and the fake as an `anthropic/` model.",
                 pr.latency_warmup,
@@ -206,6 +210,7 @@ mod tests {
                 row(Kind::ReferenceCapped, 1600.0, 1500.0),
             ],
             skipped: vec![("LiteLLM".to_owned(), "not installed at /x".to_owned())],
+            notes: vec!["c=1 JSON (all paths): other processes used 40%".to_owned()],
             params: None,
         };
         let md = peers.markdown();
@@ -219,6 +224,10 @@ mod tests {
         assert!(md.contains("≥ 0.5× nginx: 0.40× (**miss**)"), "{md}");
         assert!(md.contains("+250.0 µs vs +1500.0 µs (**miss**)"), "{md}");
         assert!(md.contains("- LiteLLM: not installed at /x"), "{md}");
+        assert!(
+            md.contains("- c=1 JSON (all paths): other processes used 40%."),
+            "{md}"
+        );
         assert!(
             !md.contains("LiteLLM proxy (`/v1/messages`"),
             "a skipped peer has no row: {md}"
@@ -236,6 +245,7 @@ mod tests {
                 row(Kind::GatehouseCapped, 120.0, 5000.0),
             ],
             skipped: vec![],
+            notes: vec![],
             params: None,
         };
         let md = peers.markdown();
