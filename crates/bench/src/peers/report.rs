@@ -110,8 +110,11 @@ impl Peers {
              measured in this phase.\n\n",
         );
         out.push_str(&self.table());
-        for n in &self.notes {
-            let _ = writeln!(out, "\n- {n}.");
+        if !self.notes.is_empty() {
+            out.push_str("\nNotes:\n\n");
+            for n in &self.notes {
+                let _ = writeln!(out, "- {n}.");
+            }
         }
         out.push_str("\nTargets (issue 18):\n\n");
         for t in self.targets() {
