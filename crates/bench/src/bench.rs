@@ -37,6 +37,8 @@ pub struct Options {
     pub quick: bool,
     /// Server for the PostgreSQL half of the reservation-path phase.
     pub postgres_url: Option<String>,
+    /// `--peers`: where the peers' programs are.
+    pub peers: Option<crate::peers::PeerOptions>,
 }
 
 /// Sizes of a full or a quick run.
@@ -264,6 +266,21 @@ impl Run<'_> {
         )
         .await?;
 
+        let peers = match &opts.peers {
+            None => None,
+            Some(p) => {
+                phase("peers (nginx, reference gateway, LiteLLM) beside Gatehouse");
+                let cx = crate::peers::Inputs {
+                    gatehouse: &opts.gatehouse,
+                    fake: stack.fake.addr,
+                    dir,
+                    postgres_url: opts.postgres_url.as_deref(),
+                    params: &self.params,
+                };
+                Some(crate::peers::run(self.children, p, &cx).await?)
+            }
+        };
+
         self.meta.foreign_cpu = self.foreign.0 as f64 / self.foreign.1.max(1) as f64;
         self.meta.elapsed = started.elapsed();
         let [direct, proxy, gatehouse] = res;
@@ -277,6 +294,7 @@ impl Run<'_> {
             gatehouse_mem,
             reservations,
             faults,
+            peers,
         })
     }
 

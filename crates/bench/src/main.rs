@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
-//!                 [--postgres-url URL]
+//!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! ```
 //!
@@ -13,6 +13,8 @@
 //! it as a subprocess of itself. The last phases measure the spend-reservation
 //! path on SQLite and, given a server, on PostgreSQL (see `reservation`), then
 //! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
+//! With `--peers`, a last phase measures nginx, the reference gateway and
+//! LiteLLM's proxy beside Gatehouse (see `peers`).
 
 mod bench;
 mod client;
@@ -21,6 +23,7 @@ mod discovery;
 mod faults;
 mod load;
 mod markdown;
+mod peers;
 mod procs;
 mod proxy;
 mod report;
@@ -57,6 +60,27 @@ struct Cli {
     /// dropped on it); without it that phase measures SQLite only.
     #[arg(long, env = "GATEHOUSE_TEST_POSTGRES_URL", hide_env_values = true)]
     postgres_url: Option<String>,
+    /// Also measure the peers (nginx, the reference gateway, LiteLLM's proxy) in a
+    /// last phase; a peer that is not installed is skipped with the reason.
+    #[arg(long)]
+    peers: bool,
+    /// nginx for --peers (Debian package `nginx`).
+    #[arg(long, default_value = "nginx", requires = "peers")]
+    nginx: PathBuf,
+    /// Claude Code binary holding `claude gateway`, for --peers.
+    #[arg(
+        long,
+        default_value = "tests/e2e/node_modules/.bin/claude",
+        requires = "peers"
+    )]
+    claude: PathBuf,
+    /// LiteLLM's `litellm` command, for --peers (scripts/bench_peers_setup.sh).
+    #[arg(
+        long,
+        default_value = "target/peers/litellm/bin/litellm",
+        requires = "peers"
+    )]
+    litellm: PathBuf,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -105,6 +129,12 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
         fake: cli.fake.clone(),
         quick: cli.quick,
         postgres_url: cli.postgres_url.clone(),
+        peers: cli.peers.then(|| peers::PeerOptions {
+            nginx: cli.nginx.clone(),
+            claude: cli.claude.clone(),
+            e2e: PathBuf::from("tests/e2e"),
+            litellm: cli.litellm.clone(),
+        }),
     };
     let meta = Meta {
         date_utc: chrono::Utc::now()
@@ -129,6 +159,9 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());
+    if let Some(p) = &results.peers {
+        println!("{}", p.table());
+    }
     std::fs::write(&cli.out, results.markdown())
         .with_context(|| format!("cannot write {}", cli.out.display()))?;
     println!(

@@ -100,6 +100,9 @@ impl Results {
         }
         out.push_str(&self.reservations.markdown());
         out.push_str(&self.faults.markdown());
+        if let Some(p) = &self.peers {
+            out.push_str(&p.markdown());
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

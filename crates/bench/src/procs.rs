@@ -117,6 +117,70 @@ impl Children {
         self.procs.last().context("child list empty")
     }
 
+    /// Spawns `program args` with extra `envs` for a program that prints no
+    /// listening line (nginx, the reference gateway, LiteLLM): it is told to
+    /// listen on `addr`, and is ready once a TCP connection to `addr` succeeds
+    /// (within `startup`). Stdout and stderr go to `<dir>/<name>.stdout|.stderr`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn spawn_on(
+        &mut self,
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        envs: &[(&str, &str)],
+        dir: &Path,
+        addr: std::net::SocketAddr,
+        startup: Duration,
+    ) -> anyhow::Result<&Proc> {
+        let stderr_path = dir.join(format!("{name}.stderr"));
+        let stdout_path = dir.join(format!("{name}.stdout"));
+        let open =
+            |p: &Path| File::create(p).with_context(|| format!("cannot create {}", p.display()));
+        let mut child = Command::new(program)
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(open(&stdout_path)?))
+            .stderr(Stdio::from(open(&stderr_path)?))
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", program.display()))?;
+        let pid = child.id().context("child exited immediately")?;
+        let deadline = std::time::Instant::now() + startup;
+        let mut why = None;
+        // Bounded by the deadline: one attempt every 100 ms.
+        while why.is_none() {
+            if let Ok(Some(status)) = child.try_wait() {
+                why = Some(format!("exited at start-up ({status})"));
+            } else if let Ok(Ok(_)) =
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
+                    .await
+            {
+                break;
+            } else if std::time::Instant::now() >= deadline {
+                why = Some(format!(
+                    "did not accept connections on {addr} within {startup:?}"
+                ));
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let proc = Proc {
+            name,
+            pid,
+            url: format!("http://{addr}"),
+            stderr_path,
+            child,
+        };
+        if let Some(why) = why {
+            let mut proc = proc;
+            let _ = proc.child.start_kill();
+            bail!("{name} {why}; stderr:\n{}", proc.stderr_tail());
+        }
+        self.procs.push(proc);
+        self.procs.last().context("child list empty")
+    }
+
     /// Stops every child: SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
     pub async fn stop_all(&mut self) {
         for p in self.procs.iter().rev() {
@@ -137,6 +201,15 @@ impl Children {
             p.terminate();
             p.wait_or_kill().await;
         }
+    }
+
+    /// Process id of the child that reported `url` as its address.
+    pub fn pid_of_url(&self, url: &str) -> Option<u32> {
+        let want = url.trim_end_matches('/');
+        self.procs
+            .iter()
+            .find(|p| p.url.trim_end_matches('/') == want)
+            .map(|p| p.pid)
     }
 
     /// Process ids of the children.
@@ -226,6 +299,37 @@ pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .with_context(|| format!("bad VmRSS line `{line}`"))
 }
 
+/// RSS of `pid` and all its descendants (e.g. nginx's master and worker), in KiB.
+pub fn tree_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let mut total = rss_kib(pid)?;
+    // A process tree of a benchmark peer is small; the bound only guards
+    // against a /proc that keeps answering.
+    let mut todo = children_of(pid);
+    for _ in 0..1000 {
+        let Some(p) = todo.pop() else {
+            break;
+        };
+        total += rss_kib(p).unwrap_or(0);
+        todo.extend(children_of(p));
+    }
+    Ok(total)
+}
+
+/// Direct children of `pid` (from `/proc/PID/task/*/children`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -234,5 +338,18 @@ mod tests {
     #[test]
     fn reads_own_rss() {
         assert!(rss_kib(std::process::id()).unwrap() > 0);
+    }
+
+    #[test]
+    fn tree_rss_counts_children() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let (own, tree) = (rss_kib(me).unwrap(), tree_rss_kib(me).unwrap());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(tree > own, "tree {tree} KiB, own {own} KiB");
     }
 }

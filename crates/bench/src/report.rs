@@ -88,6 +88,8 @@ pub struct Results {
     /// What spend caps add to a signed-in person's request, per store.
     pub reservations: crate::reservation::Reservations,
     pub faults: crate::faults::Faults,
+    /// `--peers`: nginx, the reference gateway and LiteLLM beside Gatehouse.
+    pub peers: Option<crate::peers::Peers>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

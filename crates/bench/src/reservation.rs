@@ -27,7 +27,7 @@ use crate::procs::Children;
 /// The origin Gatehouse is told it is reached at (tokens are minted for it).
 const PUBLIC: &str = "http://localhost:1";
 const SESSION_SECRET: &str = "bench-session-secret-0123456789abcdefghij";
-const WRITE_KEY: &str = "bench-admin-write-key-0123456789abcdef0123";
+pub(crate) const WRITE_KEY: &str = "bench-admin-write-key-0123456789abcdef0123";
 /// Longest a measured run may take.
 const RUN_MAX_TIME: Duration = Duration::from_secs(180);
 /// Longest wait for the processes to go quiet before a run.
@@ -112,15 +112,15 @@ pub async fn run(
     Ok(out)
 }
 
-struct Gateways<'a> {
-    bin: &'a Path,
-    fake_url: &'a str,
-    issuer: &'a str,
-    dir: &'a Path,
+pub(crate) struct Gateways<'a> {
+    pub bin: &'a Path,
+    pub fake_url: &'a str,
+    pub issuer: &'a str,
+    pub dir: &'a Path,
 }
 
 impl Gateways<'_> {
-    fn config(&self, store: &str, caps: bool) -> String {
+    pub(crate) fn config(&self, store: &str, caps: bool) -> String {
         let admin = if caps {
             format!("admin: {{write_keys: [{{id: bench-admin, key: \"{WRITE_KEY}\"}}]}}\n")
         } else {
@@ -139,7 +139,7 @@ impl Gateways<'_> {
         )
     }
 
-    async fn spawn(
+    pub(crate) async fn spawn(
         &self,
         children: &mut Children,
         name: &'static str,
@@ -241,7 +241,7 @@ impl Gateways<'_> {
 }
 
 /// A daily user cap for `sub`, far above what the run spends.
-async fn set_cap(addr: std::net::SocketAddr, sub: &str) -> anyhow::Result<()> {
+pub(crate) async fn set_cap(addr: std::net::SocketAddr, sub: &str) -> anyhow::Result<()> {
     let mut conn = Conn::connect_as(addr, Auth::ApiKey(WRITE_KEY.to_owned())).await?;
     let body = serde_json::json!({
         "scope": {"type": "user", "user_id": sub},
@@ -260,7 +260,7 @@ async fn set_cap(addr: std::net::SocketAddr, sub: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn token(sub: &str) -> anyhow::Result<String> {
+pub(crate) fn token(sub: &str) -> anyhow::Result<String> {
     use gatehouse_engine::identity::keys::KeyRing;
     use gatehouse_engine::identity::session::{UserIdentity, mint};
     let who = UserIdentity {
@@ -285,15 +285,20 @@ async fn preflight(addr: std::net::SocketAddr, auth: &Auth, body: &Bytes) -> any
 }
 
 /// A database of its own on the given server, dropped after the run.
-struct Database {
+pub(crate) struct Database {
     server: String,
     name: String,
-    url: String,
+    pub url: String,
 }
 
 impl Database {
     async fn create(server: &str) -> anyhow::Result<Database> {
-        let name = format!("gatehouse_bench_{}", std::process::id());
+        Self::create_named(server, &format!("gatehouse_bench_{}", std::process::id())).await
+    }
+
+    /// A fresh database called `name` (dropped first if it exists).
+    pub(crate) async fn create_named(server: &str, name: &str) -> anyhow::Result<Database> {
+        let name = name.to_owned();
         let client = connect(server).await?;
         client
             .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
@@ -310,7 +315,7 @@ impl Database {
         })
     }
 
-    async fn drop_it(self) {
+    pub(crate) async fn drop_it(self) {
         let dropped = async {
             connect(&self.server)
                 .await?
