@@ -163,7 +163,7 @@ impl Results {
             "- Memory: idle RSS is read after start-up, before any request. Peak RSS is the largest \
              100 ms sample during the throughput phase. For open streams the proxy and Gatehouse are \
              restarted (so heap kept from earlier phases does not hide the cost), the fake paces deltas \
-             50 ms apart (100 deltas), {} streaming requests are opened (one connection each, in waves of 50 so no listen queue overflows), \
+             50 ms apart (100 deltas), {} streaming requests are opened (one connection each, in waves of 50 so no listen queue overflows; Gatehouse runs with `rate_limits.client_key_concurrency: 0`, lifting the default of 50 concurrent requests per client key), \
              each read up to its first delta, RSS sampled three times 100 ms apart (maximum kept), then \
              all are dropped. Per stream = (that RSS − the fresh process's idle RSS) ÷ streams opened.",
             pr.open_streams

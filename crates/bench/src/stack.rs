@@ -132,11 +132,13 @@ fn json(cfg: &FakeConfig) -> anyhow::Result<String> {
 }
 
 /// The Gatehouse config of the run: loopback, SQLite at `db`, the fake as
-/// the only upstream, one static client key.
+/// the only upstream, one static client key without the default cap of 50 concurrent
+/// requests per key (the open-streams phase holds 200 on it).
 fn gatehouse_config(db: &Path, fake_url: &str) -> String {
     format!(
         "listen: {{host: 127.0.0.1, port: 0}}\n\
          store: {{sqlite_path: \"{}\"}}\n\
+         rate_limits: {{client_key_concurrency: 0}}\n\
          timeouts: {{shutdown_drain_ms: 2000}}\n\
          upstreams:\n  - {{name: fake, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n\
          client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n",

@@ -51,14 +51,14 @@ pub fn spawn(
                 }
             };
             let Some(first) = first else { break };
-            let urgent = first.request.charge.is_some();
             finished.push(first);
             // Gather what arrives within a short window: one transaction and one write of
             // event lines per batch instead of per request.
             let window = tokio::time::sleep(BATCH_WINDOW);
             tokio::pin!(window);
-            // A charge against a cap is written at once (it must survive a crash).
-            while finished.len() < BATCH && !stopping && !urgent {
+            // Charges wait too: the spend lease a charged request was admitted under
+            // covers it in the store until its row lands (see `spend::ledger`).
+            while finished.len() < BATCH && !stopping {
                 tokio::select! {
                     f = rx.recv() => match f {
                         Some(f) => finished.push(f),

@@ -504,8 +504,16 @@ mod tests {
         assert_eq!(lease_size(w, 0, None), 8 * w);
         assert_eq!(lease_size(w, 15, None), 32 * w, "twice what is in flight");
         assert_eq!(lease_size(w, 0, Some(100 * w)), 8 * w);
-        assert_eq!(lease_size(w, 0, Some(12 * w)), 3 * w, "a quarter of the headroom");
-        assert_eq!(lease_size(w, 0, Some(7 * w)), w, "under two worst cases: exact");
+        assert_eq!(
+            lease_size(w, 0, Some(12 * w)),
+            3 * w,
+            "a quarter of the headroom"
+        );
+        assert_eq!(
+            lease_size(w, 0, Some(7 * w)),
+            w,
+            "under two worst cases: exact"
+        );
         assert_eq!(lease_size(w, 0, Some(0)), w);
     }
 }
