@@ -519,3 +519,96 @@ async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
     );
     app.shutdown().await;
 }
+
+/// An upgrade keeps the tray's keychain entries and settings: the app's data written under
+/// the previous release's schema (its last migration undone, as the earlier binary left
+/// it) is opened by this one, which migrates it and finds the same local token, provider
+/// key, budgets and mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_keeps_the_keychain_entries_and_the_settings() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.path().join("no-bootstrap.json").to_str().unwrap(),
+        );
+    let (deps, parts) = desktop_deps(dir.path(), env.clone());
+    let app = App::start(deps).await.unwrap();
+    let desk = Desk::new(&app);
+    let (status, _) = desk
+        .post(
+            "providers",
+            json!({"kind": "anthropic", "api_key": OPERATOR_KEY}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = desk
+        .post("settings", json!({"budgets": {"daily_cents": 500}}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, before) = desk.call(reqwest::Method::GET, "state", None).await;
+    let token = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .unwrap();
+    app.shutdown().await;
+
+    // The database as the previous release left it: its newest migration not yet applied.
+    let db = dir.path().join("data").join("gatehouse.db");
+    let latest = gatehouse_engine::store::migrations::SQLITE.len() as i64;
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(
+            "DROP TABLE limit_buckets; DROP TABLE limit_slots;
+             DELETE FROM _migrations WHERE version = 4;",
+        )
+        .unwrap();
+    }
+
+    // The new binary starts on the same data dir and keychain.
+    let (mut deps, parts2) = desktop_deps(dir.path(), env);
+    deps.keychain = Ok(parts.keychain.clone());
+    deps.events = parts2.events.clone();
+    let app = App::start(deps).await.unwrap();
+    let desk = Desk::new(&app);
+    let (_, after) = desk.call(reqwest::Method::GET, "state", None).await;
+    assert_eq!(after["budgets"], before["budgets"]);
+    assert_eq!(after["budgets"]["daily_cents"], 500, "{after}");
+    assert_eq!(after["mode"], before["mode"]);
+    assert_eq!(after["primary"], before["primary"]);
+    assert_eq!(after["providers"][0]["key_stored"], true, "{after}");
+    let same = parts
+        .keychain
+        .get("gatehouse", "local-token")
+        .unwrap()
+        .unwrap();
+    assert_eq!(same.expose(), token.expose(), "the local token is kept");
+    let version: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT MAX(version) FROM _migrations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, latest, "migrated to this release's schema");
+    // Claude Code's token still works, and the kept provider key reaches the upstream.
+    let r = desk
+        .http
+        .post(format!("{}/v1/messages", app.base_url()))
+        .bearer_auth(same.expose())
+        .json(&sonnet(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let key = fake
+        .requests()
+        .last()
+        .unwrap()
+        .headers
+        .iter()
+        .find(|(k, _)| k == "x-api-key")
+        .map(|(_, v)| v.clone());
+    assert_eq!(key.as_deref(), Some(OPERATOR_KEY));
+    app.shutdown().await;
+}
