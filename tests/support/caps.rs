@@ -34,6 +34,20 @@ pub fn msg(max_tokens: u64) -> Value {
 }
 
 /// `POST /v1/messages` with a session token.
+/// `GET /v1/me/spend` for `token`: the daily period's standing.
+pub async fn my_daily(client: &reqwest::Client, base_url: &str, token: &str) -> Value {
+    let v: Value = client
+        .get(format!("{base_url}/v1/me/spend"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["periods"][0].clone()
+}
+
 pub async fn infer(
     client: &reqwest::Client,
     base_url: &str,

@@ -368,19 +368,7 @@ async fn a_capped_session_is_refused_before_the_upstream() {
     assert!(rows[0].cost_micro_usd > 0);
     // Settled: the cap is charged the metered cost and, once the idle lease is released,
     // nothing stays reserved.
-    let me = || async {
-        let v: Value =
-            s.gw.client
-                .get(s.gw.url("/v1/me/spend"))
-                .bearer_auth(&engineer)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-        v["periods"][0].clone()
-    };
+    let me = || gatehouse_tests::caps::my_daily(&s.gw.client, &base, &engineer);
     gatehouse_tests::wait_until("the idle lease released", || async {
         me().await["reserved_micro_usd"] == 0
     })

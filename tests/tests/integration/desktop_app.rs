@@ -19,6 +19,16 @@ fn sonnet(max_tokens: u64) -> Value {
            "messages": [{"role": "user", "content": "hi"}]})
 }
 
+/// The Anthropic provider pointed at the fake, and no IT bootstrap file.
+fn standalone_env(fake: &FakeUpstream, dir: &std::path::Path) -> MapEnvironment {
+    MapEnvironment::default()
+        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
+        .with_var(
+            "GATEHOUSE_BOOTSTRAP_FILE",
+            dir.join("no-bootstrap.json").to_str().unwrap(),
+        )
+}
+
 async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..100 {
         if check() {
@@ -33,12 +43,7 @@ async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
 async fn standalone_keys_budgets_pause_and_claude_code() {
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let env = MapEnvironment::default()
-        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
-        .with_var(
-            "GATEHOUSE_BOOTSTRAP_FILE",
-            dir.path().join("no-bootstrap.json").to_str().unwrap(),
-        );
+    let env = standalone_env(&fake, dir.path());
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
     let url = app.dashboard_url();
@@ -316,12 +321,7 @@ async fn active_providers(desk: &Desk, n: usize) {
 async fn cloud_providers_are_added_tested_and_used() {
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let env = MapEnvironment::default()
-        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
-        .with_var(
-            "GATEHOUSE_BOOTSTRAP_FILE",
-            dir.path().join("no-bootstrap.json").to_str().unwrap(),
-        );
+    let env = standalone_env(&fake, dir.path());
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
     let desk = Desk::new(&app);
@@ -470,12 +470,7 @@ async fn cloud_providers_are_added_tested_and_used() {
 async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let env = MapEnvironment::default()
-        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
-        .with_var(
-            "GATEHOUSE_BOOTSTRAP_FILE",
-            dir.path().join("no-bootstrap.json").to_str().unwrap(),
-        );
+    let env = standalone_env(&fake, dir.path());
     let (deps, parts) = desktop_deps(dir.path(), env);
     let app = App::start(deps).await.unwrap();
     const SECRET: &str = "ui-aws-secret-0123456789abcdef01";
@@ -528,12 +523,7 @@ async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
 async fn an_upgrade_keeps_the_keychain_entries_and_the_settings() {
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let env = MapEnvironment::default()
-        .with_var("GATEHOUSE_ANTHROPIC_BASE_URL", &fake.url())
-        .with_var(
-            "GATEHOUSE_BOOTSTRAP_FILE",
-            dir.path().join("no-bootstrap.json").to_str().unwrap(),
-        );
+    let env = standalone_env(&fake, dir.path());
     let (deps, parts) = desktop_deps(dir.path(), env.clone());
     let app = App::start(deps).await.unwrap();
     let desk = Desk::new(&app);

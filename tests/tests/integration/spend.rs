@@ -63,19 +63,8 @@ async fn concurrent_requests_never_overshoot_a_cap() {
     );
     // Settled: what is charged is the usage, and once the leases are released nothing
     // stays reserved.
-    let me = || async {
-        let v: Value =
-            s.gw.client
-                .get(s.gw.url("/v1/me/spend"))
-                .bearer_auth(&alice)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-        v["periods"][0].clone()
-    };
+    let base = s.gw.url("");
+    let me = || gatehouse_tests::caps::my_daily(&s.gw.client, &base, &alice);
     gatehouse_tests::wait_until("the leases released", || async {
         me().await["reserved_micro_usd"] == 0
     })

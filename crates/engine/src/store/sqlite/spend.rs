@@ -171,17 +171,7 @@ pub fn settle(
         return Ok(false);
     };
     let actual = i(actual_micro);
-    for (period, start) in Period::ALL.iter().zip(starts) {
-        tx.prepare_cached(
-            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0),
-                spent_micro = CASE WHEN spent_micro > 9223372036854775807 - ?5 THEN 9223372036854775807
-                    ELSE spent_micro + ?5 END,
-                updated_at = ?6
-             WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
-        )?
-        .execute(params![sub, period.as_str(), start, amount, actual, ms(now)],
-        )?;
-    }
+    spend_rows(tx, &sub, starts, amount, actual, now)?;
     tx.prepare_cached(
         "UPDATE reservations SET state = ?2, settled_micro = CASE
              WHEN COALESCE(settled_micro, 0) > 9223372036854775807 - ?3 THEN 9223372036854775807
@@ -237,6 +227,20 @@ pub fn charge(
          WHERE id = ?1",
     )?
     .execute(params![id, dropped, actual])?;
+    spend_rows(tx, &sub, starts, dropped, added, now)?;
+    Ok(true)
+}
+
+/// Drops `hold` from the person's reserved amounts and adds `charge` (saturating) to their
+/// spend, in the three periods' rows.
+fn spend_rows(
+    tx: &Connection,
+    sub: &str,
+    starts: [i64; 3],
+    hold: i64,
+    charge: i64,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
     for (period, start) in Period::ALL.iter().zip(starts) {
         tx.prepare_cached(
             "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0),
@@ -245,9 +249,9 @@ pub fn charge(
                 updated_at = ?6
              WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
         )?
-        .execute(params![sub, period.as_str(), start, dropped, added, ms(now)])?;
+        .execute(params![sub, period.as_str(), start, hold, charge, ms(now)])?;
     }
-    Ok(true)
+    Ok(())
 }
 
 pub fn open_reservations(conn: &mut Connection) -> Result<Vec<OpenReservation>, StoreError> {
