@@ -110,7 +110,7 @@ pub enum Take {
 }
 
 /// One admitted request's claim on a lease: its worst case, given back when its usage row
-/// is durable ([`Ticket::landed`]) or, for a request that never reached metering, on drop.
+/// is durable ([`crate::metering::Charge::landed`]) or, for a request that never reached metering, on drop.
 pub struct Ticket {
     ledger: Arc<Ledger>,
     lease: Arc<Lease>,
@@ -166,14 +166,16 @@ impl Ledger {
         let size = lease_size(want.worst_micro, in_flight, headroom(&lock(&account.last)));
         // A lease only where the caps leave room for [`LEASE_FREE`] more of it; nearer a cap,
         // exactly this request's worst case (so a burst across replicas is admitted exactly).
-        let exact = |outcome: &ReserveOutcome| matches!(outcome, ReserveOutcome::Refused { .. });
+        let refused = |outcome: &ReserveOutcome| matches!(outcome, ReserveOutcome::Refused { .. });
+        // Read before the store checks the caps: a cap changed meanwhile retires this lease.
+        let generation = self.generation.load(Ordering::Acquire);
         let mut outcome = if size > want.worst_micro {
             self.reserve(want, size, size.saturating_mul(LEASE_FREE))
                 .await?
         } else {
             self.reserve(want, want.worst_micro, 0).await?
         };
-        if size > want.worst_micro && exact(&outcome.1) {
+        if size > want.worst_micro && refused(&outcome.1) {
             outcome = self.reserve(want, want.worst_micro, 0).await?;
         }
         let (_, ReserveOutcome::Reserved(s) | ReserveOutcome::Refused { standings: s, .. }, _) =
@@ -186,7 +188,7 @@ impl Ledger {
                     sub: want.sub.to_owned(),
                     amount,
                     day_start: windows(want.now)[0].start,
-                    generation: self.generation.load(Ordering::Acquire),
+                    generation,
                     born: Instant::now(),
                     standings: standings.clone(),
                     state: Mutex::new(LeaseState {
