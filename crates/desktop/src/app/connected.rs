@@ -246,10 +246,12 @@ async fn session_ended(app: &App) {
     );
 }
 
-/// One round of refresh and pulls. Failures are recorded in the state, never fatal.
+/// One round of refresh and pulls, one at a time (the periodic loop, a login and the tray's
+/// "sync now" may ask together). Failures are recorded in the state, never fatal.
 pub async fn sync(app: &App) {
     let Ok(central) = client(app) else { return };
     let inner = app.inner();
+    let _one = inner.sync_gate.lock().await;
     let now = inner.deps.clock.now();
     if inner.session.needs_refresh()
         && let Some(s) = inner.session.current()

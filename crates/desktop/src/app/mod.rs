@@ -142,6 +142,9 @@ pub(crate) struct Inner {
     store: Arc<dyn Store>,
     settings: Mutex<Settings>,
     engine: tokio::sync::Mutex<Option<Handle>>,
+    /// One central sync at a time: two refreshes racing with the same refresh token would
+    /// look like a replay to the central server, which ends the session.
+    pub(crate) sync_gate: tokio::sync::Mutex<()>,
     port: std::sync::atomic::AtomicU16,
     session: Arc<SessionKeeper>,
     keys: engine::KeySlots,
@@ -212,6 +215,7 @@ impl App {
             store,
             settings: Mutex::new(settings),
             engine: tokio::sync::Mutex::new(None),
+            sync_gate: tokio::sync::Mutex::new(()),
             port: std::sync::atomic::AtomicU16::new(port),
             session,
             keys: Default::default(),

@@ -116,14 +116,17 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
             ));
         }
     }
-    if let Some(n) = &oidc.login_notice
-        && n.chars().count() > 500
-    {
-        return Err(ConfigError::at(
-            "oidc.login_notice",
-            "must be at most 500 characters",
-        ));
-    }
+    let login_notice = match (&raw.login_notice, &oidc.login_notice) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::at(
+                "login_notice",
+                "is also set as oidc.login_notice; keep one",
+            ));
+        }
+        (Some(n), None) => Some(clean_notice("login_notice", n)?),
+        (None, Some(n)) => Some(clean_notice("oidc.login_notice", n)?),
+        (None, None) => None,
+    };
     let email_claims = oidc
         .email_claim
         .clone()
@@ -168,7 +171,7 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            login_notice: oidc.login_notice.clone(),
+            login_notice,
             allow_loopback: oidc.allow_loopback.unwrap_or(false),
         },
         device_authorization_limit: rate(
@@ -322,4 +325,67 @@ pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>,
         fail_closed: w.fail_closed.unwrap_or(true),
         allow_loopback: w.allow_loopback.unwrap_or(false),
     }))
+}
+
+/// The sign-in notice as the reference keeps it: ANSI escape sequences and control
+/// characters removed, runs of whitespace collapsed to one space, 1 to 500 characters.
+fn clean_notice(path: &str, raw: &str) -> Result<String, ConfigError> {
+    let mut text = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI (`ESC [ ... final`) or a two-character escape.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for f in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&f) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+        } else if c.is_whitespace() {
+            text.push(' ');
+        } else if !c.is_control() {
+            text.push(c);
+        }
+    }
+    let notice = text
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match notice.chars().count() {
+        0 => Err(ConfigError::at(path, "must not be empty")),
+        n if n > 500 => Err(ConfigError::at(path, "must be at most 500 characters")),
+        _ => Ok(notice),
+    }
+}
+
+#[cfg(test)]
+mod notice_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::clean_notice;
+
+    #[test]
+    fn ansi_and_control_characters_go_and_spaces_collapse() {
+        assert_eq!(
+            clean_notice(
+                "login_notice",
+                "  \u{1b}[31mUse\u{1b}[0m your\t\tcorp\u{7}\naccount.  "
+            )
+            .unwrap(),
+            "Use your corp account."
+        );
+        assert!(clean_notice("login_notice", "\u{1b}[1m \u{7}").is_err());
+        assert!(clean_notice("login_notice", &"x".repeat(501)).is_err());
+        assert_eq!(
+            clean_notice("login_notice", &"é".repeat(500))
+                .unwrap()
+                .chars()
+                .count(),
+            500
+        );
+    }
 }

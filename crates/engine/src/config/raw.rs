@@ -20,6 +20,10 @@ pub struct RawConfig {
     /// A JSON-schema URL for editors; ignored (as the reference does).
     #[serde(rename = "$schema")]
     pub schema: Option<String>,
+    /// Plain-text notice returned as `login_notice` from device authorization and shown on
+    /// the sign-in page (the reference's top-level key; ANSI and control characters are
+    /// stripped and spaces collapsed; 1-500 characters). `oidc.login_notice` is the same.
+    pub login_notice: Option<String>,
     #[serde(default)]
     pub listen: RawListen,
     #[serde(default)]

@@ -328,7 +328,26 @@ fn sign_in_blocks_are_validated() {
         id.oidc.scopes,
         vec!["openid", "profile", "email", "offline_access"]
     );
+    // The reference's top-level `login_notice`, cleaned as it cleans it.
+    let noticed = load(&format!(
+        "{base}{oidc}{session}login_notice: \"  Use\\tyour \\e[1mcorp\\e[0m account.\\n\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        noticed.identity.unwrap().oidc.login_notice.as_deref(),
+        Some("Use your corp account.")
+    );
     let cases = [
+        (
+            format!(
+                "{base}oidc: {{issuer: 'https://idp.example', client_id: c, client_secret: s, login_notice: a}}\n{session}login_notice: b\n"
+            ),
+            "login_notice: is also set as oidc.login_notice",
+        ),
+        (
+            format!("{base}{oidc}{session}login_notice: \"\\e[0m \\t\"\n"),
+            "login_notice: must not be empty",
+        ),
         (
             format!("{base}{oidc}"),
             "session: required when `oidc` is configured",
