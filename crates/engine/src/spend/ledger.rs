@@ -148,17 +148,22 @@ impl Ledger {
     pub async fn take(self: &Arc<Self>, want: &Want<'_>) -> Result<Take, StoreError> {
         let account = self.account(want.sub);
         let (held, done) = self.try_take(&account, want);
-        self.release_now(done).await;
         if let Some(held) = held {
+            // Admitted out of the lease: releasing what retired waits for no request.
+            done.into_iter()
+                .for_each(|id| self.release_in_background(id));
             return Ok(held);
         }
+        self.release_now(done).await;
         let _gate = account.gate.lock().await;
         // Someone else may have reserved a lease while this request waited.
         let (held, done) = self.try_take(&account, want);
-        self.release_now(done).await;
         if let Some(held) = held {
+            done.into_iter()
+                .for_each(|id| self.release_in_background(id));
             return Ok(held);
         }
+        self.release_now(done).await;
         let in_flight: u64 = lock(&account.leases)
             .iter()
             .map(|l| lock(&l.state).tickets)
