@@ -502,6 +502,7 @@ async fn admit(
         key: "r0:concurrent:key:ci".into(),
         limit: 2,
         id: id.into(),
+        per_replica: false,
     };
     store
         .limit_rows()
@@ -536,4 +537,46 @@ async fn slots_of_a_gateway_that_is_gone_are_freed_by_the_others_never_a_live_on
         admit(&live, "d").await.admitted,
         "the dead gateway's slot was freed"
     );
+}
+
+/// A client key's default slot on PostgreSQL: counted in each replica's memory (no slot
+/// row, no statement), so each replica admits the default for the key.
+#[tokio::test]
+async fn the_per_key_default_slot_is_counted_per_replica_without_a_database_row() {
+    let db = TestDatabase::create().await;
+    let extra = "rate_limits: {client_key_concurrency: 1}\n";
+    let r = replicas::start(2, |_| db.store_yaml(), extra).await;
+    r.fake.set_config(paced(3000));
+    let mut body = gatehouse_tests::caps::msg(64);
+    body["stream"] = true.into();
+    let send = |k: usize| {
+        r.client
+            .post(format!("{}/v1/messages", r.replicas[k].url))
+            .header("x-api-key", CLIENT_KEY)
+            .json(&body)
+            .send()
+    };
+    let held = send(0).await.unwrap();
+    assert_eq!(held.status(), 200);
+    let refused = send(0).await.unwrap();
+    assert_eq!(
+        refused.status(),
+        429,
+        "the key's one slot on replica 0 is held"
+    );
+    let blocked = r.replicas[0].events.named("ratelimit.blocked");
+    assert_eq!(blocked[0]["rule"], "client_key_default");
+    let other = send(1).await.unwrap();
+    assert_eq!(other.status(), 200, "replica 1 counts its own");
+    assert_eq!(slot_rows(&db).await, 0, "no slot row was written");
+    assert_eq!(slots_held(&r), 2);
+    drop((held, other));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while slots_held(&r) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(slots_held(&r), 0, "both slots freed when the clients left");
+    let again = send(0).await.unwrap();
+    assert_eq!(again.status(), 200);
+    r.shutdown().await;
 }

@@ -2,10 +2,13 @@
 //! token buckets, tokens per UTC day, and concurrency as a slot held for the whole answer.
 //!
 //! The first entry whose `match` fits the caller applies ([`rules`]); a client key that no
-//! entry limits in concurrency gets `rate_limits.client_key_concurrency` (50). Admission
-//! ([`Limiter::admit`]) takes every draw of the rule and its slot at once or refuses with
-//! 429 `rate_limit_error` ([`refusal`]); on PostgreSQL it is one statement shared by every
-//! replica ([`crate::store::LimitRows`]), on SQLite the process's own memory ([`memory`]).
+//! entry limits in concurrency gets `rate_limits.client_key_concurrency` (50) per replica.
+//! Admission ([`Limiter::admit`]) takes every draw of the rule and its slot at once or
+//! refuses with 429 `rate_limit_error` ([`refusal`]); on PostgreSQL an operator's rules are
+//! one statement shared by every replica ([`crate::store::LimitRows`]), on SQLite the
+//! process's own memory ([`memory`]). The per-key default slot is always counted in the
+//! replica's memory: it guards a replica against one runaway key, and a request no rule
+//! limits never waits on the database for it.
 //! Tokens are charged from the estimate (a quarter of the body's bytes plus `max_tokens`)
 //! and corrected to the usage row's tokens at settlement ([`Charge`]); the slot is freed
 //! when the answer's body is dropped — completed, failed or the client gone ([`Slot`]).
@@ -69,8 +72,10 @@ pub struct Draw {
 pub struct SlotDraw {
     pub key: String,
     pub limit: u32,
-    /// This slot's id (a row on PostgreSQL).
+    /// This slot's id (a row on PostgreSQL; empty while counted in memory).
     pub id: String,
+    /// The per-key default: counted in this replica's memory, never in the store.
+    pub per_replica: bool,
 }
 
 /// The answer to one admission.
@@ -91,15 +96,13 @@ pub enum Admission {
     Refused { event: Event, error: ApiError },
 }
 
-enum Backend {
-    Memory(memory::Memory),
-    Shared(Arc<dyn Store>),
-}
-
 /// The gateway's limiter.
 pub struct Limiter {
     limits: InferenceLimits,
-    backend: Backend,
+    /// Every draw and slot of a SQLite gateway; per-replica slots on PostgreSQL.
+    memory: memory::Memory,
+    /// The store shared by replicas, when it keeps limit rows (PostgreSQL).
+    shared: Option<Arc<dyn Store>>,
     tracker: TaskTracker,
     /// Slots this gateway holds now (the `concurrency_slots_in_use` gauge).
     in_use: AtomicI64,
@@ -108,14 +111,11 @@ pub struct Limiter {
 impl Limiter {
     /// Shares the limits through `store` when it offers limit rows, else keeps them here.
     pub fn new(limits: InferenceLimits, store: Arc<dyn Store>, tracker: TaskTracker) -> Self {
-        let backend = if store.limit_rows().is_some() {
-            Backend::Shared(store)
-        } else {
-            Backend::Memory(memory::Memory::default())
-        };
+        let shared = store.limit_rows().is_some().then_some(store);
         Self {
             limits,
-            backend,
+            memory: memory::Memory::default(),
+            shared,
             tracker,
             in_use: AtomicI64::new(0),
         }
@@ -134,18 +134,14 @@ impl Limiter {
         now: DateTime<Utc>,
     ) -> Result<Admission, crate::store::StoreError> {
         let now_ms = now.timestamp_millis();
-        let slot_id = uuid::Uuid::new_v4().simple().to_string();
-        let (rule, draws, slot) = rules::draws(&self.limits, who, estimate, now_ms, slot_id);
+        let (rule, draws, mut slot) = rules::draws(&self.limits, who, estimate, now_ms);
         if draws.is_empty() && slot.is_none() {
             return Ok(Admission::Admitted(Ticket::default()));
         }
-        let verdict = match &self.backend {
-            Backend::Memory(m) => m.admit(&draws, slot.as_ref(), now_ms),
-            Backend::Shared(store) => {
-                let rows = store.limit_rows().ok_or_else(|| {
-                    crate::store::StoreError::Database("the store keeps no limit rows".into())
-                })?;
-                rows.limit_admit(draws.clone(), slot.clone(), now_ms)
+        let verdict = match &self.shared {
+            None => self.memory.admit(&draws, slot.as_ref(), now_ms),
+            Some(store) => {
+                self.admit_shared(store, &draws, slot.as_mut(), now_ms)
                     .await?
             }
         };
@@ -162,11 +158,49 @@ impl Limiter {
         Ok(Admission::Admitted(Ticket { slot, charge }))
     }
 
+    /// Admission on PostgreSQL: a per-replica slot in memory first, then the operator's
+    /// draws and slot in one shared statement (the memory slot is given back if that
+    /// refuses or fails).
+    async fn admit_shared(
+        &self,
+        store: &Arc<dyn Store>,
+        draws: &[Draw],
+        slot: Option<&mut SlotDraw>,
+        now_ms: i64,
+    ) -> Result<Verdict, crate::store::StoreError> {
+        let (local, shared) = match slot {
+            Some(s) if s.per_replica => (Some(&*s), None),
+            Some(s) => {
+                s.id = uuid::Uuid::new_v4().simple().to_string();
+                (None, Some(s.clone()))
+            }
+            None => (None, None),
+        };
+        if let Some(s) = local {
+            let verdict = self.memory.admit(&[], Some(s), now_ms);
+            if !verdict.admitted || draws.is_empty() {
+                return Ok(verdict);
+            }
+        }
+        let verdict = match store.limit_rows() {
+            Some(rows) => rows.limit_admit(draws.to_vec(), shared, now_ms).await,
+            None => Err(crate::store::StoreError::Database(
+                "the store keeps no limit rows".into(),
+            )),
+        };
+        if let Some(s) = local
+            && !verdict.as_ref().is_ok_and(|v| v.admitted)
+        {
+            self.memory.release(&s.key);
+        }
+        verdict
+    }
+
     /// Gives tokens back (settlement); on PostgreSQL in the background.
     fn refund(&self, refunds: Vec<(Draw, f64)>) {
-        match &self.backend {
-            Backend::Memory(m) => m.refund(&refunds),
-            Backend::Shared(store) => {
+        match &self.shared {
+            None => self.memory.refund(&refunds),
+            Some(store) => {
                 let store = store.clone();
                 self.spawn(async move {
                     if let Some(rows) = store.limit_rows()
@@ -179,13 +213,12 @@ impl Limiter {
         }
     }
 
-    /// Frees a slot; on PostgreSQL in the background (a slot whose delete fails is
+    /// Frees a slot; a shared one in the background (a slot whose delete fails is
     /// removed when its gateway stops).
     fn release(&self, slot: &SlotDraw) {
         self.in_use.fetch_sub(1, Ordering::Relaxed);
-        match &self.backend {
-            Backend::Memory(m) => m.release(&slot.key),
-            Backend::Shared(store) => {
+        match &self.shared {
+            Some(store) if !slot.per_replica => {
                 let (store, id) = (store.clone(), slot.id.clone());
                 self.spawn(async move {
                     if let Some(rows) = store.limit_rows()
@@ -195,6 +228,7 @@ impl Limiter {
                     }
                 });
             }
+            _ => self.memory.release(&slot.key),
         }
     }
 
@@ -206,7 +240,7 @@ impl Limiter {
 
     /// Removes slots of gateways that are gone and rows idle for two days (PostgreSQL).
     pub async fn reap(&self, now: DateTime<Utc>) {
-        let Backend::Shared(store) = &self.backend else {
+        let Some(store) = &self.shared else {
             return;
         };
         let Some(rows) = store.limit_rows() else {

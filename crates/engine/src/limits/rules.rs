@@ -45,7 +45,6 @@ pub fn draws(
     who: &Principal,
     estimate: u64,
     now_ms: i64,
-    slot_id: String,
 ) -> (Option<usize>, Vec<Draw>, Option<SlotDraw>) {
     let principal = who.label();
     let matched = first(limits, who);
@@ -91,7 +90,8 @@ pub fn draws(
             slot = Some(SlotDraw {
                 key: key(Dim::Concurrent),
                 limit,
-                id: slot_id.clone(),
+                id: String::new(),
+                per_replica: false,
             });
         }
     }
@@ -101,7 +101,8 @@ pub fn draws(
         slot = Some(SlotDraw {
             key: format!("default:concurrent:{principal}"),
             limit,
-            id: slot_id,
+            id: String::new(),
+            per_replica: true,
         });
     }
     draws.sort_by(|a, b| a.key.cmp(&b.key));
@@ -163,16 +164,16 @@ mod tests {
         assert_eq!(first(&limits, &person(&["staff"])).unwrap().0, 1);
         let key = Principal::ClientKey { id: "ci".into() };
         assert_eq!(first(&limits, &key).unwrap().0, 2);
-        let (i, draws, slot) = draws(&limits, &key, 100, 0, "slot".into());
+        let (i, draws, slot) = draws(&limits, &key, 100, 0);
         assert_eq!(i, Some(2));
         assert_eq!(draws[0].key, "r2:rpm:key:ci");
         // No rule sets `concurrent`: the client key's default applies.
         let slot = slot.unwrap();
         assert_eq!(
-            (slot.key.as_str(), slot.limit),
-            ("default:concurrent:key:ci", 50)
+            (slot.key.as_str(), slot.limit, slot.per_replica),
+            ("default:concurrent:key:ci", 50, true)
         );
-        let (_, _, none) = super::draws(&limits, &person(&[]), 1, 0, "s".into());
+        let (_, _, none) = super::draws(&limits, &person(&[]), 1, 0);
         assert!(none.is_none());
     }
 }
