@@ -28,31 +28,51 @@ fn appender(cfg: &LoggingConfig, name: &str) -> Result<Option<RollingFileAppende
         .map_err(|e| format!("logging.dir {}: {e}", dir.display()))
 }
 
+/// The level filter: `GATEHOUSE_LOG` (a tracing directive), else the reference's
+/// `CLAUDE_GATEWAY_LOG_LEVEL` (`debug`, `info`, `warn` or `error`), else `info`.
+fn filter() -> EnvFilter {
+    if let Ok(f) = EnvFilter::try_from_env("GATEHOUSE_LOG") {
+        return f;
+    }
+    let level = std::env::var("CLAUDE_GATEWAY_LOG_LEVEL")
+        .map(|l| l.to_ascii_lowercase())
+        .ok()
+        .filter(|l| ["debug", "info", "warn", "error"].contains(&l.as_str()));
+    EnvFilter::new(level.as_deref().unwrap_or("info"))
+}
+
+/// JSON lines instead of text, as the reference's `CLAUDE_GATEWAY_LOG_FORMAT=json`.
+fn json_lines() -> bool {
+    std::env::var("CLAUDE_GATEWAY_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"))
+}
+
 /// Installs the operator log subscriber. Keep the guard alive until exit.
 pub fn init(cfg: &LoggingConfig) -> Result<Option<WorkerGuard>, String> {
-    let filter =
-        EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(false);
-    match appender(cfg, "gatehouse")? {
+    let (writer, guard) = match appender(cfg, "gatehouse")? {
         Some(file) => {
-            let (writer, guard) = tracing_appender::non_blocking(file);
-            builder
-                .with_writer(std::io::stderr.and(writer))
-                .try_init()
-                .map_err(|e| e.to_string())?;
-            Ok(Some(guard))
+            let (file, guard) = tracing_appender::non_blocking(file);
+            (
+                tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr.and(file)),
+                Some(guard),
+            )
         }
-        None => {
-            builder
-                .with_writer(std::io::stderr)
-                .try_init()
-                .map_err(|e| e.to_string())?;
-            Ok(None)
-        }
-    }
+        None => (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+            None,
+        ),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(writer);
+    let installed = if json_lines() {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+    installed.map_err(|e| e.to_string())?;
+    Ok(guard)
 }
 
 /// JSON events also go to `events.*.log` when file logging is on.

@@ -7,6 +7,7 @@ mod chat_door;
 mod claude_login;
 mod clients;
 mod clouds;
+mod config_corpus;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;

@@ -1,7 +1,9 @@
 //! Reference expansion inside the parsed YAML tree, before typed deserialisation.
 //!
-//! - `${NAME}` may appear anywhere inside a string; an undefined variable is an error.
-//! - `${file:/absolute/path}` must be the whole string; the file is read and trimmed.
+//! - `${NAME}` (letters, digits, `_`) may appear anywhere inside a string; an undefined
+//!   variable is an error. Any other `${...}`, and an unterminated `${`, is kept as text
+//!   (as the reference does).
+//! - `${file:/absolute/path}` is read (and trimmed) when it is the whole string.
 //! - `${keyring:service/account}` must be the whole string; it is read from the injected
 //!   credential store (the OS keychain on the desktop; refused on a headless server).
 //!
@@ -96,29 +98,29 @@ impl<'a> Expander<'a> {
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after.find('}').ok_or_else(|| {
-                ConfigError::at(path, "unterminated `${` reference (expected `}`)")
-            })?;
+            let Some(end) = after.find('}') else {
+                // An unterminated `${` is text, as the reference leaves it.
+                out.push_str(&rest[start..]);
+                return Ok(out);
+            };
             let name = &after[..end];
-            if name.starts_with("file:") || name.starts_with("keyring:") {
-                return Err(ConfigError::at(
-                    path,
-                    format!(
-                        "`${{{}:...}}` must be the whole value, not part of a string",
+            if is_env_name(name) {
+                let value = self.env.var(name).ok_or_else(|| {
+                    ConfigError::at(path, format!("environment variable {name} is not set"))
+                })?;
+                out.push_str(&self.remember(&value));
+            } else {
+                // Anything else (`${file:...}` inside a longer string, `${a-b}`) stays
+                // text, as in the reference; a reference meant whole is worth a warning.
+                if name.starts_with("file:") || name.starts_with("keyring:") {
+                    tracing::warn!(
+                        path,
+                        "`${{{}:...}}` is only expanded as the whole value; here it is kept as text",
                         name.split(':').next().unwrap_or_default()
-                    ),
-                ));
+                    );
+                }
+                out.push_str(&rest[start..start + 2 + end + 1]);
             }
-            if !is_env_name(name) {
-                return Err(ConfigError::at(
-                    path,
-                    format!("`${{{name}}}` is not a valid environment variable reference"),
-                ));
-            }
-            let value = self.env.var(name).ok_or_else(|| {
-                ConfigError::at(path, format!("environment variable {name} is not set"))
-            })?;
-            out.push_str(&self.remember(&value));
             rest = &after[end + 1..];
         }
         out.push_str(rest);
@@ -203,10 +205,9 @@ fn whole_reference(s: &str) -> Option<&str> {
     (!inner.contains("${") && !inner.contains('}')).then_some(inner)
 }
 
+/// A `${NAME}` the reference expands: letters, digits and `_` (a leading digit too).
 fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 #[cfg(test)]
@@ -258,6 +259,15 @@ mod tests {
     }
 
     #[test]
+    fn what_the_reference_does_not_expand_stays_text() {
+        let env = MapEnvironment::default().with_var("1ABC", "one");
+        let v = expand("a: 'x${a-b}y'\nb: 'p${'\nc: '${1ABC}'", env).unwrap();
+        assert_eq!(v["a"].as_str(), Some("x${a-b}y"));
+        assert_eq!(v["b"].as_str(), Some("p${"));
+        assert_eq!(v["c"].as_str(), Some("one"));
+    }
+
+    #[test]
     fn undefined_env_names_the_path() {
         let err = expand(
             "up: [{auth: {api_key: '${NOPE}'}}]",
@@ -276,8 +286,9 @@ mod tests {
         let env = MapEnvironment::default().with_file("/run/k", "  secret\n");
         let v = expand("k: ${file:/run/k}", env.clone()).unwrap();
         assert_eq!(v["k"].as_str(), Some("secret"));
-        let e = expand("k: x${file:/run/k}", env.clone()).unwrap_err();
-        assert!(e.to_string().contains("whole value"), "{e}");
+        // Inside a longer string it is text, as in the reference.
+        let v = expand("k: x${file:/run/k}", env.clone()).unwrap();
+        assert_eq!(v["k"].as_str(), Some("x${file:/run/k}"));
         let e = expand("k: ${file:run/k}", env.clone()).unwrap_err();
         assert!(e.to_string().contains("absolute"), "{e}");
         let e = expand("k: ${file:/missing}", env).unwrap_err();
@@ -298,7 +309,9 @@ mod tests {
     #[test]
     fn error_never_contains_resolved_value() {
         let env = MapEnvironment::default().with_var("SECRET", "sk-very-secret");
-        let e = expand("k: '${SECRET}${'", env).unwrap_err().to_string();
+        let e = expand("k: '${SECRET}${UNSET}'", env)
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("sk-very"), "{e}");
     }
 }

@@ -118,6 +118,19 @@ fn defaults_follow_the_reference() {
 }
 
 #[test]
+fn the_reference_drain_variable_applies_unless_the_key_is_set() {
+    let base = "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}]";
+    let drain = [("CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS", "2500")];
+    let c = load_with_env(base, &drain).unwrap();
+    assert_eq!(c.timeouts.shutdown_drain.as_millis(), 2500);
+    let keyed = format!("{base}\ntimeouts: {{shutdown_drain_ms: 700}}");
+    let c = load_with_env(&keyed, &drain).unwrap();
+    assert_eq!(c.timeouts.shutdown_drain.as_millis(), 700);
+    let e = load_with_env(base, &[("CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS", "soon")]).unwrap_err();
+    assert_eq!(e.path, "CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS");
+}
+
+#[test]
 fn listener_limits_have_defaults_and_bounds() {
     use std::time::Duration;
     let c = load(&format!("listen: {{host: 127.0.0.1}}\n{UP}")).unwrap();

@@ -49,7 +49,12 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
     };
-    let timeouts = timeouts(&raw.timeouts)?;
+    let mut timeouts = timeouts(&raw.timeouts)?;
+    if raw.timeouts.shutdown_drain_ms.is_none()
+        && let Some(ms) = drain_from_env(ctx.env)?
+    {
+        timeouts.shutdown_drain = ms;
+    }
     let l = &raw.limits;
     let limits = Limits {
         max_request_bytes: positive(
@@ -115,6 +120,19 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         idempotency: super::limits::validate_idempotency(raw.idempotency.as_ref())?,
         metrics_listen: super::limits::validate_metrics(raw.metrics.as_ref())?,
     })
+}
+
+/// The reference's `CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS`: the shutdown drain when
+/// `timeouts.shutdown_drain_ms` is not set.
+fn drain_from_env(env: &dyn crate::deps::Environment) -> Result<Option<Duration>, ConfigError> {
+    const NAME: &str = "CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS";
+    let Some(v) = env.var(NAME).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    v.trim()
+        .parse::<u64>()
+        .map(|ms| Some(Duration::from_millis(ms)))
+        .map_err(|_| ConfigError::at(NAME, "expected whole milliseconds, e.g. 25000"))
 }
 
 /// `timeouts`, validated; an empty block gives the defaults (the embedded config uses them).

@@ -1,0 +1,245 @@
+//! The drop-in differential test (issue 15): every file of `tests/config-corpus/` is
+//! given to the reference gateway (`claude gateway --config F`, Claude Code pinned in
+//! `tests/e2e`) and to Gatehouse's loader and startup checks (what `gatehouse
+//! check-config` runs); both must accept it or both refuse it.
+//!
+//! Corpus files are named `ok_*.yaml` (the reference accepts) or `bad_*.yaml` (the
+//! reference refuses). A `bad_` file's first line is `# path: <p>`: the key path the
+//! reference names (`a.b[0].c`, or a prefix of it), which Gatehouse's error must name
+//! too. A line
+//! `# env: NAME=value` sets a variable for both; `${CORPUS}` is the corpus directory.
+//!
+//! The reference validates the whole file before it connects to PostgreSQL: a refused
+//! file exits 1 at once with a JSON issue list; an accepted one logs `config.load` and
+//! then tries the database (`127.0.0.1:1` in every corpus file), which is where the test
+//! stops it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_engine::Config;
+use gatehouse_engine::config::LoadContext;
+use gatehouse_engine::deps::{Environment, NoCredentialStore};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config-corpus")
+}
+
+/// Every corpus file, sorted.
+fn corpus() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![corpus_dir()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "yaml") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A corpus file's header: the expected path and the environment.
+struct Header {
+    path: Option<String>,
+    env: HashMap<String, String>,
+}
+
+fn header(text: &str) -> Header {
+    let mut h = Header {
+        path: None,
+        env: HashMap::from([(
+            "CORPUS".to_owned(),
+            corpus_dir().to_string_lossy().into_owned(),
+        )]),
+    };
+    for line in text.lines().take_while(|l| l.starts_with('#')) {
+        if let Some(p) = line.strip_prefix("# path:") {
+            h.path = Some(p.trim().to_owned());
+        } else if let Some((k, v)) = line.strip_prefix("# env:").and_then(|e| e.split_once('=')) {
+            h.env.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+    }
+    h
+}
+
+/// The header's variables and the real file system.
+struct CorpusEnv(HashMap<String, String>);
+
+impl Environment for CorpusEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+    fn read_file(&self, path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// What one side said about a file.
+#[derive(Debug)]
+enum Verdict {
+    Accepted,
+    /// Refused; the paths it named and its whole message.
+    Refused(Vec<String>, String),
+}
+
+/// Gatehouse: load and validate, then the startup checks `check-config` runs.
+fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict {
+    let env = CorpusEnv(env.clone());
+    let ctx = LoadContext {
+        env: &env,
+        credentials: &NoCredentialStore,
+        default_data_dir: data.to_owned(),
+    };
+    match Config::from_yaml(text, &ctx).and_then(|c| gatehouse_engine::check_config(&c)) {
+        Ok(()) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(vec![e.path.clone()], e.to_string()),
+    }
+}
+
+/// A reference issue's path (`["upstreams", 0, "auth"]`) as Gatehouse writes paths.
+fn joined(path: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for part in path.as_array().into_iter().flatten() {
+        match part {
+            serde_json::Value::Number(n) => out.push_str(&format!("[{n}]")),
+            other => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(other.as_str().unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// The reference on `file`: refused when it exits before `config.load` is logged.
+async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> Verdict {
+    let mut child = tokio::process::Command::new(gatehouse_tests::e2e_bin("claude"))
+        .args(["gateway", "--config"])
+        .arg(file)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the reference (claude) is installed by scripts/test.sh");
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut text = String::new();
+    let read = async {
+        let (mut out_open, mut err_open) = (true, true);
+        while out_open || err_open {
+            let line = tokio::select! {
+                l = out.next_line(), if out_open => l.ok().flatten().or_else(|| { out_open = false; None }),
+                l = err.next_line(), if err_open => l.ok().flatten().or_else(|| { err_open = false; None }),
+            };
+            if let Some(line) = line {
+                if line.contains("\"evt\":\"config.load\"") {
+                    return true;
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        false
+    };
+    let accepted = tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .unwrap_or_else(|_| panic!("the reference did not decide on {}", file.display()));
+    let _ = child.kill().await;
+    if accepted {
+        return Verdict::Accepted;
+    }
+    let json = text
+        .find("claude gateway: [")
+        .and_then(|i| serde_json::from_str::<serde_json::Value>(&text[i + 16..]).ok());
+    let paths = json
+        .as_ref()
+        .and_then(|j| j.as_array())
+        .map(|issues| issues.iter().map(|i| joined(&i["path"])).collect())
+        .unwrap_or_default();
+    Verdict::Refused(paths, text)
+}
+
+#[tokio::test]
+async fn every_corpus_file_is_accepted_or_refused_by_both_at_the_same_path() {
+    let files = corpus();
+    assert!(files.len() >= 20, "the corpus is there: {}", files.len());
+    let home = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(4));
+    let mut runs = Vec::new();
+    for file in files {
+        let (gate, home) = (gate.clone(), home.path().to_owned());
+        runs.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await.unwrap();
+            let text = std::fs::read_to_string(&file).unwrap();
+            let h = header(&text);
+            let theirs = reference(&file, &h.env, &home).await;
+            (file, text, h, theirs)
+        }));
+    }
+    let mut problems = Vec::new();
+    for run in runs {
+        let (file, text, h, theirs) = run.await.unwrap();
+        let name = file
+            .strip_prefix(corpus_dir())
+            .unwrap()
+            .display()
+            .to_string();
+        let ours = gatehouse(&text, &h.env, data.path());
+        let want_ok = file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("ok_");
+        match (&theirs, &ours) {
+            (Verdict::Accepted, Verdict::Accepted) if want_ok => {}
+            (Verdict::Refused(their_paths, their_text), Verdict::Refused(_, our_text))
+                if !want_ok =>
+            {
+                let Some(path) = &h.path else {
+                    problems.push(format!("{name}: a bad_ file needs `# path:`"));
+                    continue;
+                };
+                let named = |p: &String| {
+                    p == path
+                        || p.starts_with(&format!("{path}."))
+                        || p.starts_with(&format!("{path}["))
+                };
+                if !their_paths.iter().any(named) && !their_text.contains(path.as_str()) {
+                    problems.push(format!(
+                        "{name}: the reference names {their_paths:?}, not {path}: {their_text}"
+                    ));
+                }
+                if !our_text.contains(path.as_str()) {
+                    problems.push(format!(
+                        "{name}: Gatehouse does not name {path}: {our_text}"
+                    ));
+                }
+            }
+            _ => problems.push(format!(
+                "{name}: expected {}, reference {theirs:?}, Gatehouse {ours:?}",
+                if want_ok { "accepted" } else { "refused" }
+            )),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
