@@ -40,6 +40,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0004_limits.sql",
         sql: include_str!("../../../../migrations/sqlite/0004_limits.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_usage_principal_index.sql",
+        sql: include_str!("../../../../migrations/sqlite/0005_usage_principal_index.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -62,6 +67,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 4,
         name: "0004_limits.sql",
         sql: include_str!("../../../../migrations/postgres/0004_limits.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "0005_usage_principal_index.sql",
+        sql: include_str!("../../../../migrations/postgres/0005_usage_principal_index.sql"),
     },
 ];
 
