@@ -243,3 +243,81 @@ async fn every_corpus_file_is_accepted_or_refused_by_both_at_the_same_path() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Seed 000's structure example (`examples/reference/seed-000.yaml`) loads unchanged in
+/// Gatehouse, with its secret files and variables provided; the reference accepts the
+/// same file with the files placed in a temporary directory.
+#[tokio::test]
+async fn the_seed_example_loads_unchanged_in_both() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/reference/seed-000.yaml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["gw.corp.example".to_owned()]).unwrap();
+    let files = [
+        ("/etc/claude-gateway/tls.crt", cert.cert.pem()),
+        (
+            "/etc/claude-gateway/tls.key",
+            cert.signing_key.serialize_pem(),
+        ),
+        (
+            "/run/secrets/gateway_session_v2",
+            "session-secret-v2-0123456789abcdefghij".to_owned(),
+        ),
+        (
+            "/run/secrets/gateway_session_v1",
+            "session-secret-v1-0123456789abcdefghij".to_owned(),
+        ),
+        (
+            "/run/secrets/oidc_client_secret",
+            "oidc-client-secret".to_owned(),
+        ),
+        (
+            "/run/secrets/anthropic_api_key",
+            "sk-ant-api-seed-example".to_owned(),
+        ),
+        (
+            "/run/secrets/spend_admin_write_key",
+            "admin-write-key-0123456789abcdef0123456789".to_owned(),
+        ),
+    ];
+    let vars = HashMap::from([
+        (
+            "GATEWAY_POSTGRES_URL".to_owned(),
+            "postgres://gh@127.0.0.1:1/gh".to_owned(),
+        ),
+        (
+            "OTEL_AUTH_HEADER".to_owned(),
+            "Bearer otel-token".to_owned(),
+        ),
+    ]);
+    let mut env = gatehouse_engine::deps::MapEnvironment::default();
+    for (k, v) in &vars {
+        env = env.with_var(k, v);
+    }
+    for (path, contents) in &files {
+        env = env.with_file(path, contents);
+    }
+    let data = tempfile::tempdir().unwrap();
+    let ctx = LoadContext {
+        env: &env,
+        credentials: &NoCredentialStore,
+        default_data_dir: data.path().to_owned(),
+    };
+    let config = Config::from_yaml(&text, &ctx).unwrap_or_else(|e| panic!("seed example: {e}"));
+    gatehouse_engine::check_config(&config).unwrap();
+    assert_eq!(config.upstreams.len(), 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut moved = text.clone();
+    for (path, contents) in &files {
+        let local = dir.path().join(Path::new(path).file_name().unwrap());
+        std::fs::write(&local, contents).unwrap();
+        moved = moved.replace(path, &local.to_string_lossy());
+    }
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(&file, moved).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    match reference(&file, &vars, home.path()).await {
+        Verdict::Accepted => {}
+        other => panic!("the reference refused the seed example: {other:?}"),
+    }
+}
