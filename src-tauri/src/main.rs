@@ -180,7 +180,12 @@ fn run(cli: Cli) -> Result<(), String> {
     let data = data_dir(cli.data_dir.as_deref());
     match cli.command {
         Some(Command::CheckConfig { file }) => {
-            load(&file, data?)?;
+            let config = load(&file, data?)?;
+            for u in &config.upstreams {
+                for hint in u.warnings() {
+                    eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
+                }
+            }
             println!("gatehouse: {} is valid", file.display());
             Ok(())
         }
@@ -284,7 +289,7 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
         ]));
     }
     for u in &config.upstreams {
-        if let Some(hint) = u.missing_credential() {
+        for hint in u.warnings() {
             eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
         }
     }

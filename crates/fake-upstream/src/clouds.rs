@@ -18,6 +18,7 @@ use http::{HeaderMap, Response, StatusCode};
 use http_body::{Body, Frame};
 use serde_json::{Value, json};
 
+use crate::config::Fault;
 use crate::server::{Probe, Shared, error_response, inference, json_response};
 use crate::sse::{Abort, FakeBody};
 
@@ -221,6 +222,16 @@ async fn bedrock(
         ));
     }
     if op == BedrockOp::Count {
+        // A queued status fault makes the count fail as AWS would refuse it.
+        if let Some(Fault::Status {
+            status, message, ..
+        }) = shared.pop_fault()
+        {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+            let message =
+                message.unwrap_or_else(|| "not authorized to perform: bedrock:CountTokens".into());
+            return Ok(aws_error(status, "AccessDeniedException", &message));
+        }
         return Ok(bedrock_count(shared, body));
     }
     if let Some(why) = body_shape_error(body, false) {

@@ -172,6 +172,79 @@ async fn bedrock_json_bearer_key_and_count_tokens() {
 }
 
 #[tokio::test]
+async fn a_failed_bedrock_count_skips_that_model_for_ten_minutes() {
+    let gw = gateway(FakeConfig::default(), BEDROCK_KEYS, "").await;
+    let count = |model: &'static str| {
+        gw.client
+            .post(gw.url("/v1/messages/count_tokens"))
+            .header("x-api-key", CLIENT_KEY)
+            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    };
+    gw.fake.push_fault(Fault::Status {
+        status: 403,
+        retry_after: None,
+        error_type: None,
+        message: Some("User arn:aws:iam::123456789012:user/gw is not authorized to perform: bedrock:CountTokens".into()),
+    });
+    let first = count("claude-sonnet-4-6").await.unwrap();
+    assert_eq!(first.status(), 501);
+    assert_eq!(gw.fake.requests().len(), 1);
+    // Asked again at once: answered without a round trip to Bedrock.
+    let again = count("claude-sonnet-4-6").await.unwrap();
+    assert_eq!(again.status(), 501);
+    assert_eq!(again.headers()["x-should-retry"], "false");
+    let text = again.text().await.unwrap();
+    assert!(
+        text.contains("not_supported") && !text.contains("123456789012"),
+        "{text}"
+    );
+    assert_eq!(
+        gw.fake.requests().len(),
+        1,
+        "the skipped count reached Bedrock"
+    );
+    // Another model is counted as usual.
+    let other = count("claude-haiku-4-5").await.unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(gw.fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn bedrock_refuses_a_max_tokens_above_the_models_limit_as_anthropic_does() {
+    let gw = gateway(FakeConfig::default(), BEDROCK_KEYS, "").await;
+    let mut body = sonnet(false);
+    body["model"] = json!("claude-opus-4-1");
+    body["max_tokens"] = json!(64000);
+    let resp = gw.messages(body.clone()).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    // The sentence Claude Code's recovery parses (it lowers max_tokens and asks again).
+    let message = v["error"]["message"].as_str().unwrap();
+    let model = message
+        .strip_prefix(
+            "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for ",
+        )
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(model.starts_with("us.anthropic.claude-opus-4-1"), "{model}");
+    assert!(gw.fake.requests().is_empty(), "Bedrock was not asked");
+    let rows = gw.usage_rows(1).await;
+    assert!(
+        rows[0]
+            .route_reason
+            .contains("max_tokens 64000 above bedrock's 32000"),
+        "{}",
+        rows[0].route_reason
+    );
+    // Within the limit it goes through.
+    body["max_tokens"] = json!(32000);
+    let resp = gw.messages(body).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(gw.fake.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn bedrock_cannot_count_an_inference_profile_and_says_so() {
     let gw = gateway(
         FakeConfig::default(),

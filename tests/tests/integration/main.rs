@@ -45,5 +45,6 @@ mod store_down;
 mod telemetry_relay;
 mod tls;
 mod upgrades;
+mod upstream_identity;
 mod webhook;
 mod workload;

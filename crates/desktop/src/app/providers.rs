@@ -235,6 +235,8 @@ pub fn upstream(
         region: entry.region.clone(),
         project_id: entry.project_id.clone(),
         resource: entry.resource.clone(),
+        workspace_id: None,
+        location: None,
         auth,
         forward_user_identity: None,
         guardrail: None,

@@ -89,6 +89,7 @@ pub fn embedded_default(
             groups: None,
             models: None,
             model_map: Default::default(),
+            forward_user_identity: false,
         }],
         models: ModelsConfig {
             rows: Vec::new(),

@@ -245,9 +245,15 @@ pub struct RawUpstream {
     pub project_id: Option<String>,
     /// Azure resource name (foundry): `https://<resource>.services.ai.azure.com/anthropic`.
     pub resource: Option<String>,
+    /// Anthropic workspace (anthropicAws, anthropicGoogleCloud; refused as not supported yet).
+    pub workspace_id: Option<String>,
+    /// GCP location (anthropicGoogleCloud; refused as not supported yet).
+    pub location: Option<String>,
     #[serde(default)]
     pub auth: RawUpstreamAuth,
-    /// Reserved: identity headers for operator-owned proxies.
+    /// anthropic: send the signed-in person's sub and email (percent-encoded) to an
+    /// operator-owned proxy as `x-claude-gateway-user-id`, `x-claude-gateway-user-email`
+    /// and `x-litellm-end-user-id`; refused toward Anthropic-run hosts.
     pub forward_user_identity: Option<bool>,
     /// Bedrock guardrail applied to every request.
     pub guardrail: Option<RawGuardrail>,
@@ -312,6 +318,10 @@ pub enum RawProvider {
     Bedrock,
     #[serde(rename = "anthropicAws")]
     AnthropicAws,
+    #[serde(rename = "anthropicGoogleCloud")]
+    AnthropicGoogleCloud,
+    #[serde(rename = "mantle")]
+    Mantle,
     #[serde(rename = "vertex")]
     Vertex,
     #[serde(rename = "foundry")]
@@ -326,6 +336,8 @@ impl RawProvider {
             Self::Anthropic => "anthropic",
             Self::Bedrock => "bedrock",
             Self::AnthropicAws => "anthropicAws",
+            Self::AnthropicGoogleCloud => "anthropicGoogleCloud",
+            Self::Mantle => "mantle",
             Self::Vertex => "vertex",
             Self::Foundry => "foundry",
             Self::OpenAi => "openai",

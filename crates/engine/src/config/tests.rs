@@ -614,17 +614,81 @@ fn postgres_store_is_validated() {
 }
 
 #[test]
+fn forward_user_identity_goes_only_to_an_operators_proxy() {
+    let at = |u: &str| load(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
+    for host in [
+        "https://api.anthropic.com",
+        "https://API.Anthropic.com.",
+        "https://anthropic.com/v1",
+        "https://aws-external-anthropic.us-east-1.api.aws",
+        "https://claude.googleapis.com",
+    ] {
+        let e = at(&format!(
+            "{{name: p, provider: anthropic, base_url: '{host}', forward_user_identity: true}}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("upstreams[0].forward_user_identity: refused toward")
+                && e.contains("Anthropic-run host"),
+            "{host}: {e}"
+        );
+    }
+    // Left out, the base URL is Anthropic's own.
+    let e = at("{name: p, provider: anthropic, forward_user_identity: true}").unwrap_err();
+    assert!(e.to_string().contains("Anthropic-run host"), "{e}");
+    let e = at("{name: f, provider: foundry, resource: corp, forward_user_identity: true, auth: {api_key: k}}")
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "upstreams[0].forward_user_identity: only anthropic upstreams take it"
+    );
+    // A look-alike name is the operator's own host; `false` changes nothing.
+    let c = at("{name: p, provider: anthropic, base_url: 'https://anthropic.com.proxy.corp.example', forward_user_identity: true}")
+        .unwrap();
+    assert!(c.upstreams[0].forward_user_identity);
+    assert!(
+        c.upstreams[0]
+            .warnings()
+            .iter()
+            .any(|w| w.contains("https://anthropic.com.proxy.corp.example"))
+    );
+    let c = at("{name: p, provider: anthropic, forward_user_identity: false}").unwrap();
+    assert!(!c.upstreams[0].forward_user_identity);
+}
+
+#[test]
 fn later_blocks_are_refused_not_ignored() {
     let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
-    assert_eq!(
-        at("{name: o, provider: anthropicAws}"),
-        "not supported yet: upstreams[0].provider (provider anthropicAws)"
-    );
-    assert_eq!(
-        at(
-            "{name: p, provider: anthropic, base_url: 'https://proxy.corp.example', forward_user_identity: true}"
+    // The reference's keys of these providers parse; the provider is refused with why.
+    for (up, provider, why) in [
+        (
+            "{name: o, provider: anthropicAws, region: us-east-1, workspace_id: ws1, auth: {api_key: k}}",
+            "anthropicAws",
+            "@anthropic-ai/aws-sdk",
         ),
-        "not supported yet: upstreams[0].forward_user_identity"
+        (
+            "{name: g, provider: anthropicGoogleCloud, project_id: p1, workspace_id: ws1, location: global, auth: {access_token: t}}",
+            "anthropicGoogleCloud",
+            "@anthropic-ai/google-cloud-sdk",
+        ),
+        (
+            "{name: m, provider: mantle, region: us-east-1, models: [claude-opus-4-8], assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r'}}",
+            "mantle",
+            "no Anthropic SDK package",
+        ),
+    ] {
+        let e = at(up);
+        assert!(
+            e.starts_with(&format!(
+                "not supported yet: upstreams[0].provider (provider {provider}: "
+            )) && e.contains(why),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        at("{name: a, provider: anthropic, workspace_id: ws1}"),
+        "upstreams[0].workspace_id: only anthropicAws and anthropicGoogleCloud upstreams take it"
     );
     assert!(
         at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")

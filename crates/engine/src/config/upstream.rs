@@ -200,6 +200,10 @@ pub struct UpstreamConfig {
     pub models: Option<Vec<String>>,
     /// `model_map`: the id sent here for a Claude family (`"*"`: any other family).
     pub model_map: BTreeMap<String, String>,
+    /// `forward_user_identity`: the signed-in person's sub and email go along as headers
+    /// (an operator-owned proxy only; refused toward Anthropic-run hosts), and a 429 for
+    /// a person with an email is that person's, relayed rather than failed over.
+    pub forward_user_identity: bool,
 }
 
 impl UpstreamConfig {
@@ -208,6 +212,21 @@ impl UpstreamConfig {
         self.credential
             .as_ref()
             .is_some_and(|c| c.role == CredentialRole::CentralSession)
+    }
+
+    /// What an operator should hear at start (and from `check-config`) about this upstream.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(hint) = self.missing_credential() {
+            out.push(hint.to_owned());
+        }
+        if self.forward_user_identity {
+            let origin = self.base_url.origin().ascii_serialization();
+            out.push(format!(
+                "forward_user_identity sends each signed-in person's sub and email to {origin}"
+            ));
+        }
+        out
     }
 
     /// Why the upstream cannot be used now (its credential has no value), if so.
@@ -339,8 +358,21 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
             "must be a non-empty name without spaces",
         ));
     }
-    if u.forward_user_identity.is_some() {
-        return Err(ConfigError::not_supported(&at("forward_user_identity")));
+    if matches!(
+        u.provider,
+        RawProvider::AnthropicAws | RawProvider::AnthropicGoogleCloud | RawProvider::Mantle
+    ) {
+        return Err(unsupported_provider(u.provider, &at));
+    }
+    let cloud_only = [
+        ("workspace_id", u.workspace_id.is_some()),
+        ("location", u.location.is_some()),
+    ];
+    if let Some((key, _)) = cloud_only.iter().find(|(_, set)| *set) {
+        return Err(ConfigError::at(
+            &at(key),
+            "only anthropicAws and anthropicGoogleCloud upstreams take it",
+        ));
     }
     let bedrock_only = [
         ("guardrail", u.guardrail.is_some()),
@@ -378,6 +410,10 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         u.base_url.as_deref().unwrap_or(&default_base),
         &at("base_url"),
     )?;
+    let forward_user_identity = u.forward_user_identity == Some(true);
+    if forward_user_identity {
+        identity_target(&provider, &base_url, &at("forward_user_identity"))?;
+    }
     Ok(UpstreamConfig {
         name: name.to_owned(),
         provider,
@@ -387,7 +423,35 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
         groups: name_list(u.groups.as_deref(), &at("groups"), false)?,
         models: name_list(u.models.as_deref(), &at("models"), true)?,
         model_map: model_map(u.model_map.as_ref(), &at)?,
+        forward_user_identity,
     })
+}
+
+/// `forward_user_identity` goes only to an operator's own proxy: a raw `anthropic`
+/// upstream whose host Anthropic (or a cloud's Anthropic service) does not run, so emails
+/// never reach Anthropic.
+fn identity_target(provider: &Provider, base: &Url, path: &str) -> Result<(), ConfigError> {
+    if !matches!(provider, Provider::Anthropic) {
+        return Err(ConfigError::at(path, "only anthropic upstreams take it"));
+    }
+    let host = base.host_str().unwrap_or_default();
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let aws_anthropic = host
+        .strip_prefix("aws-external-anthropic.")
+        .is_some_and(|rest| rest.ends_with(".api.aws"));
+    if host == "anthropic.com"
+        || host.ends_with(".anthropic.com")
+        || aws_anthropic
+        || host == "claude.googleapis.com"
+    {
+        return Err(ConfigError::at(
+            path,
+            format!(
+                "refused toward {host}, an Anthropic-run host: identity headers (emails) go only to a proxy you run; set base_url to it"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The provider's settings, its default base URL and the raw HTTP credential, each key
@@ -410,14 +474,30 @@ fn provider(
         RawProvider::Vertex => vertex(u, &keys, at)?,
         RawProvider::Foundry => foundry(u, &keys, at)?,
         RawProvider::OpenAi => openai(u, &keys, at)?,
-        other @ RawProvider::AnthropicAws => {
-            return Err(ConfigError::not_supported(&format!(
-                "{} (provider {})",
-                at("provider"),
-                other.as_str()
-            )));
+        RawProvider::AnthropicAws | RawProvider::AnthropicGoogleCloud | RawProvider::Mantle => {
+            return Err(unsupported_provider(u.provider, at));
         }
     })
+}
+
+/// The reference's providers Gatehouse has no wire for yet: refused with the reason.
+fn unsupported_provider(p: RawProvider, at: &dyn Fn(&str) -> String) -> ConfigError {
+    let why = match p {
+        RawProvider::AnthropicAws => {
+            "Claude Platform on AWS (aws-external-anthropic, npm @anthropic-ai/aws-sdk) is not implemented in Gatehouse"
+        }
+        RawProvider::AnthropicGoogleCloud => {
+            "Claude Platform on Google Cloud (claude.googleapis.com, npm @anthropic-ai/google-cloud-sdk) is not implemented in Gatehouse"
+        }
+        _ => {
+            "Bedrock Mantle has no Anthropic SDK package to establish its wire from; use provider bedrock"
+        }
+    };
+    ConfigError::not_supported(&format!(
+        "{} (provider {}: {why})",
+        at("provider"),
+        p.as_str()
+    ))
 }
 
 /// `provider: bedrock`: region, AWS credentials, an assumed role, a guardrail.

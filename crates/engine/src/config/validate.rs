@@ -26,7 +26,6 @@ pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
 
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
-    reject_reserved(&raw)?;
     let listen = listen(&raw)?;
     let store = store(&raw, ctx)?;
     let upstreams = super::upstream::validate(&raw.upstreams)?;
@@ -200,17 +199,6 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
         Some(v) => Ok(v),
         None => Ok(default),
     }
-}
-
-fn reject_reserved(raw: &RawConfig) -> Result<(), ConfigError> {
-    for (i, u) in raw.upstreams.iter().enumerate() {
-        if u.forward_user_identity.is_some() {
-            return Err(ConfigError::not_supported(&format!(
-                "upstreams[{i}].forward_user_identity"
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {

@@ -608,6 +608,7 @@ mod tests {
             groups: None,
             models: None,
             model_map: Default::default(),
+            forward_user_identity: false,
         }
     }
 
@@ -723,6 +724,7 @@ mod route_tests {
             groups: groups.map(v),
             models: models.map(v),
             model_map: BTreeMap::new(),
+            forward_user_identity: false,
         }
     }
 

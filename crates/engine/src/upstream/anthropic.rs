@@ -11,6 +11,8 @@ use crate::config::UpstreamConfig;
 pub struct Anthropic {
     client: reqwest::Client,
     base_url: Url,
+    /// `forward_user_identity`: the person's identity headers go along.
+    forward_identity: bool,
 }
 
 impl Anthropic {
@@ -18,6 +20,7 @@ impl Anthropic {
         Self {
             client,
             base_url: config.base_url.clone(),
+            forward_identity: config.forward_user_identity,
         }
     }
 }
@@ -35,11 +38,20 @@ pub fn url(base: &Url, op: Operation, query: Option<&str>) -> Url {
     url
 }
 
-/// Sends `call` to `url` with the caller's allowed headers and the credential.
-pub async fn post(client: &reqwest::Client, url: Url, call: Call<'_>) -> Result<Answer, SendError> {
+/// Sends `call` to `url` with the caller's allowed headers, the configured ones, the
+/// person's identity headers when `forward_identity`, and the credential.
+pub async fn post(
+    client: &reqwest::Client,
+    url: Url,
+    call: Call<'_>,
+    forward_identity: bool,
+) -> Result<Answer, SendError> {
     let mut out = headers::to_upstream(call.headers, call.credential);
     for (name, value) in call.extra_headers {
         out.insert(name.clone(), value.clone());
+    }
+    if let (true, Some(caller)) = (forward_identity, &call.caller) {
+        headers::identity(&mut out, caller);
     }
     let request = client
         .request(Method::POST, url)
@@ -58,6 +70,6 @@ pub async fn post(client: &reqwest::Client, url: Url, call: Call<'_>) -> Result<
 impl Upstream for Anthropic {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
         let url = url(&self.base_url, call.op, call.query);
-        post(&self.client, url, call).await
+        post(&self.client, url, call, self.forward_identity).await
     }
 }

@@ -1,7 +1,9 @@
 //! The capability table (`capabilities.json`, versioned, compiled in): per provider, which
 //! `anthropic-beta` values stay in the header, move into the body's `anthropic_beta` or are
-//! dropped, and which top-level body fields are dropped. Translations ask [`plan`]; what a
-//! plan moves or drops is named in the request's `route_reason`.
+//! dropped, which top-level body fields are dropped, and the largest `max_tokens` each
+//! model takes there ([`output_limit`], [`over_output_limit`]). Translations ask [`plan`];
+//! what a plan moves or drops, and a refused `max_tokens`, is named in the request's
+//! `route_reason`.
 
 use std::sync::LazyLock;
 
@@ -14,6 +16,8 @@ const TABLE_JSON: &str = include_str!("capabilities.json");
 pub struct Table {
     pub version: String,
     providers: std::collections::BTreeMap<String, ProviderCaps>,
+    /// Named lists of per-model output limits, in match order.
+    output_limits: std::collections::BTreeMap<String, Vec<OutputLimit>>,
     pub count_tokens: CountTokens,
 }
 
@@ -21,6 +25,15 @@ pub struct Table {
 struct ProviderCaps {
     betas: BetaRules,
     drop_fields: Vec<String>,
+    /// The `output_limits` list this provider's models follow; none: not checked here.
+    #[serde(default)]
+    output_limits: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OutputLimit {
+    model: String,
+    max: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,6 +147,67 @@ pub fn plan(provider: &str, betas: &[String]) -> Plan {
     plan
 }
 
+/// `name` stands in `id` as a whole model name: after nothing or a separator (`.`, `/`,
+/// `:`), before nothing, a date (`-20250514`), `@`, `-v` or `:`.
+fn names(id: &str, name: &str) -> bool {
+    id.match_indices(name).any(|(at, _)| {
+        let before_ok = id[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| matches!(c, '.' | '/' | ':'));
+        let rest = &id[at + name.len()..];
+        let date = rest
+            .strip_prefix('-')
+            .is_some_and(|d| d.len() >= 8 && d.as_bytes()[..8].iter().all(u8::is_ascii_digit));
+        let after_ok = rest.is_empty()
+            || rest.starts_with('@')
+            || rest.starts_with(':')
+            || rest.starts_with("-v")
+            || date;
+        before_ok && after_ok
+    })
+}
+
+/// The largest `max_tokens` `provider` takes for `model` (its own id), if the table knows.
+pub fn output_limit(provider: &str, model: &str) -> Option<u64> {
+    let t = table()?;
+    let list = t.providers.get(provider)?.output_limits.as_ref()?;
+    let model = model.to_ascii_lowercase();
+    t.output_limits
+        .get(list)?
+        .iter()
+        .find(|l| names(&model, &l.model))
+        .map(|l| l.max)
+}
+
+/// A Messages body whose `max_tokens` is above what `provider` takes for `model`: the 400
+/// the Anthropic API itself answers (`max_tokens: N > M, which is the maximum allowed
+/// number of output tokens for <model>`; Claude Code lowers `max_tokens` on it and asks
+/// again), with a note for `route_reason`. The upstream is not asked.
+pub fn over_output_limit(provider: &str, model: &str, body: &[u8]) -> Option<super::Answer> {
+    let limit = output_limit(provider, model)?;
+    #[derive(Deserialize)]
+    struct Head {
+        max_tokens: Option<u64>,
+    }
+    let asked = serde_json::from_slice::<Head>(body).ok()?.max_tokens?;
+    if asked <= limit {
+        return None;
+    }
+    let message = format!(
+        "max_tokens: {asked} > {limit}, which is the maximum allowed number of output tokens for {model}"
+    );
+    let mut answer = super::errors::envelope(
+        http::StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        &message,
+    );
+    answer.notes.push(format!(
+        "max_tokens {asked} above {provider}'s {limit} for this model"
+    ));
+    Some(answer)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -188,6 +262,92 @@ mod tests {
         let f = plan("foundry", &sent);
         assert_eq!(f.header, sent);
         assert!(f.drop_fields.is_empty());
+    }
+
+    #[test]
+    fn output_limits_follow_the_providers_model_ids() {
+        let cases = [
+            (
+                "bedrock",
+                "us.anthropic.claude-opus-4-1-20250805-v1:0",
+                Some(32_000),
+            ),
+            (
+                "bedrock",
+                "anthropic.claude-sonnet-4-20250514-v1:0",
+                Some(64_000),
+            ),
+            (
+                "bedrock",
+                "global.anthropic.claude-sonnet-4-6",
+                Some(128_000),
+            ),
+            (
+                "bedrock",
+                "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0",
+                Some(8_192),
+            ),
+            ("vertex", "claude-opus-4-5@20251101", Some(64_000)),
+            ("vertex", "claude-opus-4@20250514", Some(32_000)),
+            ("foundry", "claude-haiku-4-5", Some(64_000)),
+            ("foundry", "Claude-Opus-4-0", Some(32_000)),
+            // Unknown ids and look-alikes are not checked; nor is the Anthropic API.
+            ("bedrock", "anthropic.claude-sonnet-4-9", None),
+            ("vertex", "my-claude-opus-4-1", None),
+            ("foundry", "claude-opus-4-10", None),
+            ("anthropic", "claude-opus-4-1", None),
+            ("openai", "claude-opus-4-1", None),
+        ];
+        for (provider, model, want) in cases {
+            assert_eq!(output_limit(provider, model), want, "{provider} {model}");
+        }
+    }
+
+    /// `tests/golden/capabilities/output_limits.cases.json` (provider, model id,
+    /// `max_tokens`) → `output_limits.expected.json`: what each request gets before any
+    /// upstream is asked (`null`: it is sent). `GOLDEN_BLESS=1` writes a missing expected
+    /// file, to be reviewed before it is committed.
+    #[tokio::test]
+    async fn golden_output_limits() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/capabilities");
+        let text = std::fs::read_to_string(dir.join("output_limits.cases.json")).unwrap();
+        let cases: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        let mut actual = Vec::new();
+        for case in &cases {
+            let body = serde_json::json!({
+                "model": case["model"],
+                "max_tokens": case["max_tokens"],
+                "messages": [{"role": "user", "content": "hi"}],
+            });
+            let body = serde_json::to_vec(&body).unwrap();
+            let provider = case["provider"].as_str().unwrap();
+            let model = case["model"].as_str().unwrap();
+            let outcome = match over_output_limit(provider, model, &body) {
+                None => serde_json::Value::Null,
+                Some(a) => {
+                    let (status, notes) = (a.status.as_u16(), a.notes.clone());
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&a.read_limited(4096).await).unwrap();
+                    serde_json::json!({"status": status, "body": body, "notes": notes})
+                }
+            };
+            actual.push(serde_json::json!({"case": case, "answer": outcome}));
+        }
+        let actual = serde_json::Value::Array(actual);
+        let path = dir.join("output_limits.expected.json");
+        if !path.exists() && std::env::var("GOLDEN_BLESS").is_ok() {
+            let pretty = serde_json::to_string_pretty(&actual).unwrap();
+            std::fs::write(&path, pretty + "\n").unwrap();
+        }
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            expected,
+            actual,
+            "actual:\n{}",
+            serde_json::to_string_pretty(&actual).unwrap()
+        );
     }
 
     #[test]

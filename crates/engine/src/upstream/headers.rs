@@ -63,6 +63,51 @@ pub fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
     }
 }
 
+/// A claim as an identity header value, as the reference encodes it: trimmed, then every
+/// byte outside printable ASCII (and `%` itself) percent-encoded; nothing when empty.
+pub fn identity_value(claim: &str) -> Option<HeaderValue> {
+    let claim = claim.trim();
+    if claim.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(claim.len());
+    for b in claim.bytes() {
+        if (0x21..=0x7e).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&out).ok()
+}
+
+/// `forward_user_identity`: the person's sub as `x-claude-gateway-user-id`, their email
+/// as `x-claude-gateway-user-email` and `x-litellm-end-user-id` (LiteLLM's end-user
+/// budgets key on it), replacing any header of those names.
+pub fn identity(out: &mut HeaderMap, caller: &super::Caller<'_>) {
+    let email = caller.email.and_then(identity_value);
+    let named = [
+        ("x-litellm-end-user-id", email.clone()),
+        ("x-claude-gateway-user-id", identity_value(caller.sub)),
+        ("x-claude-gateway-user-email", email),
+    ];
+    for (name, value) in named {
+        if let Some(v) = value {
+            out.insert(HeaderName::from_static(name), v);
+        }
+    }
+}
+
+/// Whether a person's own quota is behind an upstream's 429 (an identity-forwarding
+/// proxy's per-person limit): it is relayed, not failed over, when the person has an email.
+pub fn per_person_limit(forward_identity: bool, caller: Option<&super::Caller<'_>>) -> bool {
+    forward_identity
+        && caller
+            .and_then(|c| c.email)
+            .and_then(identity_value)
+            .is_some()
+}
+
 /// Headers for the upstream request: the caller's allowed headers, then the credential
 /// (`scheme` and the value read for this request).
 pub fn to_upstream(
@@ -183,6 +228,33 @@ mod tests {
         let out = to_upstream(&incoming, Some((CredentialScheme::OAuth, &oauth)));
         assert_eq!(out["authorization"], "Bearer oat");
         assert_eq!(out["anthropic-beta"], "a,b,oauth-2025-04-20");
+    }
+
+    #[test]
+    fn identity_values_are_percent_encoded_as_the_reference_does() {
+        let v = |s: &str| identity_value(s).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(v(" ana@corp.example "), Some("ana@corp.example".into()));
+        assert_eq!(v("Zoë 100%"), Some("Zo%C3%AB%20100%25".into()));
+        assert_eq!(v("a\nb"), Some("a%0Ab".into()));
+        assert_eq!(v("  "), None);
+        let caller = crate::upstream::Caller {
+            request_id: "r",
+            sub: "u-1",
+            email: Some("ana@corp.example"),
+        };
+        let mut out = hm(&[("x-claude-gateway-user-id", "spoofed")]);
+        identity(&mut out, &caller);
+        assert_eq!(out["x-claude-gateway-user-id"], "u-1");
+        assert_eq!(out.get_all("x-claude-gateway-user-id").iter().count(), 1);
+        assert_eq!(out["x-claude-gateway-user-email"], "ana@corp.example");
+        assert_eq!(out["x-litellm-end-user-id"], "ana@corp.example");
+        assert!(per_person_limit(true, Some(&caller)));
+        assert!(!per_person_limit(false, Some(&caller)));
+        let no_email = crate::upstream::Caller {
+            email: None,
+            ..caller
+        };
+        assert!(!per_person_limit(true, Some(&no_email)));
     }
 
     #[test]

@@ -561,6 +561,7 @@ mod tests {
             groups: None,
             models: None,
             model_map: Default::default(),
+            forward_user_identity: false,
         };
         let h = UpstreamHealth::new(
             &[up],
@@ -618,6 +619,7 @@ mod tests {
             groups: None,
             models: None,
             model_map: Default::default(),
+            forward_user_identity: false,
         };
         let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
         let events = Arc::new(MemoryEventSink::default());

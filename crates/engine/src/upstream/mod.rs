@@ -242,6 +242,7 @@ impl Upstreams {
                             ping: config.timeouts.stream_ping,
                         },
                         deps.env.as_ref(),
+                        deps.clock.clone(),
                     )
                     .await
                     .map_err(fail)?,

@@ -6,6 +6,8 @@
 //! reached the caller: a leg is done once its headers are accepted. When every leg fails,
 //! the highest-priority retained answer is returned (429 with its `retry-after`, then 404,
 //! then 501);
+//! a 429 from an identity-forwarding upstream for a person with an email is theirs and is
+//! relayed at once;
 //! otherwise `502 all upstreams failed (N attempted)`. Upstream 401/403 are never relayed:
 //! the caller would take them for its own credential failing. Every decision is written
 //! into a `route_reason`, and every attempt's outcome into the upstream health ([`super::health`]).
@@ -217,9 +219,12 @@ async fn attempt(
         let sent = tokio::time::timeout(upstreams.ttfb, upstreams.links[index].send(call)).await;
         let ttfb = started.elapsed();
         let retryable = match sent {
-            Ok(Ok(response)) if !fails_over(response.status) => {
+            Ok(Ok(response)) if !fails_over(response.status) || own_limit(up, req, &response) => {
                 let status = response.status;
-                health.success(index, status.as_u16(), Some(ttfb));
+                // A person's own 429 says nothing about the upstream's health.
+                if !fails_over(status) {
+                    health.success(index, status.as_u16(), Some(ttfb));
+                }
                 let mut route_reason = reason(&up.name, run, status);
                 if !response.notes.is_empty() {
                     route_reason = format!("{route_reason} ({})", response.notes.join("; "));
@@ -260,6 +265,14 @@ async fn attempt(
         tokio::time::sleep(upstreams.retry.backoff(retries)).await;
         retries += 1;
     }
+}
+
+/// A 429 from an upstream that knows who is asking (`forward_user_identity`, the person
+/// has an email) is that person's own limit: relayed, since another upstream would only
+/// route around it.
+fn own_limit(up: &crate::config::UpstreamConfig, req: &Request<'_>, answer: &Answer) -> bool {
+    answer.status == StatusCode::TOO_MANY_REQUESTS
+        && super::headers::per_person_limit(up.forward_user_identity, req.caller.as_ref())
 }
 
 /// An answer with a failover status: reported, maybe retained, maybe a cooldown. `true`

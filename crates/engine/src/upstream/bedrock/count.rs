@@ -3,7 +3,15 @@
 //! `{"input_tokens": N}`. The body drops `model`, `stream` and empty `tools`, keeps only the
 //! betas the capability table lists for counting, and sets `max_tokens` just above any
 //! thinking budget (else 1). An application inference profile or any failure answers
-//! `501 not_supported`, as the reference does, so Claude Code falls back.
+//! `501 not_supported`, as the reference does, so Claude Code falls back (or the router
+//! asks the next upstream that can count). After a failure, counts of that model skip
+//! Bedrock for [`SKIP_AFTER_FAILURE`] ([`Skips`], on the injected clock), as the reference
+//! does: a missing `bedrock:CountTokens` permission would otherwise cost a round trip on
+//! every count.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::{CountTokensInput, InvokeModelTokensRequest};
@@ -13,6 +21,45 @@ use serde_json::{Value, json};
 
 use super::super::{Answer, Call, SendError, capabilities, errors};
 use super::{Bedrock, VERSION};
+use crate::deps::Clock;
+
+/// How long counts of a model skip Bedrock after CountTokens failed for it.
+pub const SKIP_AFTER_FAILURE: Duration = Duration::from_secs(600);
+
+/// Models whose CountTokens failed lately, with when they may be tried again.
+pub struct Skips {
+    clock: Arc<dyn Clock>,
+    until: Mutex<HashMap<String, chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Skips {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            until: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Seconds left before `model` is counted on Bedrock again, if it is skipped now.
+    pub fn skipping(&self, model: &str) -> Option<i64> {
+        let now = self.clock.now();
+        let mut until = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        match until.get(model) {
+            Some(at) if *at > now => Some((*at - now).num_seconds().max(1)),
+            Some(_) => {
+                until.remove(model);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn failed(&self, model: &str) {
+        let at = self.clock.now() + SKIP_AFTER_FAILURE;
+        let mut until = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        until.insert(model.to_owned(), at);
+    }
+}
 
 /// `us.anthropic.claude-...` -> `anthropic.claude-...`; `None` for an ARN (a profile).
 pub fn foundation_id(model: &str) -> Option<String> {
@@ -76,6 +123,13 @@ pub async fn count(bedrock: &Bedrock, call: Call<'_>) -> Result<Answer, SendErro
             "an application inference profile cannot be counted",
         ));
     };
+    if let Some(left) = bedrock.count_skips.skipping(&model) {
+        tracing::debug!(upstream = %bedrock.name, model = %model, seconds_left = left,
+            "Bedrock CountTokens skipped: it failed for this model lately");
+        return Ok(not_supported(
+            "Bedrock could not count this model lately (tried again after 10 minutes)",
+        ));
+    }
     let betas = capabilities::betas(call.headers);
     let body = count_body(&call.body, &betas).map_err(SendError::Build)?;
     let request = InvokeModelTokensRequest::builder()
@@ -99,7 +153,8 @@ pub async fn count(bedrock: &Bedrock, call: Call<'_>) -> Result<Answer, SendErro
         Err(e) => {
             tracing::warn!(upstream = %bedrock.name, model = %model,
                 error = %aws_sdk_bedrockruntime::error::DisplayErrorContext(&e),
-                "Bedrock CountTokens failed (missing bedrock:CountTokens, a model it cannot count, or a proxy without /count-tokens)");
+                "Bedrock CountTokens failed (missing bedrock:CountTokens, a model it cannot count, or a proxy without /count-tokens); counts of this model skip this upstream for 10 minutes");
+            bedrock.count_skips.failed(&model);
             Ok(not_supported("Bedrock could not count this request"))
         }
     }
@@ -124,6 +179,27 @@ mod tests {
             foundation_id("arn:aws:bedrock:us-east-1:1:application-inference-profile/x"),
             None
         );
+    }
+
+    struct At(Mutex<chrono::DateTime<chrono::Utc>>);
+    impl Clock for At {
+        fn now(&self) -> chrono::DateTime<chrono::Utc> {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    #[test]
+    fn a_failed_model_is_skipped_for_ten_minutes_on_the_clock() {
+        let clock = Arc::new(At(Mutex::new(chrono::Utc::now())));
+        let skips = Skips::new(clock.clone());
+        assert_eq!(skips.skipping("anthropic.m"), None);
+        skips.failed("anthropic.m");
+        assert_eq!(skips.skipping("anthropic.m"), Some(600));
+        assert_eq!(skips.skipping("anthropic.other"), None, "per model");
+        *clock.0.lock().unwrap() += chrono::Duration::seconds(599);
+        assert_eq!(skips.skipping("anthropic.m"), Some(1));
+        *clock.0.lock().unwrap() += chrono::Duration::seconds(1);
+        assert_eq!(skips.skipping("anthropic.m"), None);
     }
 
     #[test]

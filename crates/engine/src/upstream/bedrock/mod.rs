@@ -37,6 +37,8 @@ pub struct Bedrock {
     guardrail: Option<Guardrail>,
     trace: bool,
     clients: client::Clients,
+    /// Models whose CountTokens failed lately.
+    count_skips: count::Skips,
 }
 
 /// The timeouts a Bedrock upstream uses.
@@ -52,6 +54,7 @@ impl Bedrock {
         bedrock: &BedrockConfig,
         timing: Timing,
         env: &dyn Environment,
+        clock: std::sync::Arc<dyn crate::deps::Clock>,
     ) -> Result<Self, String> {
         let setup = client::Setup {
             endpoint: config.base_url.as_str().trim_end_matches('/').to_owned(),
@@ -65,6 +68,7 @@ impl Bedrock {
             guardrail: bedrock.guardrail.clone(),
             trace: bedrock.guardrail_trace,
             clients: client::Clients::new(setup).await,
+            count_skips: count::Skips::new(clock),
         })
     }
 
@@ -145,6 +149,9 @@ impl Bedrock {
                 "invalid_request_error",
                 &message,
             ));
+        }
+        if let Some(refused) = capabilities::over_output_limit("bedrock", call.model, &call.body) {
+            return Ok(refused);
         }
         let (payload, dropped) = self.payload(&call, &plan)?;
         // Header betas and the configured extra headers go on through the SDK's request hook.

@@ -74,6 +74,11 @@ impl Vertex {
 #[async_trait]
 impl Upstream for Vertex {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
+        if call.op == Operation::Messages
+            && let Some(refused) = capabilities::over_output_limit("vertex", call.model, &call.body)
+        {
+            return Ok(refused);
+        }
         let url = self.url(call.op, call.model, call.stream)?;
         let plan = capabilities::plan("vertex", &capabilities::betas(call.headers));
         let fields: Vec<&str> = plan.drop_fields.iter().map(String::as_str).collect();
