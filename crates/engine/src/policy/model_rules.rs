@@ -141,7 +141,11 @@ fn walk(
         _ => return None,
     };
     for (k, x) in entries {
-        let here = || [path.as_slice(), &[k.clone()]].concat().join(".");
+        let here = || {
+            [path.as_slice(), std::slice::from_ref(&k)]
+                .concat()
+                .join(".")
+        };
         if k == "model" && !path.is_empty() {
             match x {
                 Value::String(m) => {
