@@ -60,6 +60,7 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::check;
 
     #[test]
