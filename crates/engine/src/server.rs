@@ -63,7 +63,11 @@ pub struct Handle {
 /// What start would refuse in a validated config beyond the config's own rules: today the
 /// managed policies' merged results. `check-config` runs it, so it refuses the same files.
 pub fn check_config(config: &Config) -> Result<(), crate::config::ConfigError> {
-    crate::policy::Policies::new(&config.policies, None).map(|_| ())
+    crate::policy::Policies::new(
+        &config.policies,
+        &crate::policy::extras::for_config(config, None),
+    )
+    .map(|_| ())
 }
 
 /// Binds `config.listen` and starts serving.
@@ -164,11 +168,8 @@ pub async fn start_on(
         .filter(|_| !config.telemetry.destinations.is_empty())
         .map(|u| u.origin().ascii_serialization());
     let policies = crate::policy::Policies::new(
-        &config.policies,
-        otlp_endpoint
-            .as_deref()
-            .map(crate::policy::otlp_env)
-            .as_ref(),
+        &crate::policy::extras::served_policies(&config, otlp_endpoint.is_some()),
+        &crate::policy::extras::for_config(&config, otlp_endpoint.as_deref()),
     )?;
     let webhook = match config.webhook.clone() {
         Some(cfg) => {

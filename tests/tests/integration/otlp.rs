@@ -58,7 +58,7 @@ async fn wait_for(seen: &Seen, n: usize) -> Vec<(String, HeaderMap, Bytes)> {
 
 async fn gateway(collector_url: &str) -> SignInGateway {
     let extra = format!(
-        "telemetry:\n  allow_loopback: true\n  forward_to:\n    - {{url: \"{collector_url}\", headers: {{authorization: \"Bearer collector-secret\"}}, metrics: true, logs: true, traces: false}}\nmanaged:\n  policies:\n    - match: {{}}\n      cli: {{env: {{TEAM: all}}}}\n"
+        "telemetry:\n  allow_loopback: true\n  forward_to:\n    - {{url: \"{collector_url}\", headers: {{authorization: \"Bearer collector-secret\"}}, metrics: true, logs: true, traces: false}}\n  resource_attributes: {{department: eng, cost_center: cc-42}}\nmanaged:\n  policies:\n    - match: {{}}\n      cli: {{env: {{TEAM: all}}}}\n"
     );
     sign_in_gateway(&[SESSION_SECRET_A], &extra).await
 }
@@ -136,6 +136,14 @@ async fn payloads_are_accepted_at_once_and_forwarded() {
     assert_eq!(env["CLAUDE_CODE_ENABLE_TELEMETRY"], "1");
     assert_eq!(env["OTEL_EXPORTER_OTLP_ENDPOINT"], s.origin);
     assert_eq!(env["OTEL_EXPORTER_OTLP_PROTOCOL"], "http/protobuf");
+    // As the reference: an exporter per signal some collector takes, and the labels.
+    assert_eq!(env["OTEL_METRICS_EXPORTER"], "otlp");
+    assert_eq!(env["OTEL_LOGS_EXPORTER"], "otlp");
+    assert_eq!(env["OTEL_TRACES_EXPORTER"], "none");
+    assert_eq!(
+        env["OTEL_RESOURCE_ATTRIBUTES"],
+        "cost_center=cc-42,department=eng"
+    );
 }
 
 #[tokio::test]

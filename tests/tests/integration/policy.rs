@@ -196,13 +196,12 @@ async fn two_roles_get_different_settings_and_models() {
     let r = infer(bob.clone(), "claude-sonnet-4-6").await.unwrap();
     assert_eq!(r.status(), 400);
     let err: Value = r.json().await.unwrap();
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not allowed by your managed policy"),
-        "{err}"
+    assert_eq!(
+        err["error"]["message"],
+        "model claude-sonnet-4-6 is not in your role's availableModels allowlist",
+        "the reference's wording"
     );
+    assert_eq!(err["error"]["type"], "invalid_request_error");
     assert_eq!(
         infer(bob.clone(), "claude-haiku-4-5")
             .await
@@ -288,5 +287,175 @@ async fn desktop_bootstrap_needs_a_desktop_block() {
     assert_eq!(
         s.gw.events.named("desktop_bootstrap.denied")[0]["reason"],
         "policy_has_no_desktop_block"
+    );
+}
+
+const RULES: &str = r#"
+managed:
+  policy_mode: layered
+  policies:
+    - match: {groups: [exact]}
+      code:
+        availableModels: [claude-opus-4, sonnet]
+        availableModelsMatch: exact
+    - match: {groups: [no-haiku]}
+      code:
+        deniedModels: [haiku]
+    - match: {}
+      code:
+        deniedModels: [claude-opus-4-6]
+"#;
+
+/// `deniedModels` (merged with the base's, and with `layered` with every matching
+/// policy's) and `availableModelsMatch: exact`, on the top-level model and on nested
+/// `model` fields, with the reference's errors; `code:` policies reach Claude Desktop.
+#[tokio::test]
+async fn denied_models_and_exact_matching_are_enforced() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], RULES).await;
+    let exact = token(&s, "e", "e@corp.example", &["exact"]);
+    let both = token(&s, "b", "b@corp.example", &["exact", "no-haiku"]);
+    let base = token(&s, "z", "z@corp.example", &[]);
+    let infer = |t: &str, body: Value| {
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .bearer_auth(t)
+            .json(&body)
+            .send()
+    };
+    let ask = |model: &str| {
+        let mut body = sonnet(false);
+        body["model"] = model.into();
+        body
+    };
+    let message = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), 400);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        v["error"]["message"].as_str().unwrap().to_owned()
+    };
+
+    // The catch-all's denylist applies to everyone, merged under each role.
+    assert_eq!(
+        message(infer(&base, ask("claude-opus-4-6")).await.unwrap()).await,
+        "model claude-opus-4-6 is blocked by your role's deniedModels denylist"
+    );
+    assert_eq!(
+        infer(&base, ask("claude-haiku-4-5"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // exact: `claude-opus-4` allows Opus 4 only, not Opus 4.8; the family alias allows
+    // every Sonnet.
+    assert_eq!(
+        message(infer(&exact, ask("claude-opus-4-8")).await.unwrap()).await,
+        "model claude-opus-4-8 is not in your role's availableModels allowlist"
+    );
+    assert_eq!(
+        infer(&exact, ask("claude-sonnet-4-6"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        message(infer(&exact, ask("claude-opus-4-6")).await.unwrap()).await,
+        "model claude-opus-4-6 is blocked by your role's deniedModels denylist"
+    );
+    // layered: both roles' rules apply.
+    assert_eq!(
+        message(infer(&both, ask("claude-haiku-4-5")).await.unwrap()).await,
+        "model claude-haiku-4-5 is blocked by your role's deniedModels denylist"
+    );
+    // A model named inside the body is checked too.
+    let mut nested = ask("claude-sonnet-4-6");
+    nested["context_management"] = json!({"edits": [{"type": "x", "model": "claude-haiku-4-5"}]});
+    assert_eq!(
+        message(infer(&both, nested.clone()).await.unwrap()).await,
+        "context_management.edits.0.model: model claude-haiku-4-5 is blocked by your role's deniedModels denylist"
+    );
+    assert_eq!(
+        s.gw.fake.requests().len(),
+        2,
+        "refused requests never reach the upstream"
+    );
+
+    // /v1/models leaves out what the role may not use.
+    let ids: Vec<String> = get(&s, "/v1/models", &both, None)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        ids.iter().any(|m| m.starts_with("claude-sonnet")),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.iter()
+            .any(|m| m.contains("haiku") || m == "claude-opus-4-8" || m == "claude-opus-4-6"),
+        "{ids:?}"
+    );
+
+    // The merged layered settings, and `code:` settings served to a Claude Desktop session.
+    let desktop_ua = "claude-cli/2.1.333 (external, claude-desktop-3p)";
+    let r =
+        s.gw.client
+            .get(s.gw.url("/managed/settings"))
+            .bearer_auth(&both)
+            .header("user-agent", desktop_ua)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["settings"]["deniedModels"],
+        json!(["claude-opus-4-6", "haiku"])
+    );
+    assert_eq!(body["settings"]["availableModelsMatch"], "exact");
+    // `If-None-Match: *` under a code policy: settings that must not be missing.
+    let r = get(&s, "/managed/settings", &both, Some("*")).await;
+    assert_eq!(r.status(), 304);
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    assert!(r.headers().contains_key("x-cc-gateway-version"));
+}
+
+/// A `cli:` policy is not served to Claude Desktop sessions unless `serve_to_desktop`.
+#[tokio::test]
+async fn cli_policies_are_withheld_from_desktop_sessions() {
+    let s = sign_in_gateway(
+        &[SESSION_SECRET_A],
+        "managed:\n  policies:\n    - match: {groups: [served]}\n      cli: {model: claude-opus-4-8}\n      serve_to_desktop: true\n    - cli: {model: claude-sonnet-4-6}\n",
+    )
+    .await;
+    let desktop_ua = "claude-cli/2.1.333 (external, claude-desktop-3p)";
+    let fetch = |t: String, ua: &'static str| {
+        s.gw.client
+            .get(s.gw.url("/managed/settings"))
+            .bearer_auth(t)
+            .header("user-agent", ua)
+            .send()
+    };
+    let plain = token(&s, "p", "p@corp.example", &[]);
+    let served = token(&s, "s", "s@corp.example", &["served"]);
+    assert_eq!(
+        fetch(plain.clone(), "claude-cli/2.1.333 (external, cli)")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(fetch(plain, desktop_ua).await.unwrap().status(), 404);
+    let r = fetch(served, desktop_ua).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["settings"]["model"],
+        "claude-opus-4-8"
     );
 }

@@ -16,21 +16,41 @@ use crate::deps::Environment;
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawManaged {
-    /// Path of a legacy `managed-settings.json`, served as the one catch-all policy.
+    /// Path of a legacy `managed-settings.json`, served as the one catch-all policy. A
+    /// missing file is empty settings; ignored when `policies` is set.
     pub settings: Option<String>,
-    #[serde(default)]
-    pub policies: Vec<RawPolicy>,
+    /// `first_match` (default): the first matching policy, merged over the catch-all.
+    /// `layered`: every matching policy, merged in order over the catch-all.
+    pub policy_mode: Option<PolicyMode>,
+    pub policies: Option<Vec<RawPolicy>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    #[default]
+    FirstMatch,
+    Layered,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
-    #[serde(rename = "match")]
+    /// Who the policy is for; omitted or `{}` = everyone (the catch-all).
+    #[serde(rename = "match", default)]
     pub match_: RawMatch,
+    /// Claude Code settings that also reach Claude Desktop's Code tab. If any policy uses
+    /// `code`, none may use `cli`/`settings`.
+    pub code: Option<Value>,
     /// Claude Code `managed-settings.json` content for the matched users.
     pub cli: Option<Value>,
+    /// Alias of `cli`.
+    pub settings: Option<Value>,
     /// Claude Desktop overlay; its presence enables `/user/bootstrap`.
     pub desktop: Option<Value>,
+    /// Serve this policy's Claude Code settings to Claude Desktop sessions too (ignored
+    /// with `code`, which always reaches them).
+    pub serve_to_desktop: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -38,18 +58,23 @@ pub struct RawPolicy {
 pub struct RawMatch {
     /// Any of these groups.
     pub groups: Option<Vec<String>>,
-    /// Exact email domain (case-insensitive).
+    /// Exact email domain (trimmed, a leading `@` dropped, case-insensitive).
     pub email_domain: Option<String>,
 }
 
 /// A validated policy, before merging.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PolicyConfig {
     pub groups: Option<Vec<String>>,
     /// Lower-case.
     pub email_domain: Option<String>,
     pub cli: Map<String, Value>,
     pub desktop: Option<Map<String, Value>>,
+    /// Written under `code:`: served to Claude Desktop sessions (the Code tab) too.
+    pub under_code: bool,
+    pub serve_to_desktop: Option<bool>,
+    /// `managed.policy_mode: layered` (the same on every policy of a file).
+    pub layered: bool,
 }
 
 impl PolicyConfig {
@@ -77,92 +102,149 @@ pub const DESKTOP_FIELDS: &[&str] = &[
 ];
 
 pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyConfig>, ConfigError> {
-    let mut out = Vec::new();
-    if let Some(path) = &raw.settings {
-        if !raw.policies.is_empty() {
-            return Err(ConfigError::at(
-                "managed.settings",
-                "use either `settings` (one file) or `policies`, not both",
-            ));
-        }
-        let p = Path::new(path);
-        if !p.is_absolute() {
-            return Err(ConfigError::at(
-                "managed.settings",
-                "must be an absolute path",
-            ));
-        }
-        let text = env
-            .read_file(p)
-            .map_err(|e| ConfigError::at("managed.settings", format!("cannot read {path}: {e}")))?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| {
-            ConfigError::at("managed.settings", format!("{path} is not valid JSON: {e}"))
-        })?;
-        let cli = settings_object(&value, "managed.settings")?;
-        out.push(PolicyConfig {
-            groups: None,
-            email_domain: None,
-            cli,
-            desktop: None,
-        });
-        return Ok(out);
+    let Some(policies) = &raw.policies else {
+        return match &raw.settings {
+            Some(path) => Ok(vec![PolicyConfig {
+                cli: settings_file(path, env)?,
+                ..PolicyConfig::default()
+            }]),
+            None => Ok(Vec::new()),
+        };
+    };
+    if raw.settings.is_some() {
+        tracing::warn!("managed.settings is ignored because managed.policies is set");
     }
-    for (i, p) in raw.policies.iter().enumerate() {
-        let at = |f: &str| format!("managed.policies[{i}].{f}");
-        if let Some(g) = &p.match_.groups
-            && (g.is_empty() || g.iter().any(|x| x.trim().is_empty()))
-        {
-            return Err(ConfigError::at(
-                &at("match.groups"),
-                "must list non-empty group names (omit it to match any group)",
-            ));
-        }
-        let domain = match &p.match_.email_domain {
-            Some(d) if d.trim().is_empty() || d.contains('@') => {
-                return Err(ConfigError::at(
-                    &at("match.email_domain"),
-                    "must be a bare domain such as corp.example",
-                ));
-            }
-            Some(d) => Some(d.trim().to_ascii_lowercase()),
-            None => None,
-        };
-        let cli = match &p.cli {
-            Some(v) => settings_object(v, &at("cli"))?,
-            None => Map::new(),
-        };
-        let desktop = match &p.desktop {
-            None => None,
-            Some(Value::Object(m)) => {
-                for k in m.keys() {
-                    if !DESKTOP_FIELDS.contains(&k.as_str()) {
-                        return Err(ConfigError::at(
-                            &at(&format!("desktop.{k}")),
-                            format!(
-                                "is not a field a gateway can serve to Claude Desktop (servable: {})",
-                                DESKTOP_FIELDS.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                Some(m.clone())
-            }
-            Some(_) => return Err(ConfigError::at(&at("desktop"), "must be a mapping")),
-        };
-        if p.cli.is_none() && p.desktop.is_none() {
-            return Err(ConfigError::at(
-                &format!("managed.policies[{i}]"),
-                "needs `cli`, `desktop` or both",
-            ));
-        }
-        out.push(PolicyConfig {
-            groups: p.match_.groups.clone(),
-            email_domain: domain,
-            cli,
-            desktop,
-        });
+    let layered = raw.policy_mode == Some(PolicyMode::Layered);
+    let any_code = policies.iter().any(|p| p.code.is_some());
+    let mut out = Vec::new();
+    for (i, p) in policies.iter().enumerate() {
+        out.push(policy(i, p, any_code, layered)?);
     }
     Ok(out)
+}
+
+/// `managed.settings`: a JSON file; a missing file is empty settings (as the reference).
+fn settings_file(path: &str, env: &dyn Environment) -> Result<Map<String, Value>, ConfigError> {
+    let text = match env.read_file(Path::new(path)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => {
+            return Err(ConfigError::at(
+                "managed.settings",
+                format!("cannot read {path}: {e}"),
+            ));
+        }
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        ConfigError::at("managed.settings", format!("{path} is not valid JSON: {e}"))
+    })?;
+    settings_object(&value, "managed.settings")
+}
+
+fn policy(
+    i: usize,
+    p: &RawPolicy,
+    any_code: bool,
+    layered: bool,
+) -> Result<PolicyConfig, ConfigError> {
+    let at = |f: &str| format!("managed.policies[{i}].{f}");
+    if any_code {
+        for (name, block) in [("cli", &p.cli), ("settings", &p.settings)] {
+            if block.is_some() {
+                let why = if p.code.is_some() {
+                    format!(
+                        "this policy has a `code` block and a `{name}` block. Put all its settings into the one `code` block"
+                    )
+                } else {
+                    format!(
+                        "this file has a `code` block, so this `{name}` block's rules would not reach Claude Desktop's Code tab. Write every block under `code`, or every block under `cli` (terminal Claude Code only)"
+                    )
+                };
+                return Err(ConfigError::at(&at(name), why));
+            }
+        }
+    }
+    if let Some(g) = &p.match_.groups
+        && (g.is_empty() || g.iter().any(|x| x.trim().is_empty()))
+    {
+        return Err(ConfigError::at(
+            &at("match.groups"),
+            "must list non-empty group names (omit it to match any group)",
+        ));
+    }
+    let email_domain = match &p.match_.email_domain {
+        Some(d) => {
+            Some(email_domain(d).map_err(|m| ConfigError::at(&at("match.email_domain"), m))?)
+        }
+        None => None,
+    };
+    let (name, block) = [
+        ("code", &p.code),
+        ("cli", &p.cli),
+        ("settings", &p.settings),
+    ]
+    .into_iter()
+    .find(|(_, b)| b.is_some())
+    .unwrap_or(("cli", &None));
+    let cli = match block {
+        Some(v) => settings_object(v, &at(name))?,
+        None => Map::new(),
+    };
+    let is_catch_all = p.match_.groups.is_none() && email_domain.is_none();
+    if layered {
+        super::managed_layered::check(&cli, &at(name), is_catch_all)?;
+    }
+    let desktop = match &p.desktop {
+        None => None,
+        Some(Value::Object(m)) => {
+            for k in m.keys() {
+                if !DESKTOP_FIELDS.contains(&k.as_str()) {
+                    return Err(ConfigError::at(
+                        &at(&format!("desktop.{k}")),
+                        format!(
+                            "is not a field a gateway can serve to Claude Desktop (servable: {})",
+                            DESKTOP_FIELDS.join(", ")
+                        ),
+                    ));
+                }
+            }
+            Some(m.clone())
+        }
+        Some(_) => return Err(ConfigError::at(&at("desktop"), "must be a mapping")),
+    };
+    if p.code.is_some() && p.serve_to_desktop == Some(false) {
+        tracing::warn!(
+            "managed.policies[{i}].serve_to_desktop: false is ignored in a policy with a code: block; its settings reach Claude Desktop's Code tab too"
+        );
+    }
+    Ok(PolicyConfig {
+        groups: p.match_.groups.clone(),
+        email_domain,
+        cli,
+        desktop,
+        under_code: any_code,
+        serve_to_desktop: p.serve_to_desktop,
+        layered,
+    })
+}
+
+/// `match.email_domain` as the reference reads it: trimmed, a leading `@` dropped,
+/// lower-cased; one bare domain must remain.
+fn email_domain(raw: &str) -> Result<String, &'static str> {
+    if raw.is_empty() {
+        return Err(
+            "is empty: an empty domain would match every signed-in user; set a domain or remove the key",
+        );
+    }
+    let d = raw.trim();
+    let d = d.strip_prefix('@').unwrap_or(d).to_lowercase();
+    if d.is_empty() {
+        return Err("is blank after normalization: set a domain or remove the key");
+    }
+    if d.chars().any(|c| c == '@' || c == ',' || c.is_whitespace()) {
+        return Err("must be one bare domain such as acme.com (not an email address or a list)");
+    }
+    Ok(d)
 }
 
 fn settings_object(v: &Value, path: &str) -> Result<Map<String, Value>, ConfigError> {
@@ -207,6 +289,15 @@ pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigEr
         }
     };
     string_list(m.get("availableModels"), format!("{path}.availableModels"))?;
+    string_list(m.get("deniedModels"), format!("{path}.deniedModels"))?;
+    if let Some(v) = m.get("availableModelsMatch")
+        && !matches!(v.as_str(), Some("prefix" | "exact"))
+    {
+        return Err(ConfigError::at(
+            &format!("{path}.availableModelsMatch"),
+            "must be \"prefix\" or \"exact\"",
+        ));
+    }
     if let Some(p) = m.get("permissions") {
         let Value::Object(p) = p else {
             return Err(ConfigError::at(

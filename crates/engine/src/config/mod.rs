@@ -12,12 +12,15 @@ mod identity;
 mod lenient;
 pub mod limits;
 pub mod managed;
+mod managed_layered;
 pub mod postgres;
 pub mod postgres_tls;
+mod pricing_rules;
 pub mod raw;
 pub mod routing;
 mod spend;
 pub mod telemetry;
+mod telemetry_labels;
 pub mod upstream;
 mod validate;
 

@@ -400,7 +400,7 @@ pub struct RawClientKey {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPricing {
-    /// Scales every price; in (0, 1] (default 1).
+    /// Scales every price; in (0, 10] (default 1; above 1 is a markup).
     pub multiplier: Option<f64>,
     #[serde(default)]
     pub overrides: Vec<RawPriceOverride>,

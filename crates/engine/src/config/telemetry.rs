@@ -41,6 +41,9 @@ pub struct RawTelemetry {
     pub forward_to: Vec<RawDestination>,
     /// Allow loopback collectors (tests and local sidecars; default false).
     pub allow_loopback: Option<bool>,
+    /// Extra resource labels pushed to clients as `OTEL_RESOURCE_ATTRIBUTES` (with
+    /// `forward_to` and `listen.public_url`), e.g. `{department: eng}`.
+    pub resource_attributes: Option<BTreeMap<String, String>>,
 }
 
 /// One collector.
@@ -66,6 +69,8 @@ pub struct RawDestination {
 pub struct TelemetryConfig {
     pub destinations: Vec<Destination>,
     pub allow_loopback: bool,
+    /// `resource_attributes`, checked, in name order.
+    pub resource_attributes: Vec<(String, String)>,
 }
 
 /// A validated collector.
@@ -88,9 +93,21 @@ pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
         .enumerate()
         .map(|(i, d)| destination(d, &format!("telemetry.forward_to[{i}]")))
         .collect::<Result<_, _>>()?;
+    let mut resource_attributes = Vec::new();
+    for (name, value) in raw.resource_attributes.iter().flatten() {
+        super::telemetry_labels::check(name, value)
+            .map_err(|m| ConfigError::at(&format!("telemetry.resource_attributes.{name}"), m))?;
+        resource_attributes.push((name.clone(), value.clone()));
+    }
+    if !resource_attributes.is_empty() && raw.forward_to.is_empty() {
+        tracing::warn!(
+            "telemetry.resource_attributes is set but telemetry.forward_to is empty, so the labels are not applied"
+        );
+    }
     Ok(TelemetryConfig {
         destinations,
         allow_loopback: raw.allow_loopback.unwrap_or(false),
+        resource_attributes,
     })
 }
 

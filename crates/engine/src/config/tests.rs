@@ -253,8 +253,8 @@ fn errors_name_the_field_path() {
             "client_keys[0].key: must be at least 32",
         ),
         (
-            "listen: {host: 127.0.0.1}\npricing: {multiplier: 1.5}\n",
-            "pricing.multiplier: must be in (0, 1]",
+            "listen: {host: 127.0.0.1}\npricing: {multiplier: 10.5}\n",
+            "pricing.multiplier: must be greater than 0 and at most 10",
         ),
         (
             "listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1}]}\n",
@@ -476,6 +476,26 @@ fn managed_policies_are_validated() {
     let base = "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic}]\n";
     let ok = load(&format!("{base}managed: {{policies: [{{match: {{groups: [eng]}}, cli: {{model: x}}}}, {{match: {{}}, cli: {{}}}}]}}\n")).unwrap();
     assert_eq!(ok.policies.len(), 2);
+    // The reference's readings: `match` defaults to the catch-all, `@` and case are
+    // dropped from a domain, `settings` is `cli`, `code` reaches Claude Desktop's Code tab.
+    let ok = load(&format!(
+        "{base}managed: {{policy_mode: layered, settings: /nowhere.json, policies: [{{match: {{email_domain: ' @Corp.Example '}}, settings: {{model: y}}, serve_to_desktop: true}}, {{}}]}}\n"
+    ))
+    .unwrap();
+    let p = &ok.policies[0];
+    assert_eq!(p.email_domain.as_deref(), Some("corp.example"));
+    assert_eq!(p.cli["model"], "y");
+    assert!(p.layered && !p.under_code && p.serve_to_desktop == Some(true));
+    assert!(ok.policies[1].is_catch_all() && ok.policies[1].cli.is_empty());
+    let ok = load(&format!("{base}managed: {{policies: [{{code: {{model: z}}}}, {{match: {{groups: [a]}}, desktop: {{}}}}]}}\n")).unwrap();
+    assert!(ok.policies.iter().all(|p| p.under_code));
+    assert_eq!(ok.policies[0].cli["model"], "z");
+    // `managed.settings`: a missing file is empty settings, a relative path is read as is.
+    let ok = load(&format!(
+        "{base}managed: {{settings: relative/managed.json}}\n"
+    ))
+    .unwrap();
+    assert!(ok.policies[0].is_catch_all() && ok.policies[0].cli.is_empty());
     for (block, want) in [
         (
             "managed: {policies: [{match: {}, cli: {mcpServers: {}}}]}",
@@ -502,24 +522,40 @@ fn managed_policies_are_validated() {
             "managed.policies[0].match.groups: must list non-empty group names",
         ),
         (
-            "managed: {policies: [{match: {email_domain: '@corp.example'}, cli: {}}]}",
-            "managed.policies[0].match.email_domain: must be a bare domain",
+            "managed: {policies: [{match: {email_domain: 'a@corp.example'}, cli: {}}]}",
+            "managed.policies[0].match.email_domain: must be one bare domain",
         ),
         (
-            "managed: {policies: [{match: {}}]}",
-            "managed.policies[0]: needs `cli`, `desktop` or both",
+            "managed: {policies: [{match: {email_domain: ' @ '}}]}",
+            "managed.policies[0].match.email_domain: is blank after normalization",
+        ),
+        (
+            "managed: {policies: [{code: {}}, {match: {groups: [a]}, settings: {}}]}",
+            "managed.policies[1].settings: this file has a `code` block",
+        ),
+        (
+            "managed: {policies: [{code: {}, cli: {}}]}",
+            "managed.policies[0].cli: this policy has a `code` block and a `cli` block",
+        ),
+        (
+            "managed: {policy_mode: stacked, policies: []}",
+            "managed.policy_mode: unknown variant `stacked`",
+        ),
+        (
+            "managed: {policy_mode: layered, policies: [{match: {groups: [a]}, cli: {disableAllHooks: true}}]}",
+            "managed.policies[0].cli.disableAllHooks: can't be used in this policy with policy_mode: layered",
+        ),
+        (
+            "managed: {policies: [{settings: {deniedModels: opus}}]}",
+            "managed.policies[0].settings.deniedModels: must be a list of strings",
+        ),
+        (
+            "managed: {policies: [{cli: {availableModelsMatch: fuzzy}}]}",
+            "managed.policies[0].cli.availableModelsMatch: must be",
         ),
         (
             "managed: {policies: [{match: {team: x}, cli: {}}]}",
             "managed.policies[0].match.team: unknown field",
-        ),
-        (
-            "managed: {settings: relative.json}",
-            "managed.settings: must be an absolute path",
-        ),
-        (
-            "managed: {settings: /etc/gatehouse/managed.json}",
-            "managed.settings: cannot read",
         ),
         (
             "managed: {settings: /run/secrets/anthropic_api_key}",

@@ -428,10 +428,8 @@ fn connect_timeout(s: &super::raw::RawStore) -> Result<Duration, ConfigError> {
 }
 
 fn pricing(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<PricingConfig, ConfigError> {
-    let multiplier = raw.pricing.multiplier.unwrap_or(1.0);
-    if !(multiplier > 0.0 && multiplier <= 1.0) {
-        return Err(ConfigError::at("pricing.multiplier", "must be in (0, 1]"));
-    }
+    let multiplier = super::pricing_rules::multiplier(raw)?;
+    super::pricing_rules::needs_a_consumer(raw)?;
     let mut seen = HashSet::new();
     let mut overrides = Vec::with_capacity(raw.pricing.overrides.len());
     for (i, o) in raw.pricing.overrides.iter().enumerate() {

@@ -165,7 +165,7 @@ async fn answer(
         d.long_context = long_context(&parts.headers);
     }
     call.webhook(&parts, &bytes, &head.model).await?;
-    call.model_allowed(&head.model)?;
+    call.model_allowed(&head.model, &bytes)?;
     let rule = call.rule(&head.model, &bytes, &parts.headers)?;
     let target = rule.and_then(|r| r.model.as_deref()).unwrap_or(&head.model);
     let (legs, not_configured) = call.legs(target, &head.model, &bytes)?;
@@ -370,41 +370,42 @@ impl Call<'_> {
         ))
     }
 
-    /// The caller's managed policy, then (desktop) the cached central policy: each refuses
-    /// locally what it does not list.
-    fn model_allowed(&self, model: &str) -> Result<(), ApiError> {
-        let managed = match self.principal {
-            Principal::Session { user, .. } => self
-                .gw
-                .policies
-                .matched(user)
-                .and_then(crate::policy::ResolvedPolicy::available_models)
-                .map(|allowed| (allowed, "your managed policy")),
+    /// The caller's managed policy (`deniedModels`, `availableModels`, also on `model`
+    /// fields nested in the body), then (desktop) the cached central policy: each refuses
+    /// locally what it does not allow.
+    fn model_allowed(&self, model: &str, bytes: &Bytes) -> Result<(), ApiError> {
+        let policy = match self.principal {
+            Principal::Session { user, .. } => self.gw.policies.matched(user),
             _ => None,
         };
+        let refused = policy
+            .filter(|p| !p.rules.is_empty())
+            .and_then(|p| crate::policy::model_rules::refusal(&p.rules, model, bytes));
         let cached = self
             .gw
             .local
             .models()
-            .map(|allowed| (allowed.to_vec(), "your organization's policy"));
-        for (allowed, whose) in managed.into_iter().chain(cached) {
-            if !crate::policy::model_allowed(&allowed, model) {
-                let error = ApiError::InvalidRequest(format!(
-                    "model `{model}` is not allowed by {whose} (availableModels: {})",
+            .filter(|allowed| !crate::policy::model_allowed(allowed, model));
+        let message = refused.or_else(|| {
+            cached.map(|allowed| {
+                format!(
+                    "model `{model}` is not allowed by your organization's policy (availableModels: {})",
                     allowed.join(", ")
-                ));
-                let event = self.denied("model_not_allowed", "policy", Some(model));
-                return Err(refuse(
-                    self.gw,
-                    self.request_id,
-                    Layer::Policy,
-                    Some(model),
-                    event,
-                    error,
-                ));
-            }
-        }
-        Ok(())
+                )
+            })
+        });
+        let Some(message) = message else {
+            return Ok(());
+        };
+        let event = self.denied("model_not_allowed", "policy", Some(model));
+        Err(refuse(
+            self.gw,
+            self.request_id,
+            Layer::Policy,
+            Some(model),
+            event,
+            ApiError::InvalidRequest(message),
+        ))
     }
 
     /// The operator's catalog: the upstreams that serve `model`, each with its body (the

@@ -7,7 +7,7 @@
 //! upstream that served it, then one for any upstream (full id, then the id without its
 //! date suffix) -> the built-in table -> the newest built-in price of the model's Claude
 //! family -> `pricing.default` (else [`crate::models::DEFAULT_TIER`]), flagged once per
-//! model so the operator can price it. `pricing.multiplier` (in (0, 1]) scales the result.
+//! model so the operator can price it. `pricing.multiplier` (in (0, 10]; above 1 a markup) scales the result.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -210,7 +210,7 @@ fn cost_with(tier: &Tier, u: &Usage, multiplier: f64) -> u64 {
         + u128::from(u.cache_write_1h_tokens) * u128::from(cw1)
         + u128::from(u.cache_read_tokens) * u128::from(cr)
         + u128::from(u.web_search_requests) * u128::from(tier.web_search);
-    let scaled = if multiplier >= 1.0 {
+    let scaled = if multiplier == 1.0 {
         nano
     } else {
         (nano as f64 * multiplier).ceil() as u128
@@ -337,6 +337,8 @@ mod tests {
         assert_eq!(p.tier("mystery").1, PriceSource::Default);
         // $5 + $25 per million at half price.
         assert_eq!(p.cost_micro_usd("mystery", &u).0, 15_000);
+        // A markup scales up.
+        assert_eq!(pricing(2.5, vec![]).cost_micro_usd("mystery", &u).0, 75_000);
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub struct BootstrapContext<'a> {
     pub public_origin: &'a str,
     pub models: Vec<Value>,
     pub otlp_endpoint: Option<&'a str>,
+    /// `telemetry.resource_attributes`, sent before the gateway's own labels.
+    pub resource_attributes: &'a [(String, String)],
     pub subject: &'a str,
     pub expires_at: DateTime<Utc>,
 }
@@ -64,13 +66,22 @@ pub fn document(policy: &ResolvedPolicy, ctx: &BootstrapContext<'_>) -> Value {
         "coworkEgressAllowedHosts": egress,
         "expiresAt": ctx.expires_at.to_rfc3339_opts(SecondsFormat::Secs, true),
     });
+    if policy.under_code && policy.served_to_desktop {
+        doc["inferenceGatewayManagedClaudeCode"] = Value::Bool(true);
+    }
     if let Some(p) = overlay.get("builtinToolPolicy") {
         doc["builtinToolPolicy"] = p.clone();
     }
     if let Some(endpoint) = ctx.otlp_endpoint {
         doc["otlpEndpoint"] = Value::String(endpoint.to_owned());
         doc["otlpProtocol"] = Value::String("http/json".into());
-        doc["otlpResourceAttributes"] = json!({"enduser.id": ctx.subject});
+        let mut attrs: Map<String, Value> = ctx
+            .resource_attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        attrs.insert("enduser.id".into(), Value::String(ctx.subject.to_owned()));
+        doc["otlpResourceAttributes"] = Value::Object(attrs);
     }
     doc
 }

@@ -7,7 +7,7 @@
 //! | `permissions.deny`, `permissions.ask` | union without duplicates |
 //! | other `permissions.*` | the role's value wins |
 //! | `hooks.<event>` | union without duplicates, per event |
-//! | `disabledMcpjsonServers`, `deniedMcpServers`, `blockedMarketplaces` | union without duplicates |
+//! | `disabledMcpjsonServers`, `deniedMcpServers`, `blockedMarketplaces`, `deniedModels` | union without duplicates |
 //! | Desktop `disabledBuiltinTools` | union without duplicates |
 //! | Desktop `builtinToolPolicy` | the role's entries, then every base entry that is not `allow` re-applied |
 //!
@@ -20,6 +20,7 @@ const UNION_LISTS: &[&str] = &[
     "disabledMcpjsonServers",
     "deniedMcpServers",
     "blockedMarketplaces",
+    "deniedModels",
 ];
 const UNION_PERMISSIONS: &[&str] = &["deny", "ask"];
 
@@ -150,7 +151,8 @@ mod tests {
             "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}]},
             "disabledMcpjsonServers": ["a"],
             "deniedMcpServers": [{"serverName": "evil"}],
-            "blockedMarketplaces": ["m1"]
+            "blockedMarketplaces": ["m1"],
+            "deniedModels": ["haiku"]
         }));
         let role = obj(json!({
             "model": "claude-opus-4-8",
@@ -161,6 +163,7 @@ mod tests {
             "disabledMcpjsonServers": ["b", "a"],
             "deniedMcpServers": [{"serverName": "evil"}, {"serverName": "worse"}],
             "blockedMarketplaces": ["m2"],
+            "deniedModels": ["claude-opus-4-6", "haiku"],
             "availableModels": ["opus"]
         }));
         let m = Value::Object(merge_cli(&base, &role));
@@ -188,6 +191,7 @@ mod tests {
         );
         assert_eq!(m["blockedMarketplaces"], json!(["m1", "m2"]));
         assert_eq!(m["availableModels"], json!(["opus"]));
+        assert_eq!(m["deniedModels"], json!(["haiku", "claude-opus-4-6"]));
     }
 
     #[test]

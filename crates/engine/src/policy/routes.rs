@@ -43,10 +43,14 @@ pub fn managed_settings(
             "no managed policy applies to this user".into(),
         ));
     };
-    let etag = format!("\"{}\"", policy.checksum);
     let inm = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok());
+    if let Some(resp) = super::desktop_session::answer(&policy, headers, inm) {
+        event(resp.status().as_u16(), Some(policy.index));
+        return Ok(resp);
+    }
+    let etag = format!("\"{}\"", policy.checksum);
     // `*` (Claude Desktop asking whether settings exist) is answered as if absent.
     if let Some(inm) = inm.filter(|v| v.trim() != "*")
         && super::checksum::if_none_match_hits(inm, &policy.checksum)
@@ -96,15 +100,16 @@ pub fn user_bootstrap(
         .identity
         .as_ref()
         .ok_or_else(|| deny("sign_in_not_configured"))?;
-    let models = super::routes::visible_models(gw, Some(policy), &who.groups);
+    let models = super::routes::visible_models(gw, Some(&policy), &who.groups);
     let origin = identity.origin();
     let ttl = chrono::Duration::from_std(identity.cfg.session_ttl).unwrap_or_default();
     let doc = bootstrap::document(
-        policy,
+        &policy,
         &BootstrapContext {
             public_origin: &origin,
             models,
             otlp_endpoint: gw.otlp_endpoint.as_deref(),
+            resource_attributes: &gw.config.telemetry.resource_attributes,
             subject: &who.sub,
             expires_at: gw.deps.clock.now() + ttl,
         },
@@ -123,7 +128,7 @@ pub fn user_bootstrap(
 
 /// The model list a caller in `groups` may use: the operator's catalog, without models no
 /// upstream the caller can reach serves (`upstreams[].groups` and `models`), filtered by the
-/// policy's `availableModels` when it has one.
+/// policy's `availableModels` and `deniedModels` when it has them.
 pub fn visible_models(
     gw: &Gateway,
     policy: Option<&super::ResolvedPolicy>,
@@ -141,13 +146,13 @@ pub fn visible_models(
                 .is_some_and(|id| gw.catalog.resolve_for(id, groups).is_ok())
         })
         .collect();
-    match policy.and_then(super::ResolvedPolicy::available_models) {
-        Some(allowed) => data
+    match policy.filter(|p| !p.rules.is_empty()) {
+        Some(p) => data
             .into_iter()
             .filter(|m| {
                 m["id"]
                     .as_str()
-                    .is_some_and(|id| super::model_allowed(&allowed, id))
+                    .is_some_and(|id| p.rules.check(id).is_none())
             })
             .collect(),
         None => data,
@@ -160,6 +165,6 @@ pub fn models_response(gw: &Gateway, principal: &Principal) -> Response<Body> {
         Principal::Session { user, .. } => (gw.policies.matched(user), &user.groups),
         _ => (None, &[]),
     };
-    let data = visible_models(gw, policy, groups);
+    let data = visible_models(gw, policy.as_deref(), groups);
     crate::edge::json_response(StatusCode::OK, crate::models::list_body(data))
 }
