@@ -5,8 +5,8 @@
 //!
 //! Corpus files are named `ok_*.yaml` (the reference accepts) or `bad_*.yaml` (the
 //! reference refuses). A `bad_` file's first line is `# path: <p>`: the key path the
-//! reference names (`a.b[0].c`, or a prefix of it), which Gatehouse's error must name
-//! too. A line
+//! reference names (`a.b[0].c` or `a.b.0.c`, or a prefix of it), which Gatehouse's error
+//! must name too. A line
 //! `# env: NAME=value` sets a variable for both; `${CORPUS}` is the corpus directory.
 //!
 //! The reference validates the whole file before it connects to PostgreSQL: a refused
@@ -65,12 +65,28 @@ fn header(text: &str) -> Header {
     };
     for line in text.lines().take_while(|l| l.starts_with('#')) {
         if let Some(p) = line.strip_prefix("# path:") {
-            h.path = Some(p.trim().to_owned());
+            h.path = Some(bracketed(p.trim()));
         } else if let Some((k, v)) = line.strip_prefix("# env:").and_then(|e| e.split_once('=')) {
             h.env.insert(k.trim().to_owned(), v.trim().to_owned());
         }
     }
     h
+}
+
+/// `a.0.b` (the reference's dotted form) as `a[0].b`.
+fn bracketed(path: &str) -> String {
+    let mut out = String::new();
+    for part in path.split('.') {
+        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(part);
+        }
+    }
+    out
 }
 
 /// The header's variables and the real file system.
