@@ -10,6 +10,8 @@ pub mod browser;
 pub mod claims;
 pub mod device;
 pub mod directory;
+pub mod idp_client;
+pub mod jsonpath;
 pub mod keys;
 pub mod oidc;
 mod pages;
