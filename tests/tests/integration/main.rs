@@ -18,6 +18,7 @@ mod fuzz_corpus;
 mod hostile;
 mod idempotency;
 mod identity;
+mod idp_reference;
 mod idp_outage;
 mod inference;
 mod inference_limits;

@@ -10,6 +10,7 @@ mod default;
 pub(crate) mod expand;
 mod identity;
 mod lenient;
+pub mod jsonpath;
 pub mod limits;
 pub mod managed;
 pub mod oidc;

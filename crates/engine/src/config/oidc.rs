@@ -101,12 +101,27 @@ pub struct OidcExtras {
     pub scope_on_refresh: bool,
     /// Origins (no trailing slash).
     pub form_action_origins: Vec<String>,
-    pub groups_jsonpath: Option<crate::identity::jsonpath::JsonPath>,
+    pub groups_jsonpath: Option<crate::config::jsonpath::JsonPath>,
     /// Extra trust anchors for IdP traffic (DER).
     pub ca_certs: Vec<CertificateDer<'static>>,
 }
 
 pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
+    if let Some(g) = &o.google_groups {
+        if g.service_account_json_path.is_empty() {
+            return Err(ConfigError::at(
+                "oidc.google_groups.service_account_json_path",
+                "must not be empty",
+            ));
+        }
+        let at = g.admin_email.split_once('@');
+        if !at.is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.')) {
+            return Err(ConfigError::at(
+                "oidc.google_groups.admin_email",
+                "must be an email address",
+            ));
+        }
+    }
     for (set, path, why) in [
         (
             o.use_proxy == Some(true),
@@ -132,7 +147,7 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
                     "is read in place of oidc.groups_claim: remove one of the two",
                 ));
             }
-            Some(crate::identity::jsonpath::JsonPath::parse(p).map_err(|e| {
+            Some(crate::config::jsonpath::JsonPath::parse(p).map_err(|e| {
                 ConfigError::at("oidc.groups_jsonpath", format!("{e}; for a plain claim name or a JSON Pointer, use oidc.groups_claim"))
             })?)
         }

@@ -354,7 +354,7 @@ fn sign_in_blocks_are_validated() {
         ),
         (
             format!("{base}{session}"),
-            "oidc: required when `session` is configured",
+            "oidc: is required; it may be omitted only for a workload-only deployment",
         ),
         (
             format!("{base}{oidc}session: {{jwt_secret: short}}\n"),
@@ -368,9 +368,15 @@ fn sign_in_blocks_are_validated() {
         ),
         (
             format!(
-                "listen: {{host: 127.0.0.1}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
+                "listen: {{host: 127.0.0.2}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
             ),
-            "listen.public_url: required with `oidc`",
+            "listen.public_url: required when listen.host (127.0.0.2) is not localhost",
+        ),
+        (
+            format!(
+                "{base}oidc: {{issuer: 'https://idp.example', client_id: c}}\n{session}"
+            ),
+            "oidc.client_secret: is required, or",
         ),
         (
             format!(
@@ -396,15 +402,25 @@ fn sign_in_blocks_are_validated() {
             ),
             "rate_limits.device_verify: limit (max) and window_seconds must be greater than 0",
         ),
-        (
-            format!("{base}rate_limits: {{device_verify: {{limit: 1, window_seconds: 5}}}}\n"),
-            "rate_limits: only applies when `oidc` is configured",
-        ),
     ];
     for (yaml, want) in cases {
         let got = err(&yaml);
         assert!(got.contains(want), "expected {want}\ngot {got}");
     }
+    // As the reference: no `public_url` on a loopback listener (the bound address is
+    // used), sign-in rate limits without `oidc`, a workload-only file with `session`.
+    let derived = load(&format!(
+        "listen: {{host: '::1', port: 9000}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
+    ))
+    .unwrap()
+    .identity
+    .unwrap();
+    assert!(derived.public_url_derived);
+    assert_eq!(derived.public_url.as_str(), "http://[::1]:9000/");
+    load(&format!("{base}rate_limits: {{device_verify: {{max: 1, window_seconds: 5}}}}\n")).unwrap();
+    let cri = "cri: {enabled: true, audience: [gw], org_allowlist: [o]}\n";
+    let workload_only = load(&format!("{base}{session}{cri}")).unwrap();
+    assert!(workload_only.identity.is_none() && workload_only.workload.is_some());
 }
 
 #[test]

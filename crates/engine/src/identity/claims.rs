@@ -225,7 +225,7 @@ mod tests {
         let mut c = cfg();
         c.extras.user_id_claim = "oid".into();
         c.extras.groups_jsonpath =
-            Some(crate::identity::jsonpath::JsonPath::parse("$.memberships[?@.kind=='group'].name").unwrap());
+            Some(crate::config::jsonpath::JsonPath::parse("$.memberships[?@.kind=='group'].name").unwrap());
         let v = claims(json!({"sub": "a", "oid": "u-1", "email": "a@corp.example",
             "memberships": [{"kind": "group", "name": "claude-users"}, {"kind": "role", "name": "x"}]}));
         let who = admit(&v, &c).unwrap();

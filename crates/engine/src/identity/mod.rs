@@ -11,7 +11,6 @@ pub mod claims;
 pub mod device;
 pub mod directory;
 pub mod idp_client;
-pub mod jsonpath;
 pub mod keys;
 pub mod oidc;
 mod pages;
