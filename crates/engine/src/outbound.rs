@@ -89,7 +89,10 @@ impl SafeFetch {
     }
 
     /// Like [`SafeFetch::new`], also trusting `extra_roots` (DER) besides the built-in roots.
-    pub fn with_roots(policy: FetchPolicy, extra_roots: &[rustls_pki_types::CertificateDer<'_>]) -> Self {
+    pub fn with_roots(
+        policy: FetchPolicy,
+        extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+    ) -> Self {
         let client = build_client(policy, extra_roots).map_err(|e| e.without_url().to_string());
         Self {
             inner: Arc::new(Inner { policy, client }),

@@ -6,8 +6,8 @@
 
 use base64::Engine;
 use gatehouse_tests::{
-    PASSWORD, SESSION_SECRET_A, SignInGateway, SignInOptions, browser_login,
-    sign_in_gateway_opts, sonnet,
+    PASSWORD, SESSION_SECRET_A, SignInGateway, SignInOptions, browser_login, sign_in_gateway_opts,
+    sonnet,
 };
 use serde_json::Value;
 
@@ -16,13 +16,36 @@ fn key_and_cert(dir: &std::path::Path) -> (String, String, std::path::PathBuf) {
     let key = dir.join("client-key.pem");
     let cert = dir.join("client-cert.pem");
     let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl").args(args).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    run(&["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key.to_str().unwrap()]);
     run(&[
-        "req", "-x509", "-key", key.to_str().unwrap(), "-subj", "/CN=gatehouse-test-client",
-        "-days", "2", "-out", cert.to_str().unwrap(),
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        key.to_str().unwrap(),
+    ]);
+    run(&[
+        "req",
+        "-x509",
+        "-key",
+        key.to_str().unwrap(),
+        "-subj",
+        "/CN=gatehouse-test-client",
+        "-days",
+        "2",
+        "-out",
+        cert.to_str().unwrap(),
     ]);
     (
         std::fs::read_to_string(&key).unwrap(),
@@ -47,7 +70,13 @@ async fn sign_in(s: &SignInGateway, login: &str) -> (u16, Value) {
             .await
             .unwrap();
     let d: Value = r.json().await.unwrap();
-    let page = browser_login(d["verification_uri_complete"].as_str().unwrap(), login, PASSWORD, None).await;
+    let page = browser_login(
+        d["verification_uri_complete"].as_str().unwrap(),
+        login,
+        PASSWORD,
+        None,
+    )
+    .await;
     s.clock.advance(6);
     let r =
         s.gw.client
@@ -67,8 +96,12 @@ async fn sign_in(s: &SignInGateway, login: &str) -> (u16, Value) {
 
 fn jwt_claims(token: &str) -> Value {
     let part = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).unwrap())
-        .unwrap()
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 #[tokio::test]
@@ -150,7 +183,8 @@ async fn user_id_claim_and_groups_jsonpath_read_nested_claims() {
         idp_env: &[("IDP_EXTRA_CLAIMS", claims)],
         ..Default::default()
     };
-    let extra = "  user_id_claim: oid\n  groups_jsonpath: \"$.memberships[?@.kind=='group'].name\"\n";
+    let extra =
+        "  user_id_claim: oid\n  groups_jsonpath: \"$.memberships[?@.kind=='group'].name\"\n";
     let s = sign_in_gateway_opts(&[SESSION_SECRET_A], extra, &opts).await;
     // bob's own `groups` claim is [sales], which `allowed_groups` refuses; the path reads
     // the memberships instead.

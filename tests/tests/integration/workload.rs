@@ -103,11 +103,10 @@ cri:
         db = dir.path().join("g.db").display(),
         fake = fake.url()
     );
-    let load_env = env
-        .iter()
-        .fold(gatehouse_engine::deps::MapEnvironment::default(), |e, (k, v)| {
-            e.with_var(k, v)
-        });
+    let load_env = env.iter().fold(
+        gatehouse_engine::deps::MapEnvironment::default(),
+        |e, (k, v)| e.with_var(k, v),
+    );
     let config = gatehouse_engine::config::Config::from_yaml(
         &yaml,
         &gatehouse_engine::config::LoadContext {
@@ -571,7 +570,9 @@ async fn a_workload_only_file_serves_workloads_and_no_sign_in() {
     let doc: Value = r.json().await.unwrap();
     assert_eq!(doc["grant_types_supported"], json!([]));
     assert_eq!(doc["cri_enabled"], true);
-    assert!(doc.get("token_endpoint").is_none() && doc.get("device_authorization_endpoint").is_none());
+    assert!(
+        doc.get("token_endpoint").is_none() && doc.get("device_authorization_endpoint").is_none()
+    );
     assert_eq!(doc["issuer"], s.gw.url("").trim_end_matches('/'));
     for (method, path) in [
         ("POST", "/oauth/device_authorization"),
@@ -608,6 +609,7 @@ fn a_loopback_key_set_needs_the_reference_switch() {
     };
     let e = load_with(Default::default()).unwrap_err().to_string();
     assert!(e.contains("cri.jwks_url"), "{e}");
-    let on = gatehouse_engine::deps::MapEnvironment::default().with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1");
+    let on = gatehouse_engine::deps::MapEnvironment::default()
+        .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1");
     assert!(load_with(on).is_ok());
 }

@@ -48,7 +48,11 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
     let (public_url, public_url_derived) = match &listen.public_url {
         Some(u) => (u.clone(), false),
         None => {
-            let scheme = if listen.tls.is_some() { "https" } else { "http" };
+            let scheme = if listen.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
             let url = url::Url::parse(&format!(
                 "{scheme}://{}",
                 std::net::SocketAddr::new(listen.host, listen.port)
@@ -256,8 +260,7 @@ pub fn validate_workload(
     let loopback_ok = cri.allow_loopback_jwks == Some(true) || env_loopback;
     let parsed = url::Url::parse(&issuer)
         .map_err(|e| ConfigError::at("cri.issuer", format!("invalid URL: {e}")))?;
-    if parsed.scheme() != "https" && !(loopback_ok && is_loopback_url(&parsed))
-    {
+    if parsed.scheme() != "https" && !(loopback_ok && is_loopback_url(&parsed)) {
         return Err(ConfigError::at("cri.issuer", "must be https"));
     }
     if parsed.query().is_some()

@@ -87,10 +87,7 @@ impl JsonPath {
         let root = Value::Object(claims.clone());
         let mut nodes: Vec<&Value> = vec![&root];
         for seg in &self.0 {
-            nodes = nodes
-                .into_iter()
-                .flat_map(|n| step(n, seg))
-                .collect();
+            nodes = nodes.into_iter().flat_map(|n| step(n, seg)).collect();
         }
         if nodes.is_empty() {
             return None;
@@ -144,7 +141,16 @@ mod tests {
         ] {
             assert!(JsonPath::parse(ok).is_ok(), "{ok}");
         }
-        for bad in [".groups", "$[*]", "$", "$.1a", "$.a[0]", "$..a", "$.a[?@.k=='v'", "$.a[?@.k>'v']"] {
+        for bad in [
+            ".groups",
+            "$[*]",
+            "$",
+            "$.1a",
+            "$.a[0]",
+            "$..a",
+            "$.a[?@.k=='v'",
+            "$.a[?@.k>'v']",
+        ] {
             assert!(JsonPath::parse(bad).is_err(), "{bad}");
         }
     }
@@ -166,6 +172,11 @@ mod tests {
         assert_eq!(p.groups(claims).unwrap(), ["a", "b"]);
         let p = JsonPath::parse("$.memberships[*].name").unwrap();
         assert_eq!(p.groups(claims).unwrap().len(), 3);
-        assert!(JsonPath::parse("$.nothing").unwrap().groups(claims).is_none());
+        assert!(
+            JsonPath::parse("$.nothing")
+                .unwrap()
+                .groups(claims)
+                .is_none()
+        );
     }
 }

@@ -9,8 +9,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use rsa::pkcs8::DecodePrivateKey;
-use rustls_pki_types::pem::{PemObject, SectionKind};
 use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::{PemObject, SectionKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::Digest;
@@ -135,7 +135,10 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
         ),
     ] {
         if set {
-            return Err(ConfigError::at(path, format!("not supported yet: {path}: {why}")));
+            return Err(ConfigError::at(
+                "",
+                format!("not supported yet: {path}: {why}"),
+            ));
         }
     }
     let groups_jsonpath = match &o.groups_jsonpath {
@@ -148,7 +151,10 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
                 ));
             }
             Some(crate::config::jsonpath::JsonPath::parse(p).map_err(|e| {
-                ConfigError::at("oidc.groups_jsonpath", format!("{e}; for a plain claim name or a JSON Pointer, use oidc.groups_claim"))
+                ConfigError::at(
+                    "oidc.groups_jsonpath",
+                    format!("{e}; for a plain claim name or a JSON Pointer, use oidc.groups_claim"),
+                )
             })?)
         }
     };
@@ -161,7 +167,10 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
             let url = url::Url::parse(u)
                 .map_err(|e| ConfigError::at("oidc.discovery_url", format!("invalid URL: {e}")))?;
             if !matches!(url.scheme(), "http" | "https") {
-                return Err(ConfigError::at("oidc.discovery_url", "must be an http(s) URL"));
+                return Err(ConfigError::at(
+                    "oidc.discovery_url",
+                    "must be an http(s) URL",
+                ));
             }
             if !url.path().contains("/.well-known/") {
                 return Err(ConfigError::at(
@@ -190,7 +199,9 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
 }
 
 fn client_auth(o: &RawOidc) -> Result<ClientAuth, ConfigError> {
-    let method = o.token_endpoint_auth_method.unwrap_or(AuthMethod::ClientSecretBasic);
+    let method = o
+        .token_endpoint_auth_method
+        .unwrap_or(AuthMethod::ClientSecretBasic);
     if method != AuthMethod::PrivateKeyJwt {
         if o.client_assertion.is_some() {
             return Err(ConfigError::at(
@@ -248,9 +259,14 @@ fn assertion_key(a: &RawClientAssertion) -> Result<AssertionKey, ConfigError> {
     let (kind, der) = <(SectionKind, Vec<u8>)>::from_pem_slice(a.private_key_pem.as_bytes())
         .map_err(|_| unreadable())?;
     let key = match kind {
-        SectionKind::RsaPrivateKey => rsa::RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| unreadable())?,
+        SectionKind::RsaPrivateKey => {
+            rsa::RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| unreadable())?
+        }
         SectionKind::PrivateKey => rsa::RsaPrivateKey::from_pkcs8_der(&der).map_err(|_| {
-            ConfigError::at(KEY_PATH, "must be an RSA key (the client assertion is signed with RS256)")
+            ConfigError::at(
+                KEY_PATH,
+                "must be an RSA key (the client assertion is signed with RS256)",
+            )
         })?,
         SectionKind::EcPrivateKey => {
             return Err(ConfigError::at(
@@ -267,7 +283,11 @@ fn assertion_key(a: &RawClientAssertion) -> Result<AssertionKey, ConfigError> {
             format!("must be an RSA key of at least 2048 bits; got {bits}"),
         ));
     }
-    if a.certificate_pem.matches("-----BEGIN CERTIFICATE-----").count() > 1 {
+    if a.certificate_pem
+        .matches("-----BEGIN CERTIFICATE-----")
+        .count()
+        > 1
+    {
         return Err(ConfigError::at(
             CERT_PATH,
             "must contain only the client certificate, not a chain: keep the one certificate issued for private_key_pem (with openssl pkcs12, add -clcerts)",
@@ -290,8 +310,7 @@ fn assertion_key(a: &RawClientAssertion) -> Result<AssertionKey, ConfigError> {
             "does not match private_key_pem: use the certificate that was issued for this key",
         ));
     }
-    let pkcs1 = rsa::pkcs1::EncodeRsaPrivateKey::to_pkcs1_der(&key)
-        .map_err(|_| unreadable())?;
+    let pkcs1 = rsa::pkcs1::EncodeRsaPrivateKey::to_pkcs1_der(&key).map_err(|_| unreadable())?;
     Ok(AssertionKey {
         key: jsonwebtoken::EncodingKey::from_rsa_der(pkcs1.as_bytes()),
         x5t: URL_SAFE_NO_PAD.encode(<sha1::Sha1 as Digest>::digest(cert.as_ref())),
@@ -313,7 +332,10 @@ fn ca_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
     let mut roots = rustls::RootCertStore::empty();
     let (added, _) = roots.add_parsable_certificates(certs.iter().cloned());
     if added == 0 {
-        return Err(ConfigError::at("oidc.ca_cert_pem", "holds no usable CA certificate"));
+        return Err(ConfigError::at(
+            "oidc.ca_cert_pem",
+            "holds no usable CA certificate",
+        ));
     }
     Ok(certs)
 }
@@ -324,12 +346,16 @@ fn form_action_origins(list: &[String]) -> Result<Vec<String>, ConfigError> {
         .enumerate()
         .map(|(i, u)| {
             let path = format!("oidc.form_action_origins[{i}]");
-            let url = url::Url::parse(u).map_err(|e| ConfigError::at(&path, format!("invalid URL: {e}")))?;
+            let url = url::Url::parse(u)
+                .map_err(|e| ConfigError::at(&path, format!("invalid URL: {e}")))?;
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(ConfigError::at(&path, "must be an http(s) URL"));
             }
             let origin = url.origin().ascii_serialization();
-            if origin.chars().any(|c| matches!(c, ';' | ',' | '\'' | '"') || c.is_whitespace()) {
+            if origin
+                .chars()
+                .any(|c| matches!(c, ';' | ',' | '\'' | '"') || c.is_whitespace())
+            {
                 return Err(ConfigError::at(
                     &path,
                     "must not contain CSP delimiters (; , quotes or whitespace)",

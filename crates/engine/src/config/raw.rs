@@ -499,6 +499,8 @@ pub struct RawOidc {
     /// Claim holding the person's id (default `sub`); a missing claim fails sign-in.
     pub user_id_claim: Option<String>,
     /// Tolerance in seconds on ID-token time claims (default 0).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub clock_skew_seconds: Option<u64>,
     /// Expected ID-token signing algorithm (RS/PS/ES 256/384/512 or EdDSA).
     pub id_token_signed_response_alg: Option<super::oidc::IdTokenAlg>,

@@ -235,7 +235,11 @@ fn listen(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<Listen, ConfigError>
         Some(t) => {
             let tls = super::TlsConfig {
                 cert_pem: super::check::pem_or_file(&t.cert, "listen.tls.cert", ctx.env)?,
-                key_pem: Secret::new(super::check::pem_or_file(&t.key, "listen.tls.key", ctx.env)?),
+                key_pem: Secret::new(super::check::pem_or_file(
+                    &t.key,
+                    "listen.tls.key",
+                    ctx.env,
+                )?),
             };
             tls.server_config().map_err(|e| {
                 let (field, msg) = e.split_once(": ").unwrap_or(("cert", e.as_str()));

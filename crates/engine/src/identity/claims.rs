@@ -132,7 +132,9 @@ pub fn test_config() -> OidcConfig {
         issuer: "https://idp".into(),
         client_id: "c".into(),
         extras: crate::config::oidc::OidcExtras {
-            client_auth: crate::config::oidc::ClientAuth::SecretBasic(crate::secret::Secret::new("s")),
+            client_auth: crate::config::oidc::ClientAuth::SecretBasic(crate::secret::Secret::new(
+                "s",
+            )),
             user_id_claim: "sub".into(),
             clock_skew: std::time::Duration::ZERO,
             id_token_alg: None,
@@ -224,8 +226,10 @@ mod tests {
     fn user_id_claim_and_groups_jsonpath() {
         let mut c = cfg();
         c.extras.user_id_claim = "oid".into();
-        c.extras.groups_jsonpath =
-            Some(crate::config::jsonpath::JsonPath::parse("$.memberships[?@.kind=='group'].name").unwrap());
+        c.extras.groups_jsonpath = Some(
+            crate::config::jsonpath::JsonPath::parse("$.memberships[?@.kind=='group'].name")
+                .unwrap(),
+        );
         let v = claims(json!({"sub": "a", "oid": "u-1", "email": "a@corp.example",
             "memberships": [{"kind": "group", "name": "claude-users"}, {"kind": "role", "name": "x"}]}));
         let who = admit(&v, &c).unwrap();

@@ -109,8 +109,15 @@ pub fn discovery_without_sign_in(listen: &crate::config::Listen) -> Response<Bod
     let origin = match &listen.public_url {
         Some(u) => u.origin().ascii_serialization(),
         None => {
-            let scheme = if listen.tls.is_some() { "https" } else { "http" };
-            format!("{scheme}://{}", std::net::SocketAddr::new(listen.host, listen.port))
+            let scheme = if listen.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            format!(
+                "{scheme}://{}",
+                std::net::SocketAddr::new(listen.host, listen.port)
+            )
         }
     };
     json_no_store(

@@ -5,8 +5,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use openidconnect::core::{CoreJsonWebKeySet, CoreProviderMetadata};
 use openidconnect::IssuerUrl;
+use openidconnect::core::{CoreJsonWebKeySet, CoreProviderMetadata};
 use serde_json::{Map, Value};
 
 use crate::config::OidcConfig;
@@ -87,7 +87,9 @@ pub fn check_azp(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<(), St
         {
             Ok(())
         }
-        Some(_) => Err("the ID token's azp is neither this client nor an additional authorized party".into()),
+        Some(_) => Err(
+            "the ID token's azp is neither this client nor an additional authorized party".into(),
+        ),
     }
 }
 

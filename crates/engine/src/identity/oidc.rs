@@ -8,9 +8,10 @@ use openidconnect::core::{
     CoreClient, CoreErrorResponseType, CoreProviderMetadata, CoreResponseType,
 };
 use openidconnect::{
-    AuthType, AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
-    EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
-    PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse,
+    AuthType, AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken,
+    EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    TokenResponse,
 };
 use serde_json::{Map, Value};
 
@@ -148,7 +149,10 @@ impl Oidc {
         let aud = self.token_endpoint.as_deref().unwrap_or_default();
         let jwt = super::idp_client::assertion(key, &self.cfg.client_id, aud)?;
         Ok(vec![
-            ("client_assertion_type", super::idp_client::ASSERTION_TYPE.to_owned()),
+            (
+                "client_assertion_type",
+                super::idp_client::ASSERTION_TYPE.to_owned(),
+            ),
             ("client_assertion", jwt),
         ])
     }
@@ -351,7 +355,9 @@ impl Oidc {
     }
 }
 
-fn signing_alg(alg: crate::config::oidc::IdTokenAlg) -> openidconnect::core::CoreJwsSigningAlgorithm {
+fn signing_alg(
+    alg: crate::config::oidc::IdTokenAlg,
+) -> openidconnect::core::CoreJwsSigningAlgorithm {
     use crate::config::oidc::IdTokenAlg as A;
     use openidconnect::core::CoreJwsSigningAlgorithm as J;
     match alg {
