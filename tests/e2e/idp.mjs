@@ -7,6 +7,13 @@
 //   IDP_PORT             port to bind on 127.0.0.1 (default 0 = a random free port)
 //   IDP_CLIENT_ID        the client's id (default "gatehouse")
 //   IDP_CLIENT_SECRET    the client's secret (default "gatehouse-secret")
+//   IDP_CLIENT_CERT_PEM  path of a PEM certificate: the client authenticates with
+//                        private_key_jwt (RS256) by the certificate's key instead of a secret,
+//                        and every assertion must carry the certificate's thumbprints in
+//                        `x5t` and `x5t#S256` (as Microsoft Entra requires); the stats count
+//                        accepted assertions as `client_assertions`
+//   IDP_EXTRA_CLAIMS     JSON object of claims added to every account's claims (ID token
+//                        and userinfo), e.g. nested group memberships or another user id
 //   IDP_REDIRECT_URIS    comma-separated redirect URIs, exact match
 //                        (default "http://127.0.0.1:8080/oauth/callback")
 //   IDP_REQUIRE_PKCE     "1" (default) the client must send S256 PKCE; "0" optional
@@ -38,13 +45,14 @@
 
 import http from 'node:http';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 
 // oidc-provider prints its notices with console.info (stdout); stdout must carry
 // only the "listening" line, so send console.log/info to stderr before loading it.
 console.log = (...args) => console.error(...args);
 console.info = (...args) => console.error(...args);
 
-const { default: Provider } = await import('oidc-provider');
+const { default: Provider, errors } = await import('oidc-provider');
 
 const env = process.env;
 const PORT = Number.parseInt(env.IDP_PORT ?? '0', 10) || 0;
@@ -62,6 +70,12 @@ const ACCESS_TOKEN_TTL = secs('IDP_ACCESS_TOKEN_TTL', 3600);
 const ID_TOKEN_TTL = secs('IDP_ID_TOKEN_TTL', 3600);
 const REFRESH_TOKEN_TTL = secs('IDP_REFRESH_TOKEN_TTL', 14 * 24 * 3600);
 const LOG = env.IDP_LOG === '1';
+const CLIENT_CERT = env.IDP_CLIENT_CERT_PEM
+  ? new crypto.X509Certificate(fs.readFileSync(env.IDP_CLIENT_CERT_PEM, 'utf8'))
+  : null;
+const EXTRA_CLAIMS = env.IDP_EXTRA_CLAIMS ? JSON.parse(env.IDP_EXTRA_CLAIMS) : {};
+// A certificate fingerprint ("AB:CD:...") as a JOSE thumbprint (base64url of the digest).
+const thumbprint = (fp) => Buffer.from(fp.replace(/:/g, ''), 'hex').toString('base64url');
 
 const PASSWORD = 'secret-password';
 
@@ -77,7 +91,7 @@ const disabled = new Set();
 
 function accountClaims(id) {
   const a = ACCOUNTS[id];
-  const claims = { sub: id };
+  const claims = { ...structuredClone(EXTRA_CLAIMS), sub: id };
   for (const k of ['email', 'email_verified', 'name', 'groups']) {
     if (a[k] !== undefined && a[k] !== null) claims[k] = Array.isArray(a[k]) ? [...a[k]] : a[k];
   }
@@ -93,7 +107,7 @@ async function findAccount(_ctx, id) {
 }
 
 // Test counters and failure injection for the token endpoint.
-const stats = { total: 0, by_grant_type: {}, by_status: {}, injected_failures: 0 };
+const stats = { total: 0, by_grant_type: {}, by_status: {}, injected_failures: 0, client_assertions: 0 };
 const failToken = { count: 0, status: 503 };
 const delayToken = { ms: 0 };
 const bump = (obj, key) => { obj[key] = (obj[key] || 0) + 1; };
@@ -147,10 +161,16 @@ function consentPage(uid, params, accountId, details) {
 const configuration = {
   clients: [{
     client_id: CLIENT_ID,
-    client_secret: CLIENT_SECRET,
-    // client_secret_basic is the registered method; oidc-provider accepts
-    // client_secret_post as well for any client registered with a secret method.
-    token_endpoint_auth_method: 'client_secret_basic',
+    ...(CLIENT_CERT ? {
+      token_endpoint_auth_method: 'private_key_jwt',
+      token_endpoint_auth_signing_alg: 'RS256',
+      jwks: { keys: [{ ...CLIENT_CERT.publicKey.export({ format: 'jwk' }), use: 'sig', alg: 'RS256' }] },
+    } : {
+      client_secret: CLIENT_SECRET,
+      // client_secret_basic is the registered method; oidc-provider accepts
+      // client_secret_post as well for any client registered with a secret method.
+      token_endpoint_auth_method: 'client_secret_basic',
+    }),
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],
     redirect_uris: REDIRECT_URIS,
@@ -168,7 +188,7 @@ const configuration = {
   // granted (the RP asks for "openid profile email offline_access"); a separate
   // `groups` scope exists too for RPs that ask for it.
   claims: {
-    openid: ['sub', 'groups'],
+    openid: ['sub', 'groups', ...Object.keys(EXTRA_CLAIMS)],
     email: ['email', 'email_verified'],
     profile: ['name'],
     groups: ['groups'],
@@ -210,6 +230,15 @@ const configuration = {
     ctx.type = 'html';
     ctx.body = page('Error', `<h1 id="idp-error">Error</h1>
 <p id="error">${esc(out.error)}</p><p id="error_description">${esc(out.error_description)}</p>`);
+  },
+  // With a client certificate, the assertion must name it by its thumbprints.
+  async assertJwtClientAuthClaimsAndHeader(_ctx, _claims, header) {
+    if (!CLIENT_CERT) return;
+    if (header.x5t !== thumbprint(CLIENT_CERT.fingerprint)
+      || header['x5t#S256'] !== thumbprint(CLIENT_CERT.fingerprint256)) {
+      throw new errors.InvalidClientAuth('x5t / x5t#S256 do not match the registered certificate');
+    }
+    stats.client_assertions += 1;
   },
   clientBasedCORS: () => false,
   ttl: {
@@ -307,6 +336,7 @@ async function handleTest(req, res, path) {
       stats.by_grant_type = {};
       stats.by_status = {};
       stats.injected_failures = 0;
+      stats.client_assertions = 0;
       return send(res, 204);
     default:
       return send(res, 404, { error: 'no such test endpoint' });

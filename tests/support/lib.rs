@@ -438,6 +438,9 @@ pub struct SignInOptions<'a> {
     pub listen: &'a str,
     /// The SQLite file (default: in the gateway's temporary directory).
     pub db: Option<&'a Path>,
+    /// `oidc` lines (indented two spaces) that replace `client_secret`, e.g. a
+    /// `private_key_jwt` client assertion.
+    pub client_auth: Option<&'a str>,
 }
 
 /// [`sign_in_gateway`] with its SQLite file at `db` (e.g. on a small disk).
@@ -484,7 +487,10 @@ async fn start_sign_in_gateway(
     if !opts.listen.is_empty() {
         listen = format!("{listen}, {}", opts.listen);
     }
-    let yaml = sign_in_yaml_listen(&listen, &idp.issuer, &ups, &store, secrets, extra);
+    let mut yaml = sign_in_yaml_listen(&listen, &idp.issuer, &ups, &store, secrets, extra);
+    if let Some(auth) = opts.client_auth {
+        yaml = yaml.replace(&format!("  client_secret: {IDP_CLIENT_SECRET}\n"), auth);
+    }
     let config = load(&yaml, dir.path());
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());

@@ -85,7 +85,15 @@ impl SafeFetch {
     /// Builds the client. If the HTTP client cannot be built (TLS backend failure), every
     /// call returns [`FetchError::Http`]; use [`SafeFetch::try_new`] to fail at start instead.
     pub fn new(policy: FetchPolicy) -> Self {
-        let client = build_client(policy).map_err(|e| e.without_url().to_string());
+        Self::with_roots(policy, &[])
+    }
+
+    /// Like [`SafeFetch::new`], also trusting `extra_roots` (DER) besides the built-in roots.
+    pub fn with_roots(
+        policy: FetchPolicy,
+        extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+    ) -> Self {
+        let client = build_client(policy, extra_roots).map_err(|e| e.without_url().to_string());
         Self {
             inner: Arc::new(Inner { policy, client }),
         }
@@ -93,7 +101,15 @@ impl SafeFetch {
 
     /// Like [`SafeFetch::new`], but reports a client that cannot be built.
     pub fn try_new(policy: FetchPolicy) -> Result<Self, FetchError> {
-        let fetch = Self::new(policy);
+        Self::try_with_roots(policy, &[])
+    }
+
+    /// [`SafeFetch::with_roots`], reporting a client that cannot be built.
+    pub fn try_with_roots(
+        policy: FetchPolicy,
+        extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+    ) -> Result<Self, FetchError> {
+        let fetch = Self::with_roots(policy, extra_roots);
         match &fetch.inner.client {
             Ok(_) => Ok(fetch),
             Err(e) => Err(FetchError::Http(e.clone())),
@@ -190,8 +206,15 @@ impl SafeFetch {
     }
 }
 
-fn build_client(policy: FetchPolicy) -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
+fn build_client(
+    policy: FetchPolicy,
+    extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = reqwest::Client::builder();
+    for der in extra_roots {
+        builder = builder.add_root_certificate(reqwest::Certificate::from_der(der)?);
+    }
+    builder
         .dns_resolver(Arc::new(CheckedResolver {
             allow_loopback: policy.allow_loopback,
         }))

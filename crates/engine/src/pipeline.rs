@@ -373,6 +373,12 @@ async fn sign_in(
 ) -> Response<Body> {
     use crate::identity::{browser, device};
     let Some(id) = gw.identity.as_ref() else {
+        // Workload-only (`cri` without `oidc`): discovery without OAuth endpoints.
+        if gw.workload.is_some()
+            && (req.method().as_str(), path) == ("GET", "/.well-known/oauth-authorization-server")
+        {
+            return device::discovery_without_sign_in(&gw.config.listen);
+        }
         return ApiError::NotFound("sign-in is not configured on this gateway".into())
             .into_response();
     };

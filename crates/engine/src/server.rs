@@ -92,6 +92,10 @@ pub async fn start_on(
     // Port 0 asked for a free port: the configuration says which one (for the status).
     let mut config = config;
     config.listen.port = addr.port();
+    // No `public_url` on a loopback listener: the bound address is the origin.
+    if let Some(id) = config.identity.as_mut().filter(|i| i.public_url_derived) {
+        let _ = id.public_url.set_port(Some(addr.port()));
+    }
     // The separate metrics listener (`metrics.listen`) is bound before anything starts.
     let metrics_listener = match config.metrics_listen {
         Some(addr) => {
@@ -154,7 +158,14 @@ pub async fn start_on(
                 cfg.clone(),
                 store.as_ref(),
                 deps.clock.now(),
-                fetch(cfg.oidc.allow_loopback, Duration::from_secs(10))?,
+                SafeFetch::try_with_roots(
+                    FetchPolicy {
+                        allow_loopback: cfg.oidc.allow_loopback,
+                        timeout: Duration::from_secs(10),
+                    },
+                    &cfg.oidc.extras.ca_certs,
+                )
+                .map_err(|e| StartError::Client(e.to_string()))?,
             )
             .await?,
         ),

@@ -20,6 +20,7 @@ mod hostile;
 mod idempotency;
 mod identity;
 mod idp_outage;
+mod idp_reference;
 mod inference;
 mod inference_limits;
 mod key_pools;

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use fake_upstream::{FakeConfig, FakeUpstream, Fault};
-use gatehouse_tests::{CLIENT_KEY, OPERATOR_KEY, TestGateway, load, sonnet};
+use gatehouse_tests::{CLIENT_KEY, OPERATOR_KEY, TestGateway, sonnet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use p256::pkcs8::EncodePrivateKey;
 use serde_json::{Value, json};
@@ -67,6 +67,12 @@ struct Setup {
 }
 
 async fn setup(jwks_down_at_start: bool) -> Setup {
+    setup_with(jwks_down_at_start, "  allow_loopback_jwks: true\n", &[]).await
+}
+
+/// [`setup`] with more `cri` keys (`cri_extra`, or a top-level block after a newline) and
+/// the environment the configuration is loaded with.
+async fn setup_with(jwks_down_at_start: bool, cri_extra: &str, env: &[(&str, &str)]) -> Setup {
     let key = key("k1");
     let jwks: Shared = Arc::new(Mutex::new(Jwks {
         keys: vec![key.jwk.clone()],
@@ -91,14 +97,25 @@ cri:
   enabled: true
   issuer: "{ISSUER}"
   jwks_url: "{jwks_url}"
-  allow_loopback_jwks: true
   audience: ["{AUD}", "https://other-aud.test"]
   org_allowlist: ["{ORG}"]
-"#,
+{cri_extra}"#,
         db = dir.path().join("g.db").display(),
         fake = fake.url()
     );
-    let config = load(&yaml, dir.path());
+    let load_env = env.iter().fold(
+        gatehouse_engine::deps::MapEnvironment::default(),
+        |e, (k, v)| e.with_var(k, v),
+    );
+    let config = gatehouse_engine::config::Config::from_yaml(
+        &yaml,
+        &gatehouse_engine::config::LoadContext {
+            env: &load_env,
+            credentials: &gatehouse_engine::deps::NoCredentialStore,
+            default_data_dir: dir.path().to_owned(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("config should load: {e}\n{yaml}"));
     let clock = Arc::new(gatehouse_tests::OffsetClock::default());
     let events = Arc::new(gatehouse_engine::events::MemoryEventSink::default());
     let deps = gatehouse_engine::deps::Deps {
@@ -528,4 +545,74 @@ async fn es384_and_es512_tokens_are_accepted_with_the_matching_curve_only() {
             .map(|e| e["reason"].as_str().unwrap().to_owned())
             .collect();
     assert_eq!(reasons, ["bad_algorithm", "unknown_kid", "unknown_kid"]);
+}
+
+/// The reference's workload-only file: `session` and `cri` without `oidc`, the loopback key
+/// set allowed by `CLAUDE_GATEWAY_ALLOW_LOOPBACK` (not Gatehouse's own key). Workload
+/// callers work; discovery lists no sign-in endpoints; every sign-in route is 404.
+#[tokio::test]
+async fn a_workload_only_file_serves_workloads_and_no_sign_in() {
+    let s = setup_with(
+        false,
+        "session: {jwt_secret: \"0123456789abcdef0123456789abcdef\"}\n",
+        &[("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")],
+    )
+    .await;
+    let ok = token(&s.key, |_, _| {});
+    assert_eq!(infer(&s, &ok, "/v1/messages").await.status(), 200);
+    let r =
+        s.gw.client
+            .get(s.gw.url("/.well-known/oauth-authorization-server"))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["grant_types_supported"], json!([]));
+    assert_eq!(doc["cri_enabled"], true);
+    assert!(
+        doc.get("token_endpoint").is_none() && doc.get("device_authorization_endpoint").is_none()
+    );
+    assert_eq!(doc["issuer"], s.gw.url("").trim_end_matches('/'));
+    for (method, path) in [
+        ("POST", "/oauth/device_authorization"),
+        ("POST", "/oauth/token"),
+        ("GET", "/device"),
+        ("GET", "/oauth/callback"),
+    ] {
+        let r =
+            s.gw.client
+                .request(method.parse().unwrap(), s.gw.url(path))
+                .send()
+                .await
+                .unwrap();
+        assert_eq!(r.status(), 404, "{method} {path}");
+    }
+}
+
+/// Without `CLAUDE_GATEWAY_ALLOW_LOOPBACK` (or `allow_loopback_jwks`), a loopback key set
+/// is refused at load, naming the key.
+#[test]
+fn a_loopback_key_set_needs_the_reference_switch() {
+    let yaml = format!(
+        "listen: {{host: 127.0.0.1, port: 0}}\nupstreams: [{{name: a, provider: anthropic}}]\ncri: {{enabled: true, issuer: \"{ISSUER}\", jwks_url: \"http://127.0.0.1:9/jwks.json\", audience: [a], org_allowlist: [o]}}\n"
+    );
+    let load_with = |env: gatehouse_engine::deps::MapEnvironment| {
+        gatehouse_engine::config::Config::from_yaml(
+            &yaml,
+            &gatehouse_engine::config::LoadContext {
+                env: &env,
+                credentials: &gatehouse_engine::deps::NoCredentialStore,
+                default_data_dir: std::env::temp_dir(),
+            },
+        )
+    };
+    let e = load_with(Default::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("cri.issuer") || e.contains("cri.jwks_url"),
+        "{e}"
+    );
+    let on = gatehouse_engine::deps::MapEnvironment::default()
+        .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1");
+    assert!(load_with(on).is_ok());
 }

@@ -33,3 +33,24 @@ pub(super) fn non_empty_secret(value: &str, path: &str) -> Result<Secret, Config
     }
     Ok(Secret::new(v))
 }
+
+/// A PEM value given as text (a Gatehouse extension, recognised by `-----BEGIN`) or, as
+/// the reference takes it, as the path of a file read now.
+pub(super) fn pem_or_file(
+    value: &str,
+    path: &str,
+    env: &dyn crate::deps::Environment,
+) -> Result<String, ConfigError> {
+    if value.contains("-----BEGIN") {
+        return Ok(value.to_owned());
+    }
+    env.read_file(std::path::Path::new(value.trim()))
+        .map_err(|e| ConfigError::at(path, format!("cannot read the PEM file: {e}")))
+}
+
+/// `CLAUDE_GATEWAY_ALLOW_LOOPBACK` (the reference's switch for loopback IdPs, collectors,
+/// webhooks and CRI issuers in development): set to anything but empty, `0` or `false`.
+pub fn env_allows_loopback(env: &dyn crate::deps::Environment) -> bool {
+    env.var("CLAUDE_GATEWAY_ALLOW_LOOPBACK")
+        .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}

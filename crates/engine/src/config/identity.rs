@@ -22,60 +22,46 @@ const PROTOCOL_PARAMS: &[&str] = &[
 ];
 
 pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfig>, ConfigError> {
+    let cri_enabled = raw.cri.as_ref().is_some_and(|c| c.enabled == Some(true));
     let (oidc, session) = match (&raw.oidc, &raw.session) {
-        (None, None) => {
-            if raw.rate_limits.device_authorization.is_some()
-                || raw.rate_limits.device_verify.is_some()
-            {
-                return Err(ConfigError::at(
-                    "rate_limits",
-                    "only applies when `oidc` is configured",
-                ));
-            }
-            return Ok(None);
-        }
+        (None, None) => return Ok(None),
         (Some(_), None) => {
             return Err(ConfigError::at(
                 "session",
                 "required when `oidc` is configured",
             ));
         }
-        (None, Some(_)) => {
-            return Err(ConfigError::at(
-                "oidc",
-                "required when `session` is configured",
-            ));
+        (None, Some(s)) => {
+            if !cri_enabled {
+                return Err(ConfigError::at(
+                    "oidc",
+                    "is required; it may be omitted only for a workload-only deployment (cri.enabled: true)",
+                ));
+            }
+            // Workload-only: the session block is checked, sign-in stays off.
+            session_secrets(s)?;
+            return Ok(None);
         }
         (Some(o), Some(s)) => (o, s),
     };
-    let public_url = listen.public_url.clone().ok_or_else(|| {
-        ConfigError::at(
-            "listen.public_url",
-            "required with `oidc` (it is the issuer and the callback origin)",
-        )
-    })?;
-    let secrets: Vec<String> = session.jwt_secret.clone().into_vec();
-    if secrets.is_empty() {
-        return Err(ConfigError::at(
-            "session.jwt_secret",
-            "must not be an empty list",
-        ));
-    }
-    for (i, s) in secrets.iter().enumerate() {
-        if s.chars().count() < MIN_SESSION_SECRET_LEN {
-            let path = if secrets.len() == 1
-                && matches!(session.jwt_secret, super::raw::OneOrMany::One(_))
-            {
-                "session.jwt_secret".to_owned()
+    // On a loopback listener without `public_url`, the bound address is the origin.
+    let (public_url, public_url_derived) = match &listen.public_url {
+        Some(u) => (u.clone(), false),
+        None => {
+            let scheme = if listen.tls.is_some() {
+                "https"
             } else {
-                format!("session.jwt_secret[{i}]")
+                "http"
             };
-            return Err(ConfigError::at(
-                &path,
-                format!("must be at least {MIN_SESSION_SECRET_LEN} characters"),
-            ));
+            let url = url::Url::parse(&format!(
+                "{scheme}://{}",
+                std::net::SocketAddr::new(listen.host, listen.port)
+            ))
+            .map_err(|e| ConfigError::at("listen.public_url", e.to_string()))?;
+            (url, true)
         }
-    }
+    };
+    let secrets = session_secrets(session)?;
     let ttl_hours = session.ttl_hours.unwrap_or(1.0);
     if !(ttl_hours.is_finite() && ttl_hours > 0.0 && ttl_hours <= 24.0 * 30.0) {
         return Err(ConfigError::at(
@@ -97,9 +83,7 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
     if oidc.client_id.trim().is_empty() {
         return Err(ConfigError::at("oidc.client_id", "must not be empty"));
     }
-    if oidc.client_secret.trim().is_empty() {
-        return Err(ConfigError::at("oidc.client_secret", "must not be empty"));
-    }
+    let extras = super::oidc::validate(oidc)?;
     let scopes = oidc.scopes.clone().unwrap_or_else(|| {
         ["openid", "profile", "email", "offline_access"]
             .map(String::from)
@@ -137,29 +121,29 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
             "must name at least one claim",
         ));
     }
-    let domains = oidc
-        .allowed_email_domains
-        .iter()
-        .map(|d| d.trim().trim_start_matches('@').to_ascii_lowercase())
-        .collect::<Vec<_>>();
-    if domains.iter().any(String::is_empty) {
-        return Err(ConfigError::at(
-            "oidc.allowed_email_domains",
-            "must not contain empty entries",
-        ));
-    }
+    let domains = trimmed(
+        &oidc.allowed_email_domains,
+        |d| d.trim().trim_start_matches('@').to_ascii_lowercase(),
+        "oidc.allowed_email_domains",
+    )?;
+    let allowed_groups = trimmed(
+        &oidc.allowed_groups,
+        |g| g.trim().to_owned(),
+        "oidc.allowed_groups",
+    )?;
     Ok(Some(IdentityConfig {
         public_url,
+        public_url_derived,
         session_secrets: secrets.into_iter().map(Secret::new).collect(),
         session_ttl: Duration::from_secs_f64(ttl_hours * 3600.0),
         oidc: OidcConfig {
             issuer: oidc.issuer.trim_end_matches('/').to_owned(),
             client_id: oidc.client_id.clone(),
-            client_secret: Secret::new(oidc.client_secret.clone()),
+            extras,
             scopes,
             use_pkce: oidc.use_pkce.unwrap_or(true),
             allowed_email_domains: domains,
-            allowed_groups: oidc.allowed_groups.clone(),
+            allowed_groups,
             groups_claim: oidc
                 .groups_claim
                 .clone()
@@ -189,6 +173,52 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
     }))
 }
 
+/// The session secrets: at least one, each long enough.
+fn session_secrets(session: &super::raw::RawSession) -> Result<Vec<String>, ConfigError> {
+    let secrets: Vec<String> = session.jwt_secret.clone().into_vec();
+    if secrets.is_empty() {
+        return Err(ConfigError::at(
+            "session.jwt_secret",
+            "must not be an empty list",
+        ));
+    }
+    for (i, s) in secrets.iter().enumerate() {
+        if s.chars().count() < MIN_SESSION_SECRET_LEN {
+            let path = if matches!(session.jwt_secret, super::raw::OneOrMany::One(_)) {
+                "session.jwt_secret".to_owned()
+            } else {
+                format!("session.jwt_secret[{i}]")
+            };
+            return Err(ConfigError::at(
+                &path,
+                format!("must be at least {MIN_SESSION_SECRET_LEN} characters"),
+            ));
+        }
+    }
+    Ok(secrets)
+}
+
+/// A list normalised entry by entry with empty results dropped; a non-empty list whose
+/// every entry is empty is refused (as the reference does).
+fn trimmed(
+    list: &[String],
+    norm: impl Fn(&str) -> String,
+    path: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let out: Vec<String> = list
+        .iter()
+        .map(|s| norm(s))
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !list.is_empty() && out.is_empty() {
+        return Err(ConfigError::at(
+            path,
+            "contains only empty entries after normalization",
+        ));
+    }
+    Ok(out)
+}
+
 fn rate(
     raw: Option<RawRate>,
     limit: u32,
@@ -215,7 +245,10 @@ fn rate(
 /// The issuer of Anthropic's workload tokens.
 pub const DEFAULT_CRI_ISSUER: &str = "https://api.anthropic.com/api/oauth/cri";
 
-pub fn validate_workload(raw: &RawConfig) -> Result<Option<WorkloadConfig>, ConfigError> {
+pub fn validate_workload(
+    raw: &RawConfig,
+    env_loopback: bool,
+) -> Result<Option<WorkloadConfig>, ConfigError> {
     let Some(cri) = &raw.cri else { return Ok(None) };
     if !cri.enabled.unwrap_or(false) {
         return Ok(None);
@@ -224,11 +257,10 @@ pub fn validate_workload(raw: &RawConfig) -> Result<Option<WorkloadConfig>, Conf
         .issuer
         .clone()
         .unwrap_or_else(|| DEFAULT_CRI_ISSUER.to_owned());
+    let loopback_ok = cri.allow_loopback_jwks == Some(true) || env_loopback;
     let parsed = url::Url::parse(&issuer)
         .map_err(|e| ConfigError::at("cri.issuer", format!("invalid URL: {e}")))?;
-    if parsed.scheme() != "https"
-        && !(cri.allow_loopback_jwks == Some(true) && is_loopback_url(&parsed))
-    {
+    if parsed.scheme() != "https" && !(loopback_ok && is_loopback_url(&parsed)) {
         return Err(ConfigError::at("cri.issuer", "must be https"));
     }
     if parsed.query().is_some()
@@ -247,10 +279,10 @@ pub fn validate_workload(raw: &RawConfig) -> Result<Option<WorkloadConfig>, Conf
         Some(u) => {
             let url = url::Url::parse(u)
                 .map_err(|e| ConfigError::at("cri.jwks_url", format!("invalid URL: {e}")))?;
-            if cri.allow_loopback_jwks != Some(true) || !is_loopback_url(&url) {
+            if !loopback_ok || !is_loopback_url(&url) {
                 return Err(ConfigError::at(
                     "cri.jwks_url",
-                    "may only point at a loopback address, with `allow_loopback_jwks: true` (tests); production keys come from the issuer",
+                    "may only point at a loopback address, with CLAUDE_GATEWAY_ALLOW_LOOPBACK set (or `allow_loopback_jwks: true`; tests); production keys come from the issuer",
                 ));
             }
             url

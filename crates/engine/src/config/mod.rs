@@ -9,10 +9,12 @@ mod check;
 mod default;
 pub(crate) mod expand;
 mod identity;
+pub mod jsonpath;
 mod lenient;
 pub mod limits;
 pub mod managed;
 mod managed_layered;
+pub mod oidc;
 pub mod postgres;
 pub mod postgres_tls;
 mod pricing_rules;
@@ -163,6 +165,9 @@ pub struct WorkloadConfig {
 pub struct IdentityConfig {
     /// The gateway's public origin: issuer of session tokens, base of the callback URL.
     pub public_url: Url,
+    /// `public_url` was not configured (loopback listener): it is the bound address,
+    /// filled in when the listener is bound.
+    pub public_url_derived: bool,
     pub session_secrets: Vec<Secret>,
     pub session_ttl: Duration,
     pub oidc: OidcConfig,
@@ -174,7 +179,8 @@ pub struct IdentityConfig {
 pub struct OidcConfig {
     pub issuer: String,
     pub client_id: String,
-    pub client_secret: Secret,
+    /// Client authentication, claim selection and ID-token checks (the reference's knobs).
+    pub extras: oidc::OidcExtras,
     pub scopes: Vec<String>,
     pub use_pkce: bool,
     /// Lower-case.

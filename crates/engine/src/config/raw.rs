@@ -500,7 +500,37 @@ pub struct RawOidc {
     /// The IdP's issuer URL (discovery at `<issuer>/.well-known/openid-configuration`).
     pub issuer: String,
     pub client_id: String,
-    pub client_secret: String,
+    /// Required unless `token_endpoint_auth_method: private_key_jwt` (then forbidden).
+    pub client_secret: Option<String>,
+    /// `client_secret_basic` (default), `client_secret_post` or `private_key_jwt`.
+    pub token_endpoint_auth_method: Option<super::oidc::AuthMethod>,
+    /// Certificate credentials for `private_key_jwt` (required with it, only with it).
+    pub client_assertion: Option<super::oidc::RawClientAssertion>,
+    /// Extra CA certificates (PEM text) trusted for IdP traffic only.
+    pub ca_cert_pem: Option<String>,
+    /// Claim holding the person's id (default `sub`); a missing claim fails sign-in.
+    pub user_id_claim: Option<String>,
+    /// Tolerance in seconds on ID-token time claims (default 0).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub clock_skew_seconds: Option<u64>,
+    /// Expected ID-token signing algorithm (RS/PS/ES 256/384/512 or EdDSA).
+    pub id_token_signed_response_alg: Option<super::oidc::IdTokenAlg>,
+    /// Extra `azp` values accepted in ID tokens.
+    pub additional_authorized_parties: Option<Vec<String>>,
+    /// Explicit discovery document URL (must contain `/.well-known/`).
+    pub discovery_url: Option<String>,
+    /// Send IdP traffic through HTTPS_PROXY/HTTP_PROXY (default off).
+    pub use_proxy: Option<bool>,
+    /// Send `scope` on refresh-token grants (default false).
+    pub scope_on_refresh: Option<bool>,
+    /// Extra origins allowed in the sign-in page's CSP `form-action`.
+    pub form_action_origins: Option<Vec<String>>,
+    /// Groups from nested claims: `.name`, `['name']`, `[*]`, `[?@.f=='v']` (only with the
+    /// default `groups_claim`).
+    pub groups_jsonpath: Option<String>,
+    /// Google Workspace groups through the Admin SDK Directory API.
+    pub google_groups: Option<super::oidc::RawGoogleGroups>,
     /// Default: openid, profile, email, offline_access.
     pub scopes: Option<Vec<String>>,
     /// Default true.

@@ -238,7 +238,7 @@ fn errors_name_the_field_path() {
         ),
         (
             "listen: {host: 0.0.0.0}\n",
-            "listen.public_url: required when listen.host (0.0.0.0) is not a loopback address",
+            "listen.public_url: required when listen.host (0.0.0.0) is not localhost, 127.0.0.1 or ::1",
         ),
         (
             "listen: {host: 10.0.0.1, public_url: 'https://gw/x'}\n",
@@ -308,7 +308,7 @@ fn errors_name_the_field_path() {
         .copied()
         .chain([(
             "listen: {host: 127.0.0.1, tls: {cert: 'not pem', key: 'nope'}}\n",
-            "listen.tls.cert: no certificate in the PEM",
+            "listen.tls.cert: cannot read the PEM file",
         )])
         .collect();
     for (yaml, expected) in cases {
@@ -367,7 +367,7 @@ fn sign_in_blocks_are_validated() {
         ),
         (
             format!("{base}{session}"),
-            "oidc: required when `session` is configured",
+            "oidc: is required; it may be omitted only for a workload-only deployment",
         ),
         (
             format!("{base}{oidc}session: {{jwt_secret: short}}\n"),
@@ -381,9 +381,13 @@ fn sign_in_blocks_are_validated() {
         ),
         (
             format!(
-                "listen: {{host: 127.0.0.1}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
+                "listen: {{host: 127.0.0.2}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
             ),
-            "listen.public_url: required with `oidc`",
+            "listen.public_url: required when listen.host (127.0.0.2) is not localhost",
+        ),
+        (
+            format!("{base}oidc: {{issuer: 'https://idp.example', client_id: c}}\n{session}"),
+            "oidc.client_secret: is required, or",
         ),
         (
             format!(
@@ -409,15 +413,28 @@ fn sign_in_blocks_are_validated() {
             ),
             "rate_limits.device_verify: limit (max) and window_seconds must be greater than 0",
         ),
-        (
-            format!("{base}rate_limits: {{device_verify: {{limit: 1, window_seconds: 5}}}}\n"),
-            "rate_limits: only applies when `oidc` is configured",
-        ),
     ];
     for (yaml, want) in cases {
         let got = err(&yaml);
         assert!(got.contains(want), "expected {want}\ngot {got}");
     }
+    // As the reference: no `public_url` on a loopback listener (the bound address is
+    // used), sign-in rate limits without `oidc`, a workload-only file with `session`.
+    let derived = load(&format!(
+        "listen: {{host: '::1', port: 9000}}\nupstreams: [{{name: a, provider: anthropic}}]\n{oidc}{session}"
+    ))
+    .unwrap()
+    .identity
+    .unwrap();
+    assert!(derived.public_url_derived);
+    assert_eq!(derived.public_url.as_str(), "http://[::1]:9000/");
+    load(&format!(
+        "{base}rate_limits: {{device_verify: {{max: 1, window_seconds: 5}}}}\n"
+    ))
+    .unwrap();
+    let cri = "cri: {enabled: true, audience: [gw], org_allowlist: [o]}\n";
+    let workload_only = load(&format!("{base}{session}{cri}")).unwrap();
+    assert!(workload_only.identity.is_none() && workload_only.workload.is_some());
 }
 
 #[test]
@@ -1098,4 +1115,58 @@ fn numbers_may_be_strings_as_in_the_reference() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("listen.port: invalid value `eighty`"), "{e}");
+}
+
+/// A key and certificate from the differential corpus (`tests/config-corpus/oidc`).
+fn corpus_key_and_cert() -> (String, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/config-corpus/oidc/ok_private_key_jwt_pkcs8.yaml");
+    let v: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let a = &v["oidc"]["client_assertion"];
+    (
+        a["private_key_pem"].as_str().unwrap().to_owned(),
+        a["certificate_pem"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn tls_files_are_read_from_paths_and_pem_text_still_works() {
+    let (key, cert) = corpus_key_and_cert();
+    let env = env()
+        .with_file("/etc/gw/tls.crt", &cert)
+        .with_file("/etc/gw/tls.key", &key);
+    let ctx = LoadContext {
+        env: &env,
+        credentials: &NoCredentialStore,
+        default_data_dir: "/data".into(),
+    };
+    let by_path = "listen: {host: 127.0.0.1, tls: {cert: /etc/gw/tls.crt, key: /etc/gw/tls.key}}\n";
+    let c = Config::from_yaml(&format!("{by_path}{UP}"), &ctx).unwrap();
+    assert_eq!(c.listen.tls.unwrap().cert_pem, cert);
+    let text = format!(
+        "listen:\n  host: 127.0.0.1\n  tls:\n    cert: {:?}\n    key: {:?}\n{UP}",
+        cert, key
+    );
+    assert!(Config::from_yaml(&text, &ctx).is_ok());
+}
+
+#[test]
+fn private_key_jwt_takes_the_key_and_its_certificate() {
+    let (key, cert) = corpus_key_and_cert();
+    let yaml = format!(
+        "listen: {{host: 127.0.0.1}}\n{UP}session: {{jwt_secret: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'}}\noidc:\n  issuer: https://idp.example\n  client_id: c\n  token_endpoint_auth_method: private_key_jwt\n  client_assertion:\n    private_key_pem: {key:?}\n    certificate_pem: {cert:?}\n"
+    );
+    let id = load(&yaml).unwrap().identity.unwrap();
+    let super::oidc::ClientAuth::PrivateKeyJwt(k) = &id.oidc.extras.client_auth else {
+        panic!("private_key_jwt expected");
+    };
+    // base64url of a SHA-1 and a SHA-256 digest.
+    assert_eq!((k.x5t.len(), k.x5t_s256.len()), (27, 43));
+    // The assertion verifies with the certificate's key and names the token endpoint.
+    let jwt = crate::identity::idp_client::assertion(k, "c", "https://idp.example/token").unwrap();
+    let header = jsonwebtoken::decode_header(&jwt).unwrap();
+    assert_eq!(header.x5t.as_deref(), Some(k.x5t.as_str()));
+    assert_eq!(header.x5t_s256.as_deref(), Some(k.x5t_s256.as_str()));
+    assert_eq!(header.alg, jsonwebtoken::Algorithm::RS256);
 }

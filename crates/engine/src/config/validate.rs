@@ -26,19 +26,28 @@ pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
 
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
-    let listen = listen(&raw)?;
+    let listen = listen(&raw, ctx)?;
     let store = store(&raw, ctx)?;
     let upstreams = super::upstream::validate(&raw.upstreams)?;
     let models = models(&raw, &upstreams)?;
     let client_keys = client_keys(&raw)?;
     let pricing = pricing(&raw, &upstreams)?;
     let logging = logging(&raw)?;
-    let identity = super::identity::validate(&raw, &listen)?;
-    let workload = super::identity::validate_workload(&raw)?;
-    let webhook = super::identity::validate_webhook(&raw)?;
+    // The reference's `CLAUDE_GATEWAY_ALLOW_LOOPBACK` beside Gatehouse's own keys.
+    let env_loopback = super::check::env_allows_loopback(ctx.env);
+    let identity = super::identity::validate(&raw, &listen)?.map(|mut i| {
+        i.oidc.allow_loopback |= env_loopback;
+        i
+    });
+    let workload = super::identity::validate_workload(&raw, env_loopback)?;
+    let webhook = super::identity::validate_webhook(&raw)?.map(|mut w| {
+        w.allow_loopback |= env_loopback;
+        w
+    });
     let spend = super::spend::validate(&raw)?;
-    let telemetry =
+    let mut telemetry =
         super::telemetry::validate(raw.telemetry.as_ref().unwrap_or(&Default::default()))?;
+    telemetry.allow_loopback |= env_loopback;
     if !telemetry.destinations.is_empty() && listen.public_url.is_none() {
         tracing::warn!(
             "telemetry.forward_to is set without listen.public_url: clients are not told to send OTLP here"
@@ -201,10 +210,11 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
     }
 }
 
-fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
+fn listen(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<Listen, ConfigError> {
     let host = match raw.listen.host.as_deref() {
         None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some("[::1]") => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
         Some(h) => h
             .parse()
             .map_err(|_| ConfigError::at("listen.host", format!("`{h}` is not an IP address")))?,
@@ -213,18 +223,29 @@ fn listen(raw: &RawConfig) -> Result<Listen, ConfigError> {
         None => None,
         Some(s) => Some(origin_url(s, "listen.public_url")?),
     };
-    if !host.is_loopback() && public_url.is_none() {
+    // The reference's loopback set: localhost, 127.0.0.1, ::1 and [::1].
+    let named_loopback = matches!(
+        raw.listen.host.as_deref(),
+        Some("localhost" | "127.0.0.1" | "::1" | "[::1]")
+    );
+    if !named_loopback && public_url.is_none() {
         return Err(ConfigError::at(
             "listen.public_url",
-            format!("required when listen.host ({host}) is not a loopback address"),
+            format!(
+                "required when listen.host ({host}) is not localhost, 127.0.0.1 or ::1: set it to the externally visible origin (e.g. https://claude-gateway.corp.example.com); without it the IdP redirect_uri and token issuer would come from the client-controlled Host header"
+            ),
         ));
     }
     let tls = match &raw.listen.tls {
         None => None,
         Some(t) => {
             let tls = super::TlsConfig {
-                cert_pem: t.cert.clone(),
-                key_pem: Secret::new(t.key.clone()),
+                cert_pem: super::check::pem_or_file(&t.cert, "listen.tls.cert", ctx.env)?,
+                key_pem: Secret::new(super::check::pem_or_file(
+                    &t.key,
+                    "listen.tls.key",
+                    ctx.env,
+                )?),
             };
             tls.server_config().map_err(|e| {
                 let (field, msg) = e.split_once(": ").unwrap_or(("cert", e.as_str()));

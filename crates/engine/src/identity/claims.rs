@@ -13,7 +13,7 @@ use crate::config::OidcConfig;
 /// Why a sign-in was refused (stable strings for events and pages).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GateError {
-    #[error("the identity provider sent no subject")]
+    #[error("the identity provider sent no user id (`sub` or `oidc.user_id_claim`)")]
     MissingSubject,
     #[error("the email address is not verified")]
     EmailNotVerified,
@@ -66,8 +66,11 @@ pub fn email(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<String> {
     })
 }
 
-/// Groups: an array of strings, or a single string.
+/// Groups: an array of strings, or a single string (or what `groups_jsonpath` selects).
 pub fn groups(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<Vec<String>> {
+    if let Some(path) = &cfg.extras.groups_jsonpath {
+        return path.groups(claims);
+    }
     match lookup(claims, &cfg.groups_claim)? {
         Value::Array(items) => Some(
             items
@@ -83,7 +86,7 @@ pub fn groups(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<Vec<Strin
 /// Builds the identity and applies the gates.
 pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdentity, GateError> {
     let sub = claims
-        .get("sub")
+        .get(cfg.extras.user_id_claim.as_str())
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .ok_or(GateError::MissingSubject)?
@@ -122,29 +125,47 @@ pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdenti
     })
 }
 
+/// A configuration for unit tests.
+#[cfg(test)]
+pub fn test_config() -> OidcConfig {
+    OidcConfig {
+        issuer: "https://idp".into(),
+        client_id: "c".into(),
+        extras: crate::config::oidc::OidcExtras {
+            client_auth: crate::config::oidc::ClientAuth::SecretBasic(crate::secret::Secret::new(
+                "s",
+            )),
+            user_id_claim: "sub".into(),
+            clock_skew: std::time::Duration::ZERO,
+            id_token_alg: None,
+            additional_authorized_parties: vec![],
+            discovery_url: None,
+            scope_on_refresh: false,
+            form_action_origins: vec![],
+            groups_jsonpath: None,
+            ca_certs: vec![],
+        },
+        scopes: vec!["openid".into()],
+        use_pkce: true,
+        allowed_email_domains: vec!["corp.example".into()],
+        allowed_groups: vec!["claude-users".into()],
+        groups_claim: "groups".into(),
+        email_claims: vec!["email".into(), "/profile/mail".into()],
+        userinfo_fallback: false,
+        extra_auth_params: vec![],
+        login_notice: None,
+        allow_loopback: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::secret::Secret;
     use serde_json::json;
 
     fn cfg() -> OidcConfig {
-        OidcConfig {
-            issuer: "https://idp".into(),
-            client_id: "c".into(),
-            client_secret: Secret::new("s"),
-            scopes: vec!["openid".into()],
-            use_pkce: true,
-            allowed_email_domains: vec!["corp.example".into()],
-            allowed_groups: vec!["claude-users".into()],
-            groups_claim: "groups".into(),
-            email_claims: vec!["email".into(), "/profile/mail".into()],
-            userinfo_fallback: false,
-            extra_auth_params: vec![],
-            login_notice: None,
-            allow_loopback: false,
-        }
+        test_config()
     }
 
     fn claims(v: Value) -> Map<String, Value> {
@@ -199,5 +220,22 @@ mod tests {
         let who = admit(&v, &c).unwrap();
         assert_eq!(who.email.as_deref(), Some("a@corp.example"));
         assert_eq!(who.groups, vec!["claude-users"]);
+    }
+
+    #[test]
+    fn user_id_claim_and_groups_jsonpath() {
+        let mut c = cfg();
+        c.extras.user_id_claim = "oid".into();
+        c.extras.groups_jsonpath = Some(
+            crate::config::jsonpath::JsonPath::parse("$.memberships[?@.kind=='group'].name")
+                .unwrap(),
+        );
+        let v = claims(json!({"sub": "a", "oid": "u-1", "email": "a@corp.example",
+            "memberships": [{"kind": "group", "name": "claude-users"}, {"kind": "role", "name": "x"}]}));
+        let who = admit(&v, &c).unwrap();
+        assert_eq!(who.sub, "u-1");
+        assert_eq!(who.groups, vec!["claude-users"]);
+        let v = claims(json!({"sub": "a", "email": "a@corp.example", "memberships": []}));
+        assert_eq!(admit(&v, &c).unwrap_err(), GateError::MissingSubject);
     }
 }

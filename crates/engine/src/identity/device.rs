@@ -102,6 +102,38 @@ pub fn discovery(id: &Identity, cri: bool) -> Response<Body> {
     json_no_store(StatusCode::OK, doc)
 }
 
+/// The discovery document of a workload-only gateway (`cri` without `oidc`): no device or
+/// token endpoints, `cri_enabled: true`. The issuer is `listen.public_url`, or the bound
+/// address on a loopback listener.
+pub fn discovery_without_sign_in(listen: &crate::config::Listen) -> Response<Body> {
+    let origin = match &listen.public_url {
+        Some(u) => u.origin().ascii_serialization(),
+        None => {
+            let scheme = if listen.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            format!(
+                "{scheme}://{}",
+                std::net::SocketAddr::new(listen.host, listen.port)
+            )
+        }
+    };
+    json_no_store(
+        StatusCode::OK,
+        json!({
+            "issuer": origin,
+            "grant_types_supported": [],
+            "response_types_supported": [],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "scopes_supported": ["openid", "profile", "email"],
+            "gateway_protocol_version": GATEWAY_PROTOCOL_VERSION,
+            "cri_enabled": true,
+        }),
+    )
+}
+
 fn user_code() -> String {
     let mut rng = rand::rng();
     let mut s = String::with_capacity(9);

@@ -10,6 +10,7 @@ pub mod browser;
 pub mod claims;
 pub mod device;
 pub mod directory;
+pub mod idp_client;
 pub mod keys;
 pub mod oidc;
 mod pages;

@@ -8,20 +8,22 @@ use openidconnect::core::{
     CoreClient, CoreErrorResponseType, CoreProviderMetadata, CoreResponseType,
 };
 use openidconnect::{
-    AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
-    EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
-    PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse,
+    AuthType, AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken,
+    EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    TokenResponse,
 };
 use serde_json::{Map, Value};
 
 use crate::config::OidcConfig;
+use crate::config::oidc::ClientAuth;
 use crate::outbound::{FetchError, SafeFetch};
 
 /// Largest IdP answer read.
 const MAX_IDP_BODY: usize = 1 << 20;
 
 /// openidconnect's HTTP client, through the safe-fetch helper.
-fn via(
+pub(super) fn via(
     fetch: &SafeFetch,
 ) -> impl Fn(
     openidconnect::HttpRequest,
@@ -77,7 +79,11 @@ pub struct Oidc {
     client: Client,
     http: SafeFetch,
     userinfo_url: Option<String>,
+    /// CSP `form-action` sources besides `'self'`: the IdP's authorization origin and
+    /// `oidc.form_action_origins`.
     pub authorization_origin: String,
+    /// The token endpoint (the audience of `private_key_jwt` assertions).
+    token_endpoint: Option<String>,
     cfg: OidcConfig,
 }
 
@@ -92,24 +98,75 @@ impl Oidc {
             message,
         };
         let issuer = IssuerUrl::new(cfg.issuer.clone()).map_err(|e| fail(e.to_string()))?;
-        let metadata = CoreProviderMetadata::discover_async(issuer, &via(&http))
-            .await
-            .map_err(|e| fail(error_chain(&e)))?;
+        let metadata = match &cfg.extras.discovery_url {
+            None => CoreProviderMetadata::discover_async(issuer, &via(&http))
+                .await
+                .map_err(|e| fail(error_chain(&e)))?,
+            Some(url) => super::idp_client::discover_at(url, &issuer, &http)
+                .await
+                .map_err(fail)?,
+        };
         let auth_url = metadata.authorization_endpoint().url().clone();
         let userinfo_url = metadata.userinfo_endpoint().map(|u| u.url().to_string());
+        let token_endpoint = metadata.token_endpoint().map(|u| u.url().to_string());
+        let (secret, auth_type) = match &cfg.extras.client_auth {
+            ClientAuth::SecretBasic(s) => (Some(s), AuthType::BasicAuth),
+            ClientAuth::SecretPost(s) => (Some(s), AuthType::RequestBody),
+            ClientAuth::PrivateKeyJwt(_) => {
+                if token_endpoint.is_none() {
+                    return Err(fail(
+                        "the discovery document has no token_endpoint, which private_key_jwt needs as the assertion audience".into(),
+                    ));
+                }
+                (None, AuthType::RequestBody)
+            }
+        };
         let client = CoreClient::from_provider_metadata(
             metadata,
             ClientId::new(cfg.client_id.clone()),
-            Some(ClientSecret::new(cfg.client_secret.expose().to_owned())),
+            secret.map(|s| ClientSecret::new(s.expose().to_owned())),
         )
+        .set_auth_type(auth_type)
         .set_redirect_uri(RedirectUrl::new(redirect_uri).map_err(|e| fail(e.to_string()))?);
         Ok(Self {
             client,
             http,
             userinfo_url,
-            authorization_origin: auth_url.origin().ascii_serialization(),
+            authorization_origin: std::iter::once(auth_url.origin().ascii_serialization())
+                .chain(cfg.extras.form_action_origins.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            token_endpoint,
             cfg: cfg.clone(),
         })
+    }
+
+    /// The `client_assertion` parameters of a token request (`private_key_jwt` only).
+    fn assertion_params(&self) -> Result<Vec<(&'static str, String)>, String> {
+        let ClientAuth::PrivateKeyJwt(key) = &self.cfg.extras.client_auth else {
+            return Ok(Vec::new());
+        };
+        let aud = self.token_endpoint.as_deref().unwrap_or_default();
+        let jwt = super::idp_client::assertion(key, &self.cfg.client_id, aud)?;
+        Ok(vec![
+            (
+                "client_assertion_type",
+                super::idp_client::ASSERTION_TYPE.to_owned(),
+            ),
+            ("client_assertion", jwt),
+        ])
+    }
+
+    /// The ID-token checks: the configured algorithm, clock skew and authorized parties.
+    fn verifier(&self) -> openidconnect::core::CoreIdTokenVerifier<'_> {
+        let mut v = self.client.id_token_verifier();
+        if let Some(alg) = self.cfg.extras.id_token_alg {
+            v = v.set_allowed_algs([signing_alg(alg)]);
+        }
+        let skew = chrono::Duration::from_std(self.cfg.extras.clock_skew).unwrap_or_default();
+        // Extra audiences are judged by `azp` (see `idp_client::check_azp`).
+        v.set_time_fn(move || chrono::Utc::now() - skew)
+            .set_other_audience_verifier_fn(|_| true)
     }
 
     /// Whether the authorization request carries a PKCE challenge.
@@ -157,6 +214,9 @@ impl Oidc {
         if let Some(v) = pkce_verifier {
             req = req.set_pkce_verifier(PkceCodeVerifier::new(v));
         }
+        for (k, v) in self.assertion_params().map_err(OidcError::Exchange)? {
+            req = req.add_extra_param(k, v);
+        }
         let resp = req
             .request_async(&via(&self.http))
             .await
@@ -166,10 +226,11 @@ impl Oidc {
             .ok_or_else(|| OidcError::IdToken("the token response has no id_token".into()))?;
         let nonce = Nonce::new(nonce.to_owned());
         id_token
-            .claims(&self.client.id_token_verifier(), &nonce)
+            .claims(&self.verifier(), &nonce)
             .map_err(|e| OidcError::IdToken(error_chain(&e)))?;
         let mut claims = payload(&id_token.to_string())
             .ok_or_else(|| OidcError::IdToken("unreadable payload".into()))?;
+        super::idp_client::check_azp(&claims, &self.cfg).map_err(OidcError::IdToken)?;
         self.complete(&mut claims, resp.access_token().secret())
             .await?;
         Ok(IdpTokens {
@@ -179,10 +240,18 @@ impl Oidc {
     }
 
     pub async fn refresh(&self, refresh_token: &str) -> Result<IdpTokens, RefreshError> {
-        let resp = self
+        let token = RefreshToken::new(refresh_token.to_owned());
+        let mut req = self
             .client
-            .exchange_refresh_token(&RefreshToken::new(refresh_token.to_owned()))
-            .map_err(|e| RefreshError::Invalid(e.to_string()))?
+            .exchange_refresh_token(&token)
+            .map_err(|e| RefreshError::Invalid(e.to_string()))?;
+        if self.cfg.extras.scope_on_refresh {
+            req = req.add_scopes(self.cfg.scopes.iter().map(|s| Scope::new(s.clone())));
+        }
+        for (k, v) in self.assertion_params().map_err(RefreshError::Transient)? {
+            req = req.add_extra_param(k, v);
+        }
+        let resp = req
             .request_async(&via(&self.http))
             .await
             .map_err(|e| match &e {
@@ -202,10 +271,13 @@ impl Oidc {
         let access = resp.access_token().secret().clone();
         let mut claims = match resp.id_token() {
             Some(id) => {
-                id.claims(&self.client.id_token_verifier(), |_: Option<&Nonce>| Ok(()))
+                id.claims(&self.verifier(), |_: Option<&Nonce>| Ok(()))
                     .map_err(|e| RefreshError::Invalid(format!("ID token: {}", error_chain(&e))))?;
-                payload(&id.to_string())
-                    .ok_or_else(|| RefreshError::Invalid("unreadable ID token".into()))?
+                let claims = payload(&id.to_string())
+                    .ok_or_else(|| RefreshError::Invalid("unreadable ID token".into()))?;
+                super::idp_client::check_azp(&claims, &self.cfg)
+                    .map_err(|e| RefreshError::Invalid(format!("ID token: {e}")))?;
+                claims
             }
             None => self
                 .userinfo(&access)
@@ -283,13 +355,32 @@ impl Oidc {
     }
 }
 
+fn signing_alg(
+    alg: crate::config::oidc::IdTokenAlg,
+) -> openidconnect::core::CoreJwsSigningAlgorithm {
+    use crate::config::oidc::IdTokenAlg as A;
+    use openidconnect::core::CoreJwsSigningAlgorithm as J;
+    match alg {
+        A::RS256 => J::RsaSsaPkcs1V15Sha256,
+        A::RS384 => J::RsaSsaPkcs1V15Sha384,
+        A::RS512 => J::RsaSsaPkcs1V15Sha512,
+        A::PS256 => J::RsaSsaPssSha256,
+        A::PS384 => J::RsaSsaPssSha384,
+        A::PS512 => J::RsaSsaPssSha512,
+        A::ES256 => J::EcdsaP256Sha256,
+        A::ES384 => J::EcdsaP384Sha384,
+        A::ES512 => J::EcdsaP521Sha512,
+        A::EdDSA => J::EdDsa,
+    }
+}
+
 /// The JSON payload of a compact JWS whose signature was already verified.
 fn payload(jwt: &str) -> Option<Map<String, Value>> {
     let part = jwt.split('.').nth(1)?;
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).ok()?).ok()
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
