@@ -230,10 +230,16 @@ fn rate(
         window_seconds: None,
     });
     let (limit, window) = (r.limit.unwrap_or(limit), r.window_seconds.unwrap_or(window));
-    if limit == 0 || window == 0 {
+    if limit == 0 {
         return Err(ConfigError::at(
-            path,
-            "limit (max) and window_seconds must be greater than 0",
+            &format!("{path}.max"),
+            "must be greater than 0 (requests per window; Gatehouse also reads it as `limit`)",
+        ));
+    }
+    if window == 0 {
+        return Err(ConfigError::at(
+            &format!("{path}.window_seconds"),
+            "must be greater than 0",
         ));
     }
     Ok(RateLimit {

@@ -411,7 +411,7 @@ fn sign_in_blocks_are_validated() {
             format!(
                 "{base}{oidc}{session}rate_limits: {{device_verify: {{limit: 0, window_seconds: 5}}}}\n"
             ),
-            "rate_limits.device_verify: limit (max) and window_seconds must be greater than 0",
+            "rate_limits.device_verify.max: must be greater than 0",
         ),
     ];
     for (yaml, want) in cases {
