@@ -270,7 +270,10 @@ async fn admin_api_auth_shapes_and_audit() {
             .unwrap();
         assert_eq!(r.status(), 401, "{raw:?}");
         let e: Value = r.json().await.unwrap();
-        assert_eq!(e["error"]["message"], "missing or invalid admin credentials");
+        assert_eq!(
+            e["error"]["message"],
+            "missing or invalid admin credentials"
+        );
     }
     assert_eq!(
         c.get(&url)
@@ -593,13 +596,21 @@ async fn effective_caps_per_person_from_the_directory() {
     assert_eq!(data.len(), 2, "{rows}");
     assert_eq!(data[0]["actor"]["user_id"], "alice", "sorted by spend");
     assert_eq!(data[0]["actor"]["type"], "user_actor");
-    assert_eq!(data[0]["scope"], json!({"type": "user", "user_id": "alice"}));
+    assert_eq!(
+        data[0]["scope"],
+        json!({"type": "user", "user_id": "alice"})
+    );
     assert_eq!(data[0]["amount"], "100");
     assert_eq!(
         data[0]["source"],
         json!({"type": "rbac_group", "rbac_group_id": "engineering"})
     );
-    assert!(data[0]["spend_limit_id"].as_str().unwrap().starts_with("spl_"));
+    assert!(
+        data[0]["spend_limit_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("spl_")
+    );
     assert_eq!(
         data[0]["period_to_date_spend"],
         effective_cents(data[0]["spent_micro_usd"].as_u64().unwrap())
@@ -615,7 +626,10 @@ async fn effective_caps_per_person_from_the_directory() {
         .json()
         .await
         .unwrap();
-    assert_eq!(monthly["data"][0]["source"], json!({"type": "organization"}));
+    assert_eq!(
+        monthly["data"][0]["source"],
+        json!({"type": "organization"})
+    );
     let found: Value = get("?q=ALICE@corp").await.unwrap().json().await.unwrap();
     assert_eq!(
         found["data"].as_array().unwrap().len(),
@@ -647,10 +661,7 @@ async fn effective_caps_per_person_from_the_directory() {
         let r = get(&bad).await.unwrap();
         assert_eq!(r.status(), 400, "{bad}");
         let e: Value = r.json().await.unwrap();
-        assert_eq!(
-            e["error"]["message"], "page: invalid page token",
-            "{bad}"
-        );
+        assert_eq!(e["error"]["message"], "page: invalid page token", "{bad}");
     }
     let past: Value = get(&format!("?limit=1000&page={}", usize::MAX - 1000))
         .await

@@ -129,7 +129,10 @@ async fn the_webhook_is_inert_while_cri_is_off() {
     hook.lock().unwrap().mode = Some(Mode::Block);
     let r = gw.messages(sonnet(false)).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert!(hook.lock().unwrap().seen.is_empty(), "the webhook was not called");
+    assert!(
+        hook.lock().unwrap().seen.is_empty(),
+        "the webhook was not called"
+    );
 }
 
 #[tokio::test]

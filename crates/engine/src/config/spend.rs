@@ -45,7 +45,10 @@ fn positive(v: Option<i64>, path: &str) -> Result<Option<u32>, ConfigError> {
     match v {
         None => Ok(None),
         Some(n) if (1..=100_000).contains(&n) => Ok(u32::try_from(n).ok()),
-        Some(_) => Err(ConfigError::at(path, "must be a whole number greater than 0")),
+        Some(_) => Err(ConfigError::at(
+            path,
+            "must be a whole number greater than 0",
+        )),
     }
 }
 
@@ -79,7 +82,9 @@ fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
             && (tag.is_empty()
                 || tag.len() > 64
                 || tag.to_ascii_lowercase().starts_with("anthropic")
-                || !tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:/=+-@".contains(&b)))
+                || !tag
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.:/=+-@".contains(&b)))
         {
             return Err(ConfigError::at(
                 "admin.billing_group_tag",
@@ -168,8 +173,11 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
             .unwrap_or(defaults.audit_days),
         spend_months: positive(admin.spend_retention_months, "admin.spend_retention_months")?
             .unwrap_or(defaults.spend_months),
-        identity_days: positive(admin.identity_retention_days, "admin.identity_retention_days")?
-            .unwrap_or(defaults.identity_days),
+        identity_days: positive(
+            admin.identity_retention_days,
+            "admin.identity_retention_days",
+        )?
+        .unwrap_or(defaults.identity_days),
     };
     Ok(Some(SpendConfig {
         retention,

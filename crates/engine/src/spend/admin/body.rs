@@ -62,15 +62,20 @@ fn scope(v: Option<&Value>) -> Result<(ScopeType, String), String> {
     let v = v.ok_or("scope: Required")?;
     let o = object("scope", v)?;
     match o.get("type").and_then(Value::as_str) {
-        Some("user") => Ok((ScopeType::User, non_empty("scope.user_id", o.get("user_id"))?)),
+        Some("user") => Ok((
+            ScopeType::User,
+            non_empty("scope.user_id", o.get("user_id"))?,
+        )),
         Some("rbac_group") => Ok((
             ScopeType::RbacGroup,
             non_empty("scope.rbac_group_id", o.get("rbac_group_id"))?,
         )),
         Some("organization") => Ok((ScopeType::Organization, String::new())),
-        _ => Err("scope.type: Invalid discriminator value. Expected 'user' | 'rbac_group' | \
+        _ => Err(
+            "scope.type: Invalid discriminator value. Expected 'user' | 'rbac_group' | \
                   'organization'"
-            .into()),
+                .into(),
+        ),
     }
 }
 
@@ -115,9 +120,7 @@ fn currency(path: &str, v: Option<&Value>) -> Result<(), String> {
     match v {
         None => Ok(()),
         Some(Value::String(s)) if s == "USD" => Ok(()),
-        Some(_) => Err(format!(
-            "{path}: Invalid literal value, expected \"USD\""
-        )),
+        Some(_) => Err(format!("{path}: Invalid literal value, expected \"USD\"")),
     }
 }
 
@@ -145,10 +148,7 @@ pub fn parse(bytes: &[u8]) -> Result<Upsert, String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|_| "invalid JSON body".to_owned())?;
     let o = object("", &v)?;
     let (scope, scope_id) = scope(o.get("scope"))?;
-    let amount = o
-        .get("amount")
-        .map(|a| cents("amount", a))
-        .transpose()?;
+    let amount = o.get("amount").map(|a| cents("amount", a)).transpose()?;
     let period = period(o.get("period"))?;
     currency("currency", o.get("currency"))?;
     let pooled = pooled(o.get("pooled_budget"))?;
@@ -160,9 +160,11 @@ pub fn parse(bytes: &[u8]) -> Result<Upsert, String> {
             return Err("Pooled budget fields can only be set on a group-level limit".into());
         }
         if period != Period::Monthly {
-            return Err("Pooled budgets are monthly only. Set pooled fields on the group's \
+            return Err(
+                "Pooled budgets are monthly only. Set pooled fields on the group's \
                         monthly limit."
-                .into());
+                    .into(),
+            );
         }
     }
     Ok(Upsert {
@@ -189,8 +191,13 @@ mod tests {
         assert_eq!(err("[]"), "Expected object, received array");
         assert_eq!(err("null"), "Expected object, received null");
         assert_eq!(err("{}"), "scope: Required");
-        assert_eq!(err(r#"{"scope":"x"}"#), "scope: Expected object, received string");
-        assert!(err(r#"{"scope":{"type":"team"}}"#).starts_with("scope.type: Invalid discriminator"));
+        assert_eq!(
+            err(r#"{"scope":"x"}"#),
+            "scope: Expected object, received string"
+        );
+        assert!(
+            err(r#"{"scope":{"type":"team"}}"#).starts_with("scope.type: Invalid discriminator")
+        );
         assert_eq!(
             err(r#"{"scope":{"type":"user"},"amount":"1"}"#),
             "scope.user_id: Required"
@@ -232,7 +239,10 @@ mod tests {
         assert_eq!(u.amount, Some(None));
         assert!(!u.pooled);
         let u = parse(br#"{"scope":{"type":"rbac_group","rbac_group_id":"eng"},"amount":"7","period":"monthly","pooled_budget":{"amount":"50"}}"#).unwrap();
-        assert_eq!((u.scope, u.scope_id.as_str(), u.amount), (ScopeType::RbacGroup, "eng", Some(Some(7))));
+        assert_eq!(
+            (u.scope, u.scope_id.as_str(), u.amount),
+            (ScopeType::RbacGroup, "eng", Some(Some(7)))
+        );
         assert!(u.pooled);
     }
 }

@@ -214,7 +214,12 @@ async fn list(
     }
     for (name, cursor) in [("after_id", &after), ("before_id", &before)] {
         if let Some(id) = cursor
-            && gw.store.get_limit(id).await.map_err(store_failed)?.is_none()
+            && gw
+                .store
+                .get_limit(id)
+                .await
+                .map_err(store_failed)?
+                .is_none()
         {
             return Err(bad(&format!("{name}: no spend limit with this id")));
         }
@@ -322,13 +327,16 @@ async fn audit(
         .iter()
         .find(|(k, _)| k == "after_id")
         .map(|(_, v)| v.clone());
-    if after
-        .as_ref()
-        .is_some_and(|a| a.is_empty() || a.len() > 64 || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-    {
+    if after.as_ref().is_some_and(|a| {
+        a.is_empty() || a.len() > 64 || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }) {
         return Err(bad("after_id: must be an audit event id"));
     }
-    let (rows, more) = gw.store.list_audit(after, limit).await.map_err(store_failed)?;
+    let (rows, more) = gw
+        .store
+        .list_audit(after, limit)
+        .await
+        .map_err(store_failed)?;
     let strip = |v: &Option<Value>| {
         v.clone().map(|mut v| {
             if let Some(o) = v.as_object_mut() {
