@@ -28,7 +28,7 @@ pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
     /// The policy webhook blocked the request (or could not be asked, failing closed).
-    #[error("policy_blocked: {0}")]
+    #[error("{0}")]
     PolicyBlocked(String),
     #[error("{message}")]
     Unauthenticated {
@@ -111,7 +111,8 @@ impl ApiError {
                 Some(false),
             ),
             BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "timeout_error", None),
-            InvalidRequest(_) | PolicyBlocked(_) => (
+            PolicyBlocked(_) => (StatusCode::BAD_REQUEST, "policy_blocked", Some(false)),
+            InvalidRequest(_) => (
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 Some(false),

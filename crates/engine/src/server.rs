@@ -401,8 +401,9 @@ fn spawn_replica_reconcile(gw: Arc<Gateway>, stop: CancellationToken) {
     });
 }
 
-/// Retention at start and then hourly: admin audit 365 days, spend and usage 13 months,
-/// identities 90 days. A failure is logged once until a sweep succeeds again.
+/// Retention at start and then hourly: admin audit, spend and usage, identities, each as
+/// long as `admin.*_retention_*` says (365 days, 13 months, 90 days by default). A failure
+/// is logged once until a sweep succeeds again.
 fn spawn_retention(gw: Arc<Gateway>, stop: CancellationToken) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
@@ -411,8 +412,12 @@ fn spawn_retention(gw: Arc<Gateway>, stop: CancellationToken) {
             tokio::select! {
                 _ = tick.tick() => {
                     let now = gw.deps.clock.now();
-                    let days = chrono::Duration::days;
-                    match gw.store.retention(now - days(365), now - days(396), now - days(90)).await {
+                    let keep = gw.config.spend.as_ref().map(|s| s.retention).unwrap_or_default();
+                    let days = |n: u32| now - chrono::Duration::days(i64::from(n));
+                    let spend_cut = now
+                        .checked_sub_months(chrono::Months::new(keep.spend_months))
+                        .unwrap_or(now);
+                    match gw.store.retention(days(keep.audit_days), spend_cut, days(keep.identity_days)).await {
                         Ok(n) => {
                             warned = false;
                             if n > 0 {

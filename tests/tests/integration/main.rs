@@ -2,6 +2,7 @@
 //! test binary, so the engine is linked once. Each module is one area; tests start their
 //! own gateway on port 0 and never touch process-wide state, so they run in parallel.
 
+mod admin_reference;
 mod backup;
 mod chat_door;
 mod claude_login;

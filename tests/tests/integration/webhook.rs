@@ -61,6 +61,11 @@ async fn hook(State(h): State<Shared>, headers: HeaderMap, body: Bytes) -> (Stat
 }
 
 async fn setup(fail_closed: bool) -> (TestGateway, Shared) {
+    setup_cri(fail_closed, true).await
+}
+
+/// The webhook runs only while CRI is on (`cri.enabled`), as in the reference.
+async fn setup_cri(fail_closed: bool, cri_enabled: bool) -> (TestGateway, Shared) {
     let state: Shared = Arc::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/check", listener.local_addr().unwrap());
@@ -70,7 +75,7 @@ async fn setup(fail_closed: bool) -> (TestGateway, Shared) {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let gw = TestGateway::start_with(FakeConfig::default(), move |f, db| {
         format!(
-            "{}cri:\n  policy:\n    webhook: {{url: \"{url}\", timeout_ms: 300, fail_closed: {fail_closed}, allow_loopback: true}}\n",
+            "{}cri:\n  enabled: {cri_enabled}\n  audience: [gw]\n  org_allowlist: [00000000-0000-0000-0000-000000000001]\n  jwks_url: \"http://127.0.0.1:9/jwks.json\"\n  allow_loopback_jwks: true\n  policy:\n    webhook: {{url: \"{url}\", timeout_ms: 300, fail_closed: {fail_closed}, allow_loopback: true}}\n",
             base_yaml(f, db)
         )
     })
@@ -104,10 +109,10 @@ async fn allow_and_block() {
     assert_eq!(r.status(), 400);
     assert_eq!(r.headers()["x-should-retry"], "false");
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["type"], "policy_blocked");
     assert_eq!(
         v["error"]["message"],
-        "policy_blocked: Uploading [31mcustomer data is not allowed"
+        "Uploading [31mcustomer data is not allowed"
     );
     assert_eq!(
         gw.fake.requests().len(),
@@ -116,6 +121,18 @@ async fn allow_and_block() {
     );
     let ev = &gw.events.named("policy.blocked")[0];
     assert_eq!(ev["rule_id"], "dlp-7");
+}
+
+#[tokio::test]
+async fn the_webhook_is_inert_while_cri_is_off() {
+    let (gw, hook) = setup_cri(true, false).await;
+    hook.lock().unwrap().mode = Some(Mode::Block);
+    let r = gw.messages(sonnet(false)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        hook.lock().unwrap().seen.is_empty(),
+        "the webhook was not called"
+    );
 }
 
 #[tokio::test]
@@ -136,7 +153,7 @@ async fn failures_fail_closed_by_default_and_open_when_configured() {
                 assert_eq!(r.status(), 400, "{mode:?}");
                 let v: Value = r.json().await.unwrap();
                 assert_eq!(
-                    v["error"]["message"], "policy_blocked: policy check unavailable",
+                    v["error"]["message"], "policy check unavailable",
                     "{mode:?}"
                 );
                 assert_eq!(

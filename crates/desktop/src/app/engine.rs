@@ -124,6 +124,7 @@ fn config(
         // Personal budgets are the developer's own limit on their own machine: a broken
         // local store must not stop their work (a server's caps fail closed).
         fail_closed: false,
+        retention: Default::default(),
     });
     match settings.mode {
         Mode::Standalone => {

@@ -336,6 +336,8 @@ pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>,
     else {
         return Ok(None);
     };
+    // Checked either way, but as the reference: it runs only while CRI is on.
+    let active = raw.cri.as_ref().is_some_and(|c| c.enabled == Some(true));
     let url = url::Url::parse(&w.url)
         .map_err(|e| ConfigError::at("cri.policy.webhook.url", format!("invalid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -356,6 +358,9 @@ pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>,
             "cri.policy.webhook.timeout_ms",
             "must be between 1 and 30000",
         ));
+    }
+    if !active {
+        return Ok(None);
     }
     Ok(Some(super::WebhookConfig {
         url,

@@ -130,6 +130,25 @@ pub struct SpendConfig {
     pub blocked_message: Option<String>,
     pub group_mode: GroupMode,
     pub fail_closed: bool,
+    pub retention: Retention,
+}
+
+/// How long old rows are kept (`admin.*_retention_*`; these defaults without `admin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub audit_days: u32,
+    pub spend_months: u32,
+    pub identity_days: u32,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            audit_days: 365,
+            spend_months: 13,
+            identity_days: 90,
+        }
+    }
 }
 
 /// Which group cap binds a person in several capped groups (`enforcement.group_mode`).

@@ -60,6 +60,8 @@ pub struct RawConfig {
     pub admin: Option<RawAdmin>,
     /// What happens when the spend store cannot answer.
     pub enforcement: Option<RawEnforcement>,
+    /// Canned replies without upstream calls, for capacity tests (not supported yet).
+    pub load_test_mode: Option<RawLoadTestMode>,
     /// OTLP relay: where the gateway forwards Claude Code's telemetry.
     pub telemetry: Option<super::telemetry::RawTelemetry>,
     /// Per-IP limits on the sign-in endpoints, and traffic limits on inference.
@@ -646,6 +648,39 @@ pub struct RawAdmin {
     pub blocked_message: Option<String>,
     /// `min` (default: the smallest group cap binds) or `max`.
     pub group_limit_mode: Option<String>,
+    /// Days the admin audit trail is kept (default 365).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub audit_retention_days: Option<i64>,
+    /// Months spend and usage rows are kept (default 13).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub spend_retention_months: Option<i64>,
+    /// Days the identity directory keeps a person not seen since (default 90).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub identity_retention_days: Option<i64>,
+    /// `default_order` or `priority_list`: which shared group budget pays for a person in
+    /// several (not supported yet).
+    pub pooled_conflict_rule: Option<String>,
+    /// Group names in pool priority order, for `priority_list` (not supported yet).
+    pub pooled_priority_order: Option<Vec<String>>,
+    /// The request-tag name that carries a person's billing group (not supported yet).
+    pub billing_group_tag: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoadTestMode {
+    pub enabled: bool,
+    /// Size of each canned reply, 1-100000 (default 750).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub reply_tokens: Option<i64>,
+    /// Duration of each canned reply in seconds, 0-600 (default 9.5).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
+    pub reply_seconds: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

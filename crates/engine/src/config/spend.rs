@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use sha2::{Digest, Sha256};
 
 use super::raw::{RawClientKey, RawConfig};
-use super::{ClientKeyConfig, ConfigError, GroupMode, SpendConfig};
+use super::{ClientKeyConfig, ConfigError, GroupMode, Retention, SpendConfig};
 
 fn keys(
     raw: &[RawClientKey],
@@ -40,12 +40,102 @@ fn keys(
         .collect()
 }
 
-pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
-    let Some(admin) = &raw.admin else {
-        if raw.enforcement.is_some() {
+/// A retention period: a whole number above 0 (at most 100 000, so the cut-off is a date).
+fn positive(v: Option<i64>, path: &str) -> Result<Option<u32>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(n) if (1..=100_000).contains(&n) => Ok(u32::try_from(n).ok()),
+        Some(_) => Err(ConfigError::at(
+            path,
+            "must be a whole number greater than 0",
+        )),
+    }
+}
+
+/// `admin.pooled_*`, `admin.billing_group_tag` and `load_test_mode`: checked as the
+/// reference checks them (so a mistake names the same path), then refused, since the
+/// features behind them do not exist here yet.
+fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
+    if let Some(admin) = &raw.admin {
+        let rule = admin.pooled_conflict_rule.as_deref();
+        if rule.is_some_and(|r| r != "default_order" && r != "priority_list") {
             return Err(ConfigError::at(
-                "enforcement",
-                "only applies with `admin` (spend caps)",
+                "admin.pooled_conflict_rule",
+                "must be default_order or priority_list",
+            ));
+        }
+        let order = admin.pooled_priority_order.as_deref().unwrap_or_default();
+        let mut seen = HashSet::new();
+        if order.len() > 50 || order.iter().any(|g| g.trim().is_empty() || !seen.insert(g)) {
+            return Err(ConfigError::at(
+                "admin.pooled_priority_order",
+                "at most 50 unique, non-empty group names",
+            ));
+        }
+        if rule == Some("priority_list") && order.is_empty() {
+            return Err(ConfigError::at(
+                "admin.pooled_priority_order",
+                "priority_list needs at least one group here",
+            ));
+        }
+        if let Some(tag) = &admin.billing_group_tag
+            && (tag.is_empty()
+                || tag.len() > 64
+                || tag.to_ascii_lowercase().starts_with("anthropic")
+                || !tag
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.:/=+-@".contains(&b)))
+        {
+            return Err(ConfigError::at(
+                "admin.billing_group_tag",
+                "must be 1 to 64 characters, each an ASCII letter, a digit or one of _ . : / = + \
+                 - @, and must not start with \"anthropic\" in any letter case",
+            ));
+        }
+        if rule.is_some() || admin.pooled_priority_order.is_some() {
+            return Err(ConfigError::not_supported(
+                "admin.pooled_conflict_rule (shared group budgets are not built yet)",
+            ));
+        }
+        if admin.billing_group_tag.is_some() {
+            return Err(ConfigError::not_supported(
+                "admin.billing_group_tag (billing-group request tags are not built yet)",
+            ));
+        }
+    }
+    if let Some(l) = &raw.load_test_mode {
+        if l.reply_tokens.is_some_and(|t| !(1..=100_000).contains(&t)) {
+            return Err(ConfigError::at(
+                "load_test_mode.reply_tokens",
+                "must be a whole number from 1 to 100000",
+            ));
+        }
+        if l.reply_seconds.is_some_and(|t| !(0.0..=600.0).contains(&t)) {
+            return Err(ConfigError::at(
+                "load_test_mode.reply_seconds",
+                "must be from 0 to 600",
+            ));
+        }
+        return Err(ConfigError::not_supported(
+            "load_test_mode (canned replies are not built yet)",
+        ));
+    }
+    Ok(())
+}
+
+pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
+    not_yet(raw)?;
+    let Some(admin) = &raw.admin else {
+        // As the reference: the block is inert without caps, and only `true` is a mistake.
+        if raw
+            .enforcement
+            .as_ref()
+            .is_some_and(|e| e.fail_closed_on_error == Some(true))
+        {
+            return Err(ConfigError::at(
+                "enforcement.fail_closed_on_error",
+                "has no effect without an `admin:` block (spend caps are enforced only with \
+                 admin); add admin or remove it",
             ));
         }
         return Ok(None);
@@ -77,7 +167,20 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
             "must be at most 500 characters",
         ));
     }
+    let defaults = Retention::default();
+    let retention = Retention {
+        audit_days: positive(admin.audit_retention_days, "admin.audit_retention_days")?
+            .unwrap_or(defaults.audit_days),
+        spend_months: positive(admin.spend_retention_months, "admin.spend_retention_months")?
+            .unwrap_or(defaults.spend_months),
+        identity_days: positive(
+            admin.identity_retention_days,
+            "admin.identity_retention_days",
+        )?
+        .unwrap_or(defaults.identity_days),
+    };
     Ok(Some(SpendConfig {
+        retention,
         write_keys,
         read_keys,
         admin_groups: admin.admin_groups.clone(),

@@ -13,35 +13,39 @@ pub fn binding_cap(
     groups: &[String],
     mode: GroupMode,
 ) -> Option<(i64, ScopeType)> {
+    binding_limit(limits, period, sub, groups, mode)
+        .and_then(|l| l.amount_cents.map(|a| (a, l.scope_type)))
+}
+
+/// The stored limit that decides a person's cap for one period (its amount may be `None`,
+/// unlimited): their own, else among their groups' the smallest (`min`: a real cap before
+/// an unlimited one) or the largest (`max`: an unlimited one first), else the
+/// organization's. Ties go to the smaller id, as the reference's `caps_by_period` does.
+pub fn binding_limit<'a>(
+    limits: &'a [SpendLimit],
+    period: Period,
+    sub: &str,
+    groups: &[String],
+    mode: GroupMode,
+) -> Option<&'a SpendLimit> {
     let of = |t: ScopeType| {
         limits
             .iter()
             .filter(move |l| l.period == period && l.scope_type == t)
     };
     if let Some(u) = of(ScopeType::User).find(|l| l.scope_id == sub) {
-        return u.amount_cents.map(|a| (a, ScopeType::User));
+        return Some(u);
     }
-    let group_caps: Vec<Option<i64>> = of(ScopeType::RbacGroup)
+    let group = of(ScopeType::RbacGroup)
         .filter(|l| groups.contains(&l.scope_id))
-        .map(|l| l.amount_cents)
-        .collect();
-    if !group_caps.is_empty() {
-        let pick = match mode {
-            GroupMode::Min => group_caps.iter().flatten().min().copied(),
-            GroupMode::Max => {
-                if group_caps.iter().any(Option::is_none) {
-                    None
-                } else {
-                    group_caps.iter().flatten().max().copied()
-                }
-            }
-        };
-        return pick.map(|a| (a, ScopeType::RbacGroup));
-    }
-    of(ScopeType::Organization)
-        .next()
-        .and_then(|o| o.amount_cents)
-        .map(|a| (a, ScopeType::Organization))
+        .min_by(|a, b| {
+            let key = |l: &SpendLimit| match mode {
+                GroupMode::Min => (l.amount_cents.is_none(), l.amount_cents.unwrap_or(0)),
+                GroupMode::Max => (l.amount_cents.is_some(), -l.amount_cents.unwrap_or(0)),
+            };
+            key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
+        });
+    group.or_else(|| of(ScopeType::Organization).next())
 }
 
 /// The binding cap in cents for each window, in window order (`None`: unlimited).

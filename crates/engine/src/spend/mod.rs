@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use crate::config::GroupMode;
-pub use caps::binding_cap;
+pub use caps::{binding_cap, binding_limit};
 pub use worst_case::{CostDrivers, worst_case_micro};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,7 +149,7 @@ impl SpendLimit {
             ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": self.scope_id}),
             ScopeType::User => json!({"type": "user", "user_id": self.scope_id}),
         };
-        json!({
+        let mut v = json!({
             "type": "spend_limit",
             "id": self.id,
             "scope": scope,
@@ -158,7 +158,12 @@ impl SpendLimit {
             "currency": "USD",
             "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "updated_at": self.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        })
+        });
+        // A group's monthly limit is where a shared budget would be: none here.
+        if self.scope_type == ScopeType::RbacGroup && self.period == Period::Monthly {
+            v["pooled_budget"] = serde_json::Value::Null;
+        }
+        v
     }
 }
 

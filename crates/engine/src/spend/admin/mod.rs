@@ -1,0 +1,388 @@
+//! The spend-limits admin API under `/v1/organizations/spend_limits`: list, create or
+//! replace, get, delete, the audit trail (here) and the people's standings (`effective`),
+//! answering with the reference's objects and error messages (`body` checks a new limit as
+//! it does). Authentication: an `x-api-key` from `admin.write_keys` / `read_keys`
+//! (constant-time; when the header is present there is no fallback to a bearer), else a
+//! session whose groups hit `admin.admin_groups`. Audit actors are named as the reference
+//! names them: `admin-key:<id>` or `oidc:<sub>`.
+
+mod body;
+mod effective;
+
+use axum::body::Body;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use serde_json::{Value, json};
+
+use super::{ScopeType, SpendLimit};
+use crate::config::ClientKeyConfig;
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::gateway::Gateway;
+
+pub const PREFIX: &str = "/v1/organizations/spend_limits";
+
+/// The one message of every 401, as the reference words it.
+const UNAUTHENTICATED: &str = "missing or invalid admin credentials";
+
+fn ok(body: Value, request_id: &str) -> Response<Body> {
+    let mut r = crate::edge::json_response(StatusCode::OK, body);
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        r.headers_mut().insert("request-id", v);
+    }
+    r
+}
+
+fn key_matches(keys: &[ClientKeyConfig], presented: &str) -> Option<String> {
+    let entries = keys.iter().map(|k| (k.id.as_str(), &k.hash));
+    crate::auth::client_keys::find_hashed(entries, presented).map(str::to_owned)
+}
+
+/// Who is calling the admin API: `(actor, may_write)`.
+pub async fn authenticate(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    admission: &crate::auth::Admission<'_>,
+) -> Result<(String, bool), ApiError> {
+    let spend = gw
+        .config
+        .spend
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("spend limits are not configured".into()))?;
+    if let Some(key) = headers.get("x-api-key") {
+        // Present but not text is as wrong as a wrong key: never a fall back to the bearer.
+        let Ok(key) = key.to_str() else {
+            return Err(unauthenticated());
+        };
+        if let Some(id) = key_matches(&spend.write_keys, key) {
+            return Ok((format!("admin-key:{id}"), true));
+        }
+        if let Some(id) = key_matches(&spend.read_keys, key) {
+            return Ok((format!("admin-key:{id}"), false));
+        }
+        return Err(unauthenticated());
+    }
+    match crate::auth::admit(admission, headers).await {
+        Ok(crate::auth::Principal::Session { user, .. })
+            if user.groups.iter().any(|g| spend.admin_groups.contains(g)) =>
+        {
+            Ok((format!("oidc:{}", user.sub), true))
+        }
+        _ => Err(unauthenticated()),
+    }
+}
+
+fn unauthenticated() -> ApiError {
+    ApiError::Unauthenticated {
+        message: UNAUTHENTICATED,
+        reason: UNAUTHENTICATED,
+    }
+}
+
+fn query(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query()
+        .and_then(|q| serde_urlencoded::from_str(q).ok())
+        .unwrap_or_default()
+}
+
+fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, ApiError> {
+    match q.iter().find(|(k, _)| k == "limit") {
+        None => Ok(default),
+        Some((_, v)) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| bad("limit: must be between 1 and 1000")),
+    }
+}
+
+pub async fn handle(
+    gw: &Gateway,
+    request_id: &str,
+    admission: &crate::auth::Admission<'_>,
+    req: Request<Body>,
+) -> Response<Body> {
+    match route(gw, request_id, admission, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response_for(request_id),
+    }
+}
+
+async fn route(
+    gw: &Gateway,
+    request_id: &str,
+    admission: &crate::auth::Admission<'_>,
+    req: Request<Body>,
+) -> Result<Response<Body>, ApiError> {
+    let (actor, may_write) = match authenticate(gw, req.headers(), admission).await {
+        Ok(a) => a,
+        Err(e) => {
+            gw.deps.emit(
+                Event::new("admin.denied")
+                    .with("request_id", request_id)
+                    .with("reason", e.to_string()),
+            );
+            return Err(e);
+        }
+    };
+    let now = gw.deps.clock.now();
+    let path = req.uri().path().to_owned();
+    let q = query(req.uri());
+    let rest = path
+        .strip_prefix(PREFIX)
+        .unwrap_or_default()
+        .trim_start_matches('/')
+        .to_owned();
+    let method = req.method().clone();
+    let writes = (method == Method::POST && rest.is_empty())
+        || (method == Method::DELETE && !rest.is_empty());
+    if writes && !may_write {
+        gw.deps.emit(
+            Event::new("admin.denied")
+                .with("request_id", request_id)
+                .with("actor", actor)
+                .with("reason", "read_only_key"),
+        );
+        return Err(ApiError::Forbidden("requires write:spend_limits".into()));
+    }
+    match (method, rest.as_str()) {
+        (Method::GET, "") => list(gw, &q, request_id).await,
+        (Method::POST, "") => upsert(gw, req, &actor, request_id, now).await,
+        (Method::GET, "effective") => effective::effective(gw, &q, request_id, now).await,
+        (Method::GET, "audit") => audit(gw, &q, request_id).await,
+        (Method::GET, id) if !id.is_empty() => {
+            match gw.store.get_limit(id).await.map_err(store_failed)? {
+                Some(l) => Ok(ok(l.to_json(), request_id)),
+                None => Err(not_found()),
+            }
+        }
+        (Method::DELETE, id) if !id.is_empty() => {
+            if gw
+                .store
+                .delete_limit(id, &actor, now)
+                .await
+                .map_err(store_failed)?
+                .is_none()
+            {
+                return Err(not_found());
+            }
+            gw.ledger.retire_all();
+            gw.deps.emit(
+                Event::new("admin.limit.delete")
+                    .with("request_id", request_id)
+                    .with("actor", actor)
+                    .with("id", id),
+            );
+            Ok(ok(
+                json!({"type": "spend_limit_deleted", "id": id}),
+                request_id,
+            ))
+        }
+        _ => Err(ApiError::NotFound("not found".into())),
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::NotFound("spend limit not found".into())
+}
+
+fn store_failed(e: crate::store::StoreError) -> ApiError {
+    tracing::error!(error = %e, "spend limits store error");
+    unavailable()
+}
+
+/// `GET /v1/organizations/spend_limits`: `limit`, `after_id` / `before_id`, `scope_type`.
+async fn list(
+    gw: &Gateway,
+    q: &[(String, String)],
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let limit = page_limit(q, 20)?;
+    let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let scope = match get("scope_type").map(|s| ScopeType::parse(&s)) {
+        Some(None) => {
+            return Err(bad(
+                "scope_type: must be one of organization, rbac_group, user",
+            ));
+        }
+        Some(s) => s,
+        None => None,
+    };
+    let (after, before) = (get("after_id"), get("before_id"));
+    if after.is_some() && before.is_some() {
+        return Err(bad("after_id and before_id are mutually exclusive"));
+    }
+    for (name, cursor) in [("after_id", &after), ("before_id", &before)] {
+        if let Some(id) = cursor
+            && gw
+                .store
+                .get_limit(id)
+                .await
+                .map_err(store_failed)?
+                .is_none()
+        {
+            return Err(bad(&format!("{name}: no spend limit with this id")));
+        }
+    }
+    let (rows, more) = gw
+        .store
+        .list_limits(scope, after, before, limit)
+        .await
+        .map_err(store_failed)?;
+    let data: Vec<Value> = rows.iter().map(SpendLimit::to_json).collect();
+    let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
+    Ok(ok(
+        json!({"data": data, "has_more": more, "first_id": first, "last_id": last}),
+        request_id,
+    ))
+}
+
+/// `POST /v1/organizations/spend_limits`: create or replace the cap of a scope and period.
+async fn upsert(
+    gw: &Gateway,
+    req: Request<Body>,
+    actor: &str,
+    request_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Response<Body>, ApiError> {
+    let bytes = match Limited::new(req.into_body(), 64 * 1024).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if crate::edge::listener::is_body_timeout(e.as_ref()) => {
+            return Err(ApiError::BodyTimeout);
+        }
+        Err(_) => return Err(ApiError::PayloadTooLarge("body too large".into())),
+    };
+    let b = body::parse(&bytes).map_err(|m| bad(&m))?;
+    if b.pooled {
+        return Err(bad(
+            "pooled_budget: shared group budgets are not supported yet on this gateway",
+        ));
+    }
+    let amount = match b.amount {
+        Some(a) => a,
+        // Only `pooled_budget` was sent: the limit keeps its amount, if it exists.
+        None => match existing(gw, b.scope, &b.scope_id, b.period).await? {
+            Some(l) => l.amount_cents,
+            None => {
+                return Err(bad(
+                    "This spend limit doesn't exist yet, so it needs amount (each member's own \
+                     limit). Set amount; it may equal pooled_budget.amount.",
+                ));
+            }
+        },
+    };
+    let l = gw
+        .store
+        .upsert_limit(b.scope, &b.scope_id, b.period, amount, actor, now)
+        .await
+        .map_err(store_failed)?;
+    gw.ledger.retire_all();
+    gw.deps.emit(
+        Event::new("admin.limit.upsert")
+            .with("request_id", request_id)
+            .with("actor", actor)
+            .with("limit", l.to_json()),
+    );
+    Ok(ok(l.to_json(), request_id))
+}
+
+/// The stored limit of one scope and period, if any.
+async fn existing(
+    gw: &Gateway,
+    scope: ScopeType,
+    scope_id: &str,
+    period: super::Period,
+) -> Result<Option<SpendLimit>, ApiError> {
+    let mut after = None;
+    loop {
+        let (page, more) = gw
+            .store
+            .list_limits(Some(scope), after, None, 1000)
+            .await
+            .map_err(store_failed)?;
+        if let Some(l) = page
+            .iter()
+            .find(|l| l.scope_id == scope_id && l.period == period)
+        {
+            return Ok(Some(l.clone()));
+        }
+        if !more {
+            return Ok(None);
+        }
+        after = page.last().map(|l| l.id.clone());
+    }
+}
+
+/// `GET .../audit`: newest first, `after_id` and `limit` (default 100). Rows are the
+/// reference's `audit_event`s; a create or a replace are both `spend_limit.upsert`, as
+/// there (`change` keeps which one it was).
+async fn audit(
+    gw: &Gateway,
+    q: &[(String, String)],
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let limit = page_limit(q, 100)?;
+    let after = q
+        .iter()
+        .find(|(k, _)| k == "after_id")
+        .map(|(_, v)| v.clone());
+    if after.as_ref().is_some_and(|a| {
+        a.is_empty() || a.len() > 64 || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }) {
+        return Err(bad("after_id: must be an audit event id"));
+    }
+    let (rows, more) = gw
+        .store
+        .list_audit(after, limit)
+        .await
+        .map_err(store_failed)?;
+    let strip = |v: &Option<Value>| {
+        v.clone().map(|mut v| {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("type");
+            }
+            v
+        })
+    };
+    let data: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let (action, change) = match r.action.as_str() {
+                "spend_limit.create" => ("spend_limit.upsert", Some("create")),
+                "spend_limit.update" => ("spend_limit.upsert", Some("update")),
+                other => (other, None),
+            };
+            json!({
+                "type": "audit_event",
+                "id": r.id,
+                "created_at": r.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "actor": r.actor,
+                "action": action,
+                "change": change,
+                "target_id": r.limit_id,
+                "before": strip(&r.before),
+                "after": strip(&r.after),
+                "reason": null,
+            })
+        })
+        .collect();
+    let last = rows
+        .last()
+        .map(|r| Value::String(r.id.clone()))
+        .unwrap_or(Value::Null);
+    Ok(ok(
+        json!({"data": data, "has_more": more, "last_id": last}),
+        request_id,
+    ))
+}
+
+/// 400 `invalid_request_error`.
+fn bad(message: &str) -> ApiError {
+    ApiError::InvalidRequest(message.to_owned())
+}
+
+/// 503 when the store cannot answer.
+fn unavailable() -> ApiError {
+    ApiError::ServiceUnavailable("spend limits are unavailable".into())
+}
