@@ -73,7 +73,8 @@ async fn metrics_agree_with_the_usage_rows_and_need_an_admin_key() {
             .await
             .unwrap()
             .status(),
-        403
+        401,
+        "a client key is no admin credential (the reference's 401 for every such caller)"
     );
     assert_eq!(
         get(Some(("x-api-key", "wrong-key-wrong-key-wrong-key-00")))

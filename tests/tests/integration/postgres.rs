@@ -52,7 +52,11 @@ async fn replicas_starting_together_migrate_once_and_a_newer_schema_is_refused()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4], "each migration applied once");
+    let all: Vec<i64> = gatehouse_engine::store::migrations::POSTGRES
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(versions, all, "each migration applied once");
 
     pg.execute(
         "INSERT INTO _migrations (version, name, applied_at) VALUES (99, 'future', 0)",
@@ -66,8 +70,8 @@ async fn replicas_starting_together_migrate_once_and_a_newer_schema_is_refused()
             refused,
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 4
-            })
+                supported,
+            }) if supported == *all.last().unwrap()
         ),
         "{:?}",
         refused.err()

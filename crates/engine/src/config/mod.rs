@@ -399,10 +399,14 @@ impl Config {
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." { String::new() } else { path };
-            expand::hide(
-                ConfigError::at(&path, e.into_inner().to_string()),
-                &resolved,
-            )
+            let message = e.into_inner().to_string();
+            // A missing key is named by its own path, as the reference names it.
+            let path = match missing_field(&message) {
+                Some(field) if path.is_empty() => field.to_owned(),
+                Some(field) => format!("{path}.{field}"),
+                None => path,
+            };
+            expand::hide(ConfigError::at(&path, message), &resolved)
         })?;
         validate::validate(raw, ctx).map_err(|e| expand::hide(e, &resolved))
     }
@@ -416,6 +420,13 @@ impl Config {
     pub fn is_loopback(&self) -> bool {
         self.listen.host.is_loopback()
     }
+}
+
+/// The field of serde's "missing field `x`" message.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next())
 }
 
 fn yaml_message(e: &serde_yaml_ng::Error) -> String {

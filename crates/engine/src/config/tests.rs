@@ -118,6 +118,15 @@ fn defaults_follow_the_reference() {
 }
 
 #[test]
+fn a_missing_key_is_named_by_its_own_path() {
+    let e = load(
+        "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}]\nclient_keys: [{id: a}]",
+    )
+    .unwrap_err();
+    assert_eq!(e.path, "client_keys[0].key", "{e}");
+}
+
+#[test]
 fn the_reference_drain_variable_applies_unless_the_key_is_set() {
     let base = "listen: {host: 127.0.0.1}\nupstreams: [{provider: anthropic}]";
     let drain = [("CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS", "2500")];

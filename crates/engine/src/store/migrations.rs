@@ -208,8 +208,8 @@ mod tests {
     #[test]
     fn applies_once_and_refuses_newer_schema() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 4);
-        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), 4);
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), latest(SQLITE));
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), latest(SQLITE));
         conn.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES (99, 'future', 0)",
             [],
@@ -219,7 +219,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 4
+                supported: 5
             })
         ));
     }
