@@ -3,7 +3,8 @@
 //
 // Environment: APP_URL (the app window's URL with its #token), REGION, KEY_ID, SECRET,
 // ENDPOINT (the provider's base URL), SCREENSHOT_DIR (optional), TIMEOUT_SECS (default 60).
-// Prints one JSON line: {providers: [...], test_result, key_field_after, console_errors};
+// Prints one JSON line: {providers: [...], test_result, key_field_after, console_errors,
+// failed_responses};
 // on failure {"error"} and exit 1.
 
 import path from 'node:path';
@@ -13,6 +14,8 @@ const env = process.env;
 const TIMEOUT_MS = (Number.parseFloat(env.TIMEOUT_SECS || '') || 60) * 1000;
 const byTestId = (id) => `[data-testid="${id}"]`;
 const consoleErrors = [];
+// Every answer of 400 or more, by method and path, so a console error names its request.
+const failedResponses = [];
 let browser;
 
 async function main() {
@@ -20,6 +23,9 @@ async function main() {
   const page = await browser.newPage();
   page.setDefaultTimeout(TIMEOUT_MS / 3);
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('response', (r) => {
+    if (r.status() >= 400) failedResponses.push(`${r.status()} ${r.request().method()} ${new URL(r.url()).pathname}`);
+  });
   await page.goto(env.APP_URL, { waitUntil: 'domcontentloaded' });
   await page.click(byTestId('tab-settings'));
   await page.waitForSelector(byTestId('cloud-provider'));
@@ -43,7 +49,7 @@ async function main() {
   if (env.SCREENSHOT_DIR) {
     await page.screenshot({ path: path.join(env.SCREENSHOT_DIR, 'cloud-provider.png'), fullPage: true });
   }
-  process.stdout.write(`${JSON.stringify({ providers, test_result: result, key_field_after, console_errors: consoleErrors })}\n`);
+  process.stdout.write(`${JSON.stringify({ providers, test_result: result, key_field_after, console_errors: consoleErrors, failed_responses: failedResponses })}\n`);
 }
 
 const timer = setTimeout(() => {

@@ -494,7 +494,7 @@ async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
         "{v}"
     );
     assert_eq!(v["key_field_after"], "", "the page keeps no secret");
-    assert_eq!(v["console_errors"], json!([]));
+    assert_eq!(v["console_errors"], json!([]), "{v}");
     assert!(parts.keychain.values().iter().any(|s| s.contains(SECRET)));
     let auth = fake
         .requests()
