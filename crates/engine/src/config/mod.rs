@@ -416,6 +416,14 @@ impl Config {
         serde_json::to_value(schemars::schema_for!(raw::RawConfig)).unwrap_or_default()
     }
 
+    /// Which group cap binds when several apply (`admin.group_limit_mode`).
+    pub fn group_mode(&self) -> GroupMode {
+        self.spend
+            .as_ref()
+            .map(|s| s.group_mode)
+            .unwrap_or_default()
+    }
+
     /// Whether this listener is on a loopback address (desktop and local use).
     pub fn is_loopback(&self) -> bool {
         self.listen.host.is_loopback()

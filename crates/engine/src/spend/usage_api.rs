@@ -20,12 +20,7 @@ async fn standings_for(gw: &Gateway, principal: &Principal) -> Result<Vec<Standi
             "spend is reported to people signed in to this gateway".into(),
         ));
     };
-    let mode = gw
-        .config
-        .spend
-        .as_ref()
-        .map(|s| s.group_mode)
-        .unwrap_or_default();
+    let mode = gw.config.group_mode();
     gw.store
         .standings(&user.sub, &user.groups, mode, gw.deps.clock.now())
         .await

@@ -63,6 +63,11 @@ pub fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
     }
 }
 
+/// Bytes an identity header value keeps as they are: printable ASCII but `%` (and the
+/// space, which `trim` leaves only inside); the rest is percent-encoded.
+const IDENTITY_ESCAPED: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b' ').add(b'%');
+
 /// A claim as an identity header value, as the reference encodes it: trimmed, then every
 /// byte outside printable ASCII (and `%` itself) percent-encoded; nothing when empty.
 pub fn identity_value(claim: &str) -> Option<HeaderValue> {
@@ -70,15 +75,8 @@ pub fn identity_value(claim: &str) -> Option<HeaderValue> {
     if claim.is_empty() {
         return None;
     }
-    let mut out = String::with_capacity(claim.len());
-    for b in claim.bytes() {
-        if (0x21..=0x7e).contains(&b) && b != b'%' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    HeaderValue::from_str(&out).ok()
+    let encoded = percent_encoding::utf8_percent_encode(claim, IDENTITY_ESCAPED).to_string();
+    HeaderValue::from_str(&encoded).ok()
 }
 
 /// `forward_user_identity`: the person's sub as `x-claude-gateway-user-id`, their email

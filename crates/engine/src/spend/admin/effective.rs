@@ -182,12 +182,7 @@ pub async fn effective(
     let q = parse(query)?;
     let people = people(gw, &q).await?;
     let limits = all_limits(gw).await?;
-    let mode = gw
-        .config
-        .spend
-        .as_ref()
-        .map(|s| s.group_mode)
-        .unwrap_or_default();
+    let mode = gw.config.group_mode();
     // One person's rows stay together: (spend of the sorted period, rows).
     let mut found: Vec<(u64, Vec<Value>)> = Vec::new();
     for who in &people {
