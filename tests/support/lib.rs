@@ -552,6 +552,44 @@ pub async fn browser_login(
     })
 }
 
+/// The whole device flow for `login` (password [`PASSWORD`]): device authorization, the
+/// browser part, then one token poll. Returns the poll's status and body, with the
+/// browser's report under `page`.
+pub async fn device_sign_in(s: &SignInGateway, login: &str) -> (u16, serde_json::Value) {
+    let d: serde_json::Value =
+        s.gw.client
+            .post(s.gw.url("/oauth/device_authorization"))
+            .form(&[("surface", "claude_code")])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let page = browser_login(
+        d["verification_uri_complete"].as_str().unwrap(),
+        login,
+        PASSWORD,
+        None,
+    )
+    .await;
+    s.clock.advance(6);
+    let r =
+        s.gw.client
+            .post(s.gw.url("/oauth/token"))
+            .form(&[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", d["device_code"].as_str().unwrap()),
+            ])
+            .send()
+            .await
+            .unwrap();
+    let status = r.status().as_u16();
+    let mut body: serde_json::Value = r.json().await.unwrap();
+    body["page"] = page;
+    (status, body)
+}
+
 /// A session token for `sub` signed with [`SESSION_SECRET_A`], as the gateway at `origin`
 /// would mint it (for tests that need a signed-in person without the browser flow).
 pub fn session_token(origin: &str, sub: &str, email: &str, groups: &[&str]) -> String {

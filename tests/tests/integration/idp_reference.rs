@@ -6,8 +6,7 @@
 
 use base64::Engine;
 use gatehouse_tests::{
-    PASSWORD, SESSION_SECRET_A, SignInGateway, SignInOptions, browser_login, sign_in_gateway_opts,
-    sonnet,
+    SESSION_SECRET_A, SignInOptions, device_sign_in, sign_in_gateway_opts, sonnet,
 };
 use serde_json::Value;
 
@@ -61,39 +60,6 @@ fn block(pem: &str, indent: usize) -> String {
     format!("|\n{}", lines.join("\n"))
 }
 
-async fn sign_in(s: &SignInGateway, login: &str) -> (u16, Value) {
-    let r =
-        s.gw.client
-            .post(s.gw.url("/oauth/device_authorization"))
-            .form(&[("surface", "claude_code")])
-            .send()
-            .await
-            .unwrap();
-    let d: Value = r.json().await.unwrap();
-    let page = browser_login(
-        d["verification_uri_complete"].as_str().unwrap(),
-        login,
-        PASSWORD,
-        None,
-    )
-    .await;
-    s.clock.advance(6);
-    let r =
-        s.gw.client
-            .post(s.gw.url("/oauth/token"))
-            .form(&[
-                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                ("device_code", d["device_code"].as_str().unwrap()),
-            ])
-            .send()
-            .await
-            .unwrap();
-    let status = r.status().as_u16();
-    let mut body: Value = r.json().await.unwrap();
-    body["page"] = page;
-    (status, body)
-}
-
 fn jwt_claims(token: &str) -> Value {
     let part = token.split('.').nth(1).unwrap();
     serde_json::from_slice(
@@ -119,7 +85,7 @@ async fn private_key_jwt_signs_in_and_refreshes_with_the_certificate() {
         ..Default::default()
     };
     let s = sign_in_gateway_opts(&[SESSION_SECRET_A], "", &opts).await;
-    let (status, body) = sign_in(&s, "alice").await;
+    let (status, body) = device_sign_in(&s, "alice").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["page"]["result"], "Signed in", "{body}");
     let stats = s.idp.stats().await;
@@ -168,7 +134,7 @@ async fn a_wrong_certificate_is_refused_by_the_identity_provider() {
         ..Default::default()
     };
     let s = sign_in_gateway_opts(&[SESSION_SECRET_A], "", &opts).await;
-    let (status, body) = sign_in(&s, "alice").await;
+    let (status, body) = device_sign_in(&s, "alice").await;
     assert_ne!(status, 200, "{body}");
     assert_ne!(body["page"]["result"], "Signed in", "{body}");
     let stats = s.idp.stats().await;
@@ -188,7 +154,7 @@ async fn user_id_claim_and_groups_jsonpath_read_nested_claims() {
     let s = sign_in_gateway_opts(&[SESSION_SECRET_A], extra, &opts).await;
     // bob's own `groups` claim is [sales], which `allowed_groups` refuses; the path reads
     // the memberships instead.
-    let (status, body) = sign_in(&s, "bob").await;
+    let (status, body) = device_sign_in(&s, "bob").await;
     assert_eq!(status, 200, "{body}");
     let session = jwt_claims(body["access_token"].as_str().unwrap());
     assert_eq!(session["sub"], "user-0001", "{session}");
