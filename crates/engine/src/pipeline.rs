@@ -11,6 +11,7 @@
 //!  -> admin API (admin keys or admin-group session)
 //!  -> bearer admission (client key, workload token, session)
 //!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, usage, inference
+//!     (`load_test_mode`: `x-load-test-user` names a made-up developer)
 //!  -> inference: paused? -> JSON parse (/v1/chat/completions: translated to a Messages
 //!     body first, its answer translated back) -> policy webhook -> policy model allowlist
 //!     -> cached central allowlist (desktop) -> operator model mapping
@@ -429,7 +430,8 @@ async fn dispatch(
         Target::MeSpend => crate::spend::usage_api::me_spend(gw, principal).await,
         Target::Otlp(signal) => crate::telemetry::ingest::ingest(gw, principal, signal, req).await,
         Target::Inference(endpoint) => {
-            inference::handle(gw, request_id, principal, endpoint, req).await
+            let principal = inference::load_test::principal(gw, principal, req.headers())?;
+            inference::handle(gw, request_id, &principal, endpoint, req).await
         }
         // Admitted above, before bearer admission.
         Target::Dashboard

@@ -45,6 +45,12 @@ pub enum StartError {
     Oidc(#[from] crate::identity::oidc::OidcError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(
+        "load_test_mode is on, but the store already holds real spend (usage priced above \
+         zero). A load test writes made-up developers into it, so it must not share a \
+         database with real developers: point the store at its own empty database"
+    )]
+    LoadTestRealSpend,
 }
 
 /// A running gateway.
@@ -127,6 +133,16 @@ pub async fn start_on(
         store,
         metrics.store_observer(),
     ));
+    if config.load_test.is_some() {
+        let since = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+        if store.usage_totals(since).await?.cost_micro_usd > 0 {
+            return Err(StartError::LoadTestRealSpend);
+        }
+        tracing::warn!(
+            "load_test_mode is on: no model request is sent upstream and every reply is \
+             canned; turn it off before developers use this gateway"
+        );
+    }
     let mut key_entries: Vec<(String, [u8; 32])> = config
         .client_keys
         .iter()

@@ -114,5 +114,6 @@ pub fn embedded_default(
         inference_limits: Default::default(),
         idempotency: Some(Default::default()),
         metrics_listen: None,
+        load_test: None,
     })
 }

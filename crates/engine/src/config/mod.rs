@@ -12,6 +12,7 @@ mod identity;
 pub mod jsonpath;
 mod lenient;
 pub mod limits;
+pub mod load_test;
 pub mod managed;
 mod managed_layered;
 pub mod oidc;
@@ -120,6 +121,8 @@ pub struct Config {
     pub idempotency: Option<limits::IdempotencyConfig>,
     /// `metrics.listen`: a separate listener serving only `GET /metrics`.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `load_test_mode`, when enabled: canned replies instead of upstream calls.
+    pub load_test: Option<load_test::LoadTestConfig>,
 }
 
 #[derive(Debug, Clone)]

@@ -52,7 +52,7 @@ fn positive(v: Option<i64>, path: &str) -> Result<Option<u32>, ConfigError> {
     }
 }
 
-/// `admin.pooled_*`, `admin.billing_group_tag` and `load_test_mode`: checked as the
+/// `admin.pooled_*` and `admin.billing_group_tag`: checked as the
 /// reference checks them (so a mistake names the same path), then refused, since the
 /// features behind them do not exist here yet.
 fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
@@ -102,23 +102,6 @@ fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
                 "admin.billing_group_tag (billing-group request tags are not built yet)",
             ));
         }
-    }
-    if let Some(l) = &raw.load_test_mode {
-        if l.reply_tokens.is_some_and(|t| !(1..=100_000).contains(&t)) {
-            return Err(ConfigError::at(
-                "load_test_mode.reply_tokens",
-                "must be a whole number from 1 to 100000",
-            ));
-        }
-        if l.reply_seconds.is_some_and(|t| !(0.0..=600.0).contains(&t)) {
-            return Err(ConfigError::at(
-                "load_test_mode.reply_seconds",
-                "must be from 0 to 600",
-            ));
-        }
-        return Err(ConfigError::not_supported(
-            "load_test_mode (canned replies are not built yet)",
-        ));
     }
     Ok(())
 }

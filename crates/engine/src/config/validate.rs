@@ -127,6 +127,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         )?,
         idempotency: super::limits::validate_idempotency(raw.idempotency.as_ref())?,
         metrics_listen: super::limits::validate_metrics(raw.metrics.as_ref())?,
+        load_test: super::load_test::validate(raw.load_test_mode.as_ref())?,
     })
 }
 

@@ -16,6 +16,7 @@ pub mod body;
 pub mod chat;
 pub mod explain;
 pub mod idempotency;
+pub mod load_test;
 mod plan;
 pub mod probe;
 pub mod refusal;

@@ -5,7 +5,8 @@
 //! upstream's model id) and gets back an [`Answer`]: Anthropic-shaped status, headers and a
 //! JSON or SSE body, whatever the provider speaks on its wire ([`anthropic`] and
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
-//! [`vertex`]: rawPredict; [`openai`]: Chat Completions, translated both ways). Routing, failover, metering and spend never learn provider
+//! [`vertex`]: rawPredict; [`openai`]: Chat Completions, translated both ways; [`canned`]:
+//! `load_test_mode`'s canned replies in place of every upstream). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
 //! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
 //! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
@@ -13,6 +14,7 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod body;
+pub mod canned;
 pub mod capabilities;
 pub mod errors;
 pub mod foundry;
@@ -264,6 +266,13 @@ impl Upstreams {
             };
             key_pools.push(pool);
             links.push(link);
+        }
+        // Load-test mode: the upstreams are built (and their credentials fetched) as in
+        // production, but every call gets a canned answer.
+        if let Some(cfg) = &config.load_test {
+            let canned: Arc<dyn Upstream> =
+                Arc::new(canned::Canned::new(cfg, canned::Meter::start()));
+            links = links.iter().map(|_| canned.clone()).collect();
         }
         Ok(Self {
             list: config.upstreams.clone(),
