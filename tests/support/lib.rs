@@ -436,6 +436,8 @@ pub struct SignInOptions<'a> {
     pub idp_env: &'a [(&'a str, &'a str)],
     /// More `listen` keys (e.g. `trusted_proxies: [127.0.0.0/8]`).
     pub listen: &'a str,
+    /// More `store` keys (e.g. `readiness_grace_seconds: 60`).
+    pub store: &'a str,
     /// The SQLite file (default: in the gateway's temporary directory).
     pub db: Option<&'a Path>,
     /// `oidc` lines (indented two spaces) that replace `client_secret`, e.g. a
@@ -481,7 +483,11 @@ async fn start_sign_in_gateway(
     let db = opts
         .db
         .map_or_else(|| dir.path().join("gatehouse.db"), Path::to_path_buf);
-    let store = format!("store: {{sqlite_path: \"{}\"}}", db.display());
+    let mut store = format!("sqlite_path: \"{}\"", db.display());
+    if !opts.store.is_empty() {
+        store = format!("{store}, {}", opts.store);
+    }
+    let store = format!("store: {{{store}}}");
     let (ups, env) = setup(&fake.url());
     let mut listen = format!("host: 127.0.0.1, port: 0, public_url: \"{origin}\"");
     if !opts.listen.is_empty() {

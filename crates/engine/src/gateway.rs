@@ -60,6 +60,8 @@ pub struct Gateway {
     pub refusals: Refusals,
     /// `/readyz`'s answer (ready, reason): one probe at a time, shared by its waiters.
     pub readiness: Memo<(bool, &'static str)>,
+    /// `store.readiness_grace_seconds`: how long a failing store still reads as ready.
+    pub ready_grace: crate::readiness::Readiness,
     /// The status snapshots without detail (reused for a second) and with detail (one
     /// at a time, shared by its waiters), so no traffic can queue store reads.
     pub snapshots: [Memo<serde_json::Value>; 2],

@@ -29,6 +29,7 @@ pub mod models;
 pub mod outbound;
 pub mod pipeline;
 pub mod policy;
+pub mod readiness;
 pub mod secret;
 pub mod server;
 pub mod spend;

@@ -463,13 +463,17 @@ async fn readiness(gw: &Gateway) -> Response<Body> {
         // Spend leases admit no more: the next capped request asks the store.
         gw.ledger.retire_all();
     }
-    if ready {
-        json_response(StatusCode::OK, json!({"status": "ready", "store": store}))
-    } else {
-        json_response(
+    use crate::readiness::Verdict;
+    match gw.ready_grace.judge(ready, gw.deps.clock.now()) {
+        Verdict::Ready => json_response(StatusCode::OK, json!({"status": "ready", "store": store})),
+        Verdict::Grace => json_response(
+            StatusCode::OK,
+            json!({"status": "ready", "store": store, "store_failing": reason}),
+        ),
+        Verdict::Unavailable => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"status": "unavailable", "store": store, "reason": reason}),
-        )
+        ),
     }
 }
 

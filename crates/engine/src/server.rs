@@ -255,6 +255,7 @@ pub async fn start_on(
         metrics,
         refusals: Refusals::default(),
         readiness: crate::memo::Memo::new(Duration::ZERO),
+        ready_grace: crate::readiness::Readiness::new(config.readiness_grace),
         snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),
         config,
         deps,

@@ -9,6 +9,7 @@ mod claude_login;
 mod clients;
 mod clouds;
 mod config_corpus;
+mod config_coverage;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;

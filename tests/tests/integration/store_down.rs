@@ -79,6 +79,30 @@ async fn store_failure_is_visible_and_fails_as_configured() {
     }
 }
 
+#[tokio::test]
+async fn a_readiness_grace_keeps_readyz_ready_but_never_the_caps() {
+    let extra = "admin: {write_keys: [{id: ops, key: admin-write-key-0123456789abcdef0123456789}]}\nenforcement: {fail_closed_on_error: true}\n";
+    let opts = gatehouse_tests::SignInOptions {
+        store: "readiness_grace_seconds: \"60\"",
+        ..Default::default()
+    };
+    let s = gatehouse_tests::sign_in_gateway_opts(&[SESSION_SECRET_A], extra, &opts).await;
+    let alice = session_token(&s.origin, "alice", "alice@corp.example", &["engineering"]);
+    assert_eq!(capped_call(&s, &alice).await.0, 200);
+    wreck(&s.gw.db_path());
+    let r = s.gw.client.get(s.gw.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "within the grace the gateway stays ready");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "ready");
+    assert_eq!(v["store_failing"], "store failed");
+    // The grace keeps only the answer: capped inference still fails closed.
+    let (status, body) = capped_call(&s, &alice).await;
+    assert_eq!(status, 429, "{body}");
+    // Past the grace (on the gateway's clock) the probe tells the truth.
+    s.clock.advance(61);
+    assert_eq!(ready(&s).await, 503);
+}
+
 /// A capped person's request; `(status, body)`.
 async fn capped_call(s: &gatehouse_tests::SignInGateway, token: &str) -> (u16, serde_json::Value) {
     let r =

@@ -115,5 +115,6 @@ pub fn embedded_default(
         idempotency: Some(Default::default()),
         metrics_listen: None,
         load_test: None,
+        readiness_grace: std::time::Duration::ZERO,
     })
 }

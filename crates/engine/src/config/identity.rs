@@ -318,7 +318,7 @@ pub fn validate_workload(
     }))
 }
 
-fn is_loopback_url(u: &url::Url) -> bool {
+pub(super) fn is_loopback_url(u: &url::Url) -> bool {
     match u.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),

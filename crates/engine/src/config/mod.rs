@@ -123,6 +123,8 @@ pub struct Config {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `load_test_mode`, when enabled: canned replies instead of upstream calls.
     pub load_test: Option<load_test::LoadTestConfig>,
+    /// `store.readiness_grace_seconds`: how long a failing store still reads as ready.
+    pub readiness_grace: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -232,6 +232,11 @@ pub struct RawStore {
     #[serde(default, deserialize_with = "super::lenient::opt")]
     #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub connect_timeout_seconds: Option<u64>,
+    /// Keep `/readyz` ready for this many seconds while the store is unreachable (0-3600,
+    /// default 0).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    pub readiness_grace_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

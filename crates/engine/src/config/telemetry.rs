@@ -123,6 +123,13 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
     if url.host_str().is_none_or(str::is_empty) {
         return Err(ConfigError::at(&url_path, "must have a host"));
     }
+    // As the reference: telemetry leaves in the clear only to a collector on this machine.
+    if url.scheme() == "http" && !super::identity::is_loopback_url(&url) {
+        return Err(ConfigError::at(
+            &url_path,
+            "must be https:// (http:// only to a loopback collector)",
+        ));
+    }
     if url.fragment().is_some() {
         return Err(ConfigError::at(&url_path, "must not have a #fragment"));
     }
@@ -185,7 +192,7 @@ mod tests {
     #[test]
     fn defaults_and_secret_headers() {
         let cfg = validate(&parse(
-            "forward_to:\n  - url: https://otel.corp.example\n    headers: {Authorization: Bearer abc}\n  - {url: 'http://c:4318/otlp', logs: true, metrics: false, traces: true}\n",
+            "forward_to:\n  - url: https://otel.corp.example\n    headers: {Authorization: Bearer abc}\n  - {url: 'http://127.0.0.1:4318/otlp', logs: true, metrics: false, traces: true}\n",
         ))
         .unwrap();
         let [a, b] = cfg.destinations.as_slice() else {

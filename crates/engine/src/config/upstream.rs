@@ -358,6 +358,12 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
             "must be a non-empty name without spaces",
         ));
     }
+    if u.provider == RawProvider::Mantle && u.models.is_none() {
+        return Err(ConfigError::at(
+            &at("models"),
+            "is required for provider mantle (the models this upstream serves)",
+        ));
+    }
     if matches!(
         u.provider,
         RawProvider::AnthropicAws | RawProvider::AnthropicGoogleCloud | RawProvider::Mantle

@@ -128,7 +128,20 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         idempotency: super::limits::validate_idempotency(raw.idempotency.as_ref())?,
         metrics_listen: super::limits::validate_metrics(raw.metrics.as_ref())?,
         load_test: super::load_test::validate(raw.load_test_mode.as_ref())?,
+        readiness_grace: readiness_grace(raw.store.readiness_grace_seconds)?,
     })
+}
+
+/// `store.readiness_grace_seconds`: 0 to 3600 (an hour).
+fn readiness_grace(seconds: Option<u64>) -> Result<Duration, ConfigError> {
+    match seconds {
+        None => Ok(Duration::ZERO),
+        Some(s) if s <= 3600 => Ok(Duration::from_secs(s)),
+        Some(_) => Err(ConfigError::at(
+            "store.readiness_grace_seconds",
+            "must be a whole number of seconds from 0 to 3600",
+        )),
+    }
 }
 
 /// The reference's `CLAUDE_GATEWAY_DRAIN_TIMEOUT_MS`: the shutdown drain when
