@@ -25,6 +25,7 @@ mod idp_reference;
 mod inference;
 mod inference_limits;
 mod key_pools;
+mod managed_corpus;
 mod metrics;
 mod openai_upstream;
 mod otlp;
