@@ -340,7 +340,8 @@ fn tool_policy(v: &Value, tools: &[String]) -> Option<String> {
 }
 
 /// Every key a gateway serves in a Desktop overlay.
-pub fn servable_keys() -> Vec<&'static str> {
+#[cfg(test)]
+fn servable_keys() -> Vec<&'static str> {
     data().map_or_else(Vec::new, |d| {
         d.servable.keys().map(String::as_str).collect()
     })
