@@ -27,6 +27,7 @@ mod inference;
 mod inference_limits;
 mod key_pools;
 mod load_test_mode;
+mod managed_corpus;
 mod metrics;
 mod openai_upstream;
 mod otlp;

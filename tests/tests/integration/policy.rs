@@ -16,7 +16,7 @@ managed:
         availableModels: [opus, claude-sonnet-4-6]
         permissions: {deny: ["Bash(rm:*)", "WebFetch"], ask: ["Bash(git push:*)"]}
         env: {TEAM: eng}
-      desktop: {disabledBuiltinTools: [computer]}
+      desktop: {disabledBuiltinTools: [computer], desktopHome: standard, builtinToolPolicy: {WebSearch: ask}, someNewDesktopKey: 1}
     - match: {email_domain: corp.example}
       cli:
         availableModels: [haiku]
@@ -267,6 +267,11 @@ async fn desktop_bootstrap_needs_a_desktop_block() {
         "argument-less, non-MCP deny rules plus the overlay"
     );
     assert_eq!(doc["coworkEgressAllowedHosts"], json!(["github.com"]));
+    // The whole overlay is served: every servable key, and keys newer than the gateway's
+    // Desktop schema as written.
+    assert_eq!(doc["desktopHome"], "standard");
+    assert_eq!(doc["builtinToolPolicy"], json!({"WebSearch": "ask"}));
+    assert_eq!(doc["someNewDesktopKey"], 1);
     assert!(
         doc["models"]
             .as_array()

@@ -83,24 +83,6 @@ impl PolicyConfig {
     }
 }
 
-/// Settings keys a gateway cannot serve: MCP servers, and the keys that choose the login
-/// method or gateway (Claude Code honours those only from the machine's own policy).
-pub const UNSERVABLE_KEYS: &[&str] = &[
-    "mcpServers",
-    "forceLoginMethod",
-    "forceLoginGatewayUrl",
-    "forceLoginOrgUUID",
-    "gatewayInternalNetworks",
-];
-
-/// Desktop overlay fields a gateway may serve; connection, credential and telemetry fields
-/// are written by the gateway itself.
-pub const DESKTOP_FIELDS: &[&str] = &[
-    "disabledBuiltinTools",
-    "builtinToolPolicy",
-    "coworkEgressAllowedHosts",
-];
-
 pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyConfig>, ConfigError> {
     let Some(policies) = &raw.policies else {
         return match &raw.settings {
@@ -197,26 +179,19 @@ fn policy(
     let desktop = match &p.desktop {
         None => None,
         Some(Value::Object(m)) => {
-            for k in m.keys() {
-                if !DESKTOP_FIELDS.contains(&k.as_str()) {
-                    return Err(ConfigError::at(
-                        &at(&format!("desktop.{k}")),
-                        format!(
-                            "is not a field a gateway can serve to Claude Desktop (servable: {})",
-                            DESKTOP_FIELDS.join(", ")
-                        ),
-                    ));
-                }
+            let found = super::desktop_overlay::check(m, &at("desktop"));
+            if !found.errors.is_empty() {
+                return Err(refusal("", &found.errors));
             }
             Some(m.clone())
         }
-        Some(_) => return Err(ConfigError::at(&at("desktop"), "must be a mapping")),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("desktop"),
+                "must be a mapping of Claude Desktop keys",
+            ));
+        }
     };
-    if p.code.is_some() && p.serve_to_desktop == Some(false) {
-        tracing::warn!(
-            "managed.policies[{i}].serve_to_desktop: false is ignored in a policy with a code: block; its settings reach Claude Desktop's Code tab too"
-        );
-    }
     Ok(PolicyConfig {
         groups: p.match_.groups.clone(),
         email_domain,
@@ -254,21 +229,30 @@ fn settings_object(v: &Value, path: &str) -> Result<Map<String, Value>, ConfigEr
             "must be a mapping of Claude Code settings",
         ));
     };
-    check_settings(m, path)?;
+    let issues = super::settings_schema::check_block(m);
+    if !issues.is_empty() {
+        return Err(refusal(path, &issues));
+    }
     Ok(m.clone())
 }
 
-/// Shape checks for the keys the gateway reads or merges; applied to each policy and again
-/// to every merged result.
-pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigError> {
-    for k in UNSERVABLE_KEYS {
-        if m.contains_key(*k) {
-            return Err(ConfigError::at(
-                &format!("{path}.{k}"),
-                "cannot be served through a gateway",
-            ));
-        }
+/// Every problem of one block in one error: the first names the path, the rest follow.
+fn refusal(base: &str, issues: &[(String, String)]) -> ConfigError {
+    let full = |p: &str| match (base.is_empty(), p.is_empty()) {
+        (_, true) => base.to_owned(),
+        (true, false) => p.to_owned(),
+        (false, false) => format!("{base}.{p}"),
+    };
+    let mut message = issues.first().map(|i| i.1.clone()).unwrap_or_default();
+    for (p, m) in issues.iter().skip(1) {
+        message.push_str(&format!("\n  {}: {m}", full(p)));
     }
+    ConfigError::at(&full(issues.first().map_or("", |i| i.0.as_str())), message)
+}
+
+/// Shape checks for the keys the gateway itself reads or merges, applied to every merged
+/// result (each block was checked against Claude Code's settings schema before).
+pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigError> {
     let string_map = |key: &str| -> Result<(), ConfigError> {
         match m.get(key) {
             None => Ok(()),
@@ -279,7 +263,6 @@ pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigEr
             )),
         }
     };
-    string_map("env")?;
     string_map("modelOverrides")?;
     let string_list = |v: Option<&Value>, p: String| -> Result<(), ConfigError> {
         match v {

@@ -7,6 +7,7 @@
 
 mod check;
 mod default;
+mod desktop_overlay;
 pub(crate) mod expand;
 mod identity;
 pub mod jsonpath;
@@ -15,12 +16,14 @@ pub mod limits;
 pub mod load_test;
 pub mod managed;
 mod managed_layered;
+pub mod managed_warnings;
 pub mod oidc;
 pub mod postgres;
 pub mod postgres_tls;
 mod pricing_rules;
 pub mod raw;
 pub mod routing;
+pub mod settings_schema;
 mod spend;
 pub mod telemetry;
 mod telemetry_labels;

@@ -525,23 +525,23 @@ fn managed_policies_are_validated() {
     for (block, want) in [
         (
             "managed: {policies: [{match: {}, cli: {mcpServers: {}}}]}",
-            "managed.policies[0].cli.mcpServers: cannot be served through a gateway",
+            "managed.policies[0].cli.mcpServers: not a managed-settings key; use \"managedMcpServers\"",
         ),
         (
-            "managed: {policies: [{match: {}, cli: {forceLoginMethod: gateway}}]}",
-            "managed.policies[0].cli.forceLoginMethod: cannot be served",
+            "managed: {policies: [{match: {}, cli: {forceLoginMetod: gateway}}]}",
+            "managed.policies[0].cli.forceLoginMetod: unknown settings key",
         ),
         (
-            "managed: {policies: [{match: {}, cli: {env: {A: 1}}}]}",
-            "managed.policies[0].cli.env: must be a mapping of strings",
+            "managed: {policies: [{match: {}, cli: {env: [A]}}]}",
+            "managed.policies[0].cli.env: Invalid input: expected object, received array",
         ),
         (
             "managed: {policies: [{match: {}, cli: {permissions: {deny: WebFetch}}}]}",
-            "managed.policies[0].cli.permissions.deny: must be a list of strings",
+            "managed.policies[0].cli.permissions.deny: Invalid input: expected array, received string",
         ),
         (
             "managed: {policies: [{match: {}, desktop: {inferenceGatewayBaseUrl: x}}]}",
-            "managed.policies[0].desktop.inferenceGatewayBaseUrl: is not a field a gateway can serve",
+            "managed.policies[0].desktop.inferenceGatewayBaseUrl: set by the gateway from its own configuration",
         ),
         (
             "managed: {policies: [{match: {groups: []}, cli: {}}]}",
@@ -573,11 +573,11 @@ fn managed_policies_are_validated() {
         ),
         (
             "managed: {policies: [{settings: {deniedModels: opus}}]}",
-            "managed.policies[0].settings.deniedModels: must be a list of strings",
+            "managed.policies[0].settings.deniedModels: Invalid input: expected array, received string",
         ),
         (
             "managed: {policies: [{cli: {availableModelsMatch: fuzzy}}]}",
-            "managed.policies[0].cli.availableModelsMatch: must be",
+            "managed.policies[0].cli.availableModelsMatch: Invalid option",
         ),
         (
             "managed: {policies: [{match: {team: x}, cli: {}}]}",

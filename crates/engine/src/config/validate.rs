@@ -57,6 +57,16 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         Some(m) => super::managed::validate(m, ctx.env)?,
         None => Vec::new(),
     };
+    let public_url = listen.public_url.as_ref().map(url::Url::as_str);
+    let managed_ctx = super::managed_warnings::Context {
+        public_url: public_url.map(|u| u.trim_end_matches('/')),
+        bedrock_without_guardrail: upstreams
+            .iter()
+            .any(|u| matches!(&u.provider, super::Provider::Bedrock(b) if b.guardrail.is_none())),
+    };
+    for (path, message) in super::managed_warnings::warnings(&policies, &managed_ctx) {
+        tracing::warn!("{path}: {message}");
+    }
     let mut timeouts = timeouts(&raw.timeouts)?;
     if raw.timeouts.shutdown_drain_ms.is_none()
         && let Some(ms) = drain_from_env(ctx.env)?

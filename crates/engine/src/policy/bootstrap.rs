@@ -1,9 +1,9 @@
 //! The Claude Desktop bootstrap document (`/user/bootstrap`).
 //!
-//! Connection, credential and telemetry fields are written by the gateway; the policy's
-//! Desktop overlay contributes only the servable fields. Disabled tools also come from the
-//! CLI policy's argument-less, non-MCP deny rules, egress hosts from its sandbox allowed
-//! domains.
+//! The policy's Desktop overlay is served whole (config validation admitted only keys a
+//! gateway may serve); connection, credential and telemetry fields are written by the
+//! gateway over it. Disabled tools also come from the CLI policy's argument-less, non-MCP
+//! deny rules, egress hosts from its sandbox allowed domains.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
@@ -57,7 +57,8 @@ pub fn document(policy: &ResolvedPolicy, ctx: &BootstrapContext<'_>) -> Value {
     if let Some(Value::Array(a)) = overlay.get("coworkEgressAllowedHosts") {
         push_unique(&mut egress, a.iter().cloned());
     }
-    let mut doc = json!({
+    let mut doc = Value::Object(overlay);
+    let gateway = json!({
         "inferenceProvider": "gateway",
         "inferenceGatewayBaseUrl": ctx.public_origin,
         "inferenceCredentialKind": "interactive",
@@ -66,11 +67,11 @@ pub fn document(policy: &ResolvedPolicy, ctx: &BootstrapContext<'_>) -> Value {
         "coworkEgressAllowedHosts": egress,
         "expiresAt": ctx.expires_at.to_rfc3339_opts(SecondsFormat::Secs, true),
     });
+    if let (Value::Object(d), Value::Object(g)) = (&mut doc, gateway) {
+        d.extend(g);
+    }
     if policy.under_code && policy.served_to_desktop {
         doc["inferenceGatewayManagedClaudeCode"] = Value::Bool(true);
-    }
-    if let Some(p) = overlay.get("builtinToolPolicy") {
-        doc["builtinToolPolicy"] = p.clone();
     }
     if let Some(endpoint) = ctx.otlp_endpoint {
         doc["otlpEndpoint"] = Value::String(endpoint.to_owned());
