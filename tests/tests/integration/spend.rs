@@ -438,6 +438,7 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
         keep_free_micro: 0,
         windows: gatehouse_engine::spend::windows(now),
         mode: gatehouse_engine::spend::GroupMode::Min,
+        pool_rule: Default::default(),
         now,
     };
     store.reserve(reserve("rsv_a", "req-a")).await.unwrap();

@@ -265,6 +265,7 @@ fn reserve(
         keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,
+        pool_rule: Default::default(),
         now,
     }
 }
@@ -375,6 +376,7 @@ async fn reservations_hold_settle_and_release() {
         let ReserveOutcome::Refused {
             exceeded,
             standings,
+            ..
         } = r
         else {
             panic!("{n}: {r:?}")

@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
 
-use super::{GroupMode, ReserveOutcome, ReserveRequest, Standing, new_id, windows};
+use super::{
+    GroupMode, PoolRule, PoolStanding, ReserveOutcome, ReserveRequest, Standing, new_id, windows,
+};
 use crate::store::{SettleAs, Store, StoreError};
 
 /// A new lease covers this many worst cases of the request that opens it (less near a cap).
@@ -97,6 +99,7 @@ pub struct Want<'a> {
     pub request_id: &'a str,
     pub worst_micro: u64,
     pub mode: GroupMode,
+    pub pool_rule: &'a PoolRule,
     pub now: DateTime<Utc>,
 }
 
@@ -106,6 +109,8 @@ pub enum Take {
     Refused {
         standings: Vec<Standing>,
         exceeded: Vec<super::Period>,
+        /// Every shared budget of the person's was used up (the first is described).
+        pool: Option<PoolStanding>,
     },
 }
 
@@ -216,11 +221,13 @@ impl Ledger {
                 ReserveOutcome::Refused {
                     standings,
                     exceeded,
+                    pool,
                 },
                 _,
             ) => Take::Refused {
                 standings,
                 exceeded,
+                pool,
             },
         })
     }
@@ -243,6 +250,7 @@ impl Ledger {
                 keep_free_micro: keep_free,
                 windows: windows(want.now),
                 mode: want.mode,
+                pool_rule: want.pool_rule.clone(),
                 now: want.now,
             })
             .await?;

@@ -273,6 +273,23 @@ pub trait Store: Send + Sync {
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<crate::spend::SpendLimit, StoreError>;
+    /// Creates or replaces a group's monthly cap together with its shared budget (`pooled`
+    /// as given; [`Store::upsert_limit`] keeps the stored one), with its audit row.
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<crate::spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError>;
+    /// Shared budgets' `(group, spent, reserved)` micro-USD in the month containing `now`
+    /// (groups with nothing recorded are left out).
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError>;
     async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError>;
     /// Deletes a cap with its audit row; the deleted cap, if it existed.
     async fn delete_limit(

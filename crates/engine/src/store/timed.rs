@@ -219,6 +219,30 @@ impl Store for Timed {
         )
     }
 
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<spend::SpendLimit, StoreError> {
+        timed!(
+            self,
+            "upsert_pooled_limit",
+            self.inner
+                .upsert_pooled_limit(group, amount_cents, pooled, actor, now)
+        )
+    }
+
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        timed!(self, "pool_totals", self.inner.pool_totals(groups, now))
+    }
+
     async fn get_limit(&self, id: &str) -> Result<Option<spend::SpendLimit>, StoreError> {
         timed!(self, "get_limit", self.inner.get_limit(id))
     }
