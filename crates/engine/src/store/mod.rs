@@ -181,6 +181,14 @@ pub trait Store: Send + Sync {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
+    /// Each person's settled spend per UTC day for the days starting in `[from, to)`, days
+    /// with no spend left out: `(person, day start, micro-USD)`, by day then person (the
+    /// cost report).
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError>;
     /// Hash of the per-install local key, if one was issued.
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError>;
     /// Replaces the per-install local key.

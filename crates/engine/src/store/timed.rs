@@ -68,6 +68,14 @@ impl Store for Timed {
         timed!(self, "usage_by_model", self.inner.usage_by_model(since))
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        timed!(self, "daily_spend", self.inner.daily_spend(from, to))
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         timed!(self, "local_key_hash", self.inner.local_key_hash())
     }

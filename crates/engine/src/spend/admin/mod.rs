@@ -4,9 +4,13 @@
 //! it does). Authentication: an `x-api-key` from `admin.write_keys` / `read_keys`
 //! (constant-time; when the header is present there is no fallback to a bearer), else a
 //! session whose groups hit `admin.admin_groups`. Audit actors are named as the reference
-//! names them: `admin-key:<id>` or `oidc:<sub>`.
+//! names them: `admin-key:<id>` or `oidc:<sub>`. The same credentials read the cost
+//! report (`cost`, parameters checked in `cost_query`) at `/v1/organizations/analytics/cost`;
+//! `pooled` merges and shows shared group budgets.
 
 mod body;
+mod cost;
+mod cost_query;
 mod effective;
 mod pooled;
 
@@ -24,6 +28,8 @@ use crate::events::Event;
 use crate::gateway::Gateway;
 
 pub const PREFIX: &str = "/v1/organizations/spend_limits";
+/// The cost report, served to the same admin credentials.
+pub const COST: &str = "/v1/organizations/analytics/cost";
 
 /// The one message of every 401, as the reference words it.
 const UNAUTHENTICATED: &str = "missing or invalid admin credentials";
@@ -131,6 +137,12 @@ async fn route(
     let now = gw.deps.clock.now();
     let path = req.uri().path().to_owned();
     let q = query(req.uri());
+    if path == COST {
+        if req.method() == Method::GET {
+            return cost::report(gw, &q, request_id, now).await;
+        }
+        return Err(ApiError::NotFound("not found".into()));
+    }
     let rest = path
         .strip_prefix(PREFIX)
         .unwrap_or_default()

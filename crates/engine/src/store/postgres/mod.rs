@@ -431,6 +431,15 @@ impl Store for PostgresStore {
         Ok(usage::by_model(&c, since).await?)
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(spend::daily_spend(&c, from, to).await?)
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         let c = self.client().await?;
         Ok(kv::local_key_hash(&c).await?)

@@ -707,6 +707,26 @@ pub async fn principals(
         .collect()
 }
 
+/// Settled spend per person and UTC day for the days starting in `[from, to)`.
+pub async fn daily_spend(
+    c: &impl GenericClient,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>, u64)>, PgError> {
+    let found = rows(
+        c,
+        "SELECT principal, period_start, spent_micro FROM spend
+         WHERE period = 'daily' AND period_start >= $1 AND period_start < $2 AND spent_micro > 0
+         ORDER BY period_start, principal",
+        &[&ms(from), &ms(to)],
+    )
+    .await?;
+    found
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, from_ms(r.try_get(1)?), u(r.try_get(2)?))))
+        .collect()
+}
+
 /// At most this many rows per statement, and this many statements per table and sweep.
 const RETENTION_BATCH: i64 = 10_000;
 const RETENTION_BATCHES: usize = 50;

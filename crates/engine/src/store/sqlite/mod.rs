@@ -177,6 +177,14 @@ impl Store for SqliteStore {
         self.report(move |c| usage::by_model(c, since)).await
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        self.report(move |c| spend::daily_spend(c, from, to)).await
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         self.point(|c| kv::local_key_hash(c)).await
     }

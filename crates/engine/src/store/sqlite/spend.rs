@@ -599,6 +599,25 @@ pub fn principals(
     })
 }
 
+/// Settled spend per person and UTC day for the days starting in `[from, to)`.
+pub fn daily_spend(
+    conn: &mut Connection,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT principal, period_start, spent_micro FROM spend
+         WHERE period = 'daily' AND period_start >= ?1 AND period_start < ?2 AND spent_micro > 0
+         ORDER BY period_start, principal",
+    )?;
+    let rows = stmt
+        .query_map(params![ms(from), ms(to)], |r| {
+            Ok((r.get(0)?, from_ms(r.get(1)?), u(r.get(2)?)))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 /// At most this many rows per statement, and this many statements per table and sweep.
 pub const RETENTION_BATCH: i64 = 10_000;
 pub const RETENTION_BATCHES: usize = 50;
