@@ -23,6 +23,10 @@
 //! like any open reservation. A cap is never exceeded because the store admitted each lease
 //! against it, and everything spent under a lease is bounded by the lease. A usage row that
 //! could not be written leaves its lease open on purpose (charged as estimated later).
+//!
+//! A lease paid by a shared group budget holds its amount on the budget's row as well, and
+//! every charge, release or estimate moves the budget's row exactly as the person's (see
+//! the stores), so the same argument bounds what a group spends together.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,7 +4,8 @@
 //! Monday, monthly from the 1st; UTC) in integer USD cents. At admission the worst-case cost
 //! of a request is taken out of the person's spend lease (`ledger`): a reservation of
 //! several requests' worst case, checked against every binding cap in the store transaction
-//! that makes it. When the response ends (or the client leaves) the real cost is charged
+//! that makes it (and, when the person is in groups with a shared budget, against the first
+//! budget in paying order with room, which then holds the lease too). When the response ends (or the client leaves) the real cost is charged
 //! against the lease in the transaction that writes the usage row. Open reservations and
 //! leases left by a crash are reconciled at start.
 

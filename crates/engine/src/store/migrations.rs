@@ -229,7 +229,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 5
+                supported: 6
             })
         ));
     }
