@@ -62,6 +62,9 @@ const MASKED: &[&str] = &[
     "request_id",
     "created_at",
     "updated_at",
+    "data_refreshed_at",
+    // Page tokens are opaque; each side's own token is followed by the next call.
+    "next_page",
 ];
 
 /// Masks ids and times; `call` names Gatehouse's call whose extensions go (`None`: the
@@ -324,6 +327,273 @@ fn calls() -> Vec<Call> {
                 r#"{"scope":{"type":"rbac_group","rbac_group_id":"eng"},"amount":"1","period":"daily","pooled_budget":{"amount":"5"}}"#,
             ),
         ),
+        // Shared group budgets.
+        call(
+            "create pooled group",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"ops"},"amount":"100","pooled_budget":{"amount":"5000"}}"#,
+            ),
+        ),
+        call("get pooled", "GET", "/{ops}", r, None),
+        call(
+            "pause pooled (amount kept)",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"ops"},"pooled_budget":{"paused":true}}"#,
+            ),
+        ),
+        call(
+            "member amount only (budget kept)",
+            "POST",
+            "",
+            w,
+            Some(r#"{"scope":{"type":"rbac_group","rbac_group_id":"ops"},"amount":"150"}"#),
+        ),
+        call(
+            "resume pooled",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"ops"},"pooled_budget":{"paused":false,"amount":"6000"}}"#,
+            ),
+        ),
+        call(
+            "pooled only on a new limit",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"pooled_budget":{"amount":"5"}}"#,
+            ),
+        ),
+        call(
+            "pooled without a member amount",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"amount":null,"pooled_budget":{"amount":"5"}}"#,
+            ),
+        ),
+        call(
+            "running pooled without an amount",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"amount":"5","pooled_budget":{"paused":false}}"#,
+            ),
+        ),
+        call(
+            "paused pooled without an amount",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"amount":"5","pooled_budget":{"paused":true}}"#,
+            ),
+        ),
+        call(
+            "pooled in euro",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"amount":"5","pooled_budget":{"amount":"5","currency":"EUR"}}"#,
+            ),
+        ),
+        call(
+            "pooled paused not a boolean",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"qa"},"amount":"5","pooled_budget":{"paused":"yes"}}"#,
+            ),
+        ),
+        call("list after pools", "GET", "?scope_type=rbac_group", r, None),
+        // Effective, page by page (the seeded people: alice, bob).
+        call("effective people", "GET", "/effective", r, None),
+        call("effective page 1", "GET", "/effective?limit=1", r, None),
+        call(
+            "effective page 2",
+            "GET",
+            "/effective?limit=1&page={eff_next}",
+            r,
+            None,
+        ),
+        call("effective bad page", "GET", "/effective?page=nope", r, None),
+        call(
+            "effective sorted with a plain token",
+            "GET",
+            "/effective?period[]=daily&sort=spend_desc&page=eyJwIjoiYm9iIn0",
+            r,
+            None,
+        ),
+        call("audit", "GET", "/audit?limit=3", r, None),
+        // The cost report over the seeded days.
+        call(
+            "cost total",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z",
+            r,
+            None,
+        ),
+        call(
+            "cost daily by actor",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&time_bucket_width=1d&group_by[]=actor",
+            r,
+            None,
+        ),
+        call(
+            "cost by group",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&group_by[]=rbac_group_id&order=asc",
+            r,
+            None,
+        ),
+        call(
+            "cost by time",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&time_bucket_width=1d&group_by[]=actor&order_by=time&order=asc",
+            r,
+            None,
+        ),
+        call(
+            "cost one actor",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&group_by[]=actor&actor_ids[]=bob&actor_types[]=user_actor",
+            r,
+            None,
+        ),
+        call(
+            "cost page 1",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&time_bucket_width=1d&group_by[]=actor&limit=2",
+            r,
+            None,
+        ),
+        call(
+            "cost page 2",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&time_bucket_width=1d&group_by[]=actor&limit=2&page={cost_next}",
+            r,
+            None,
+        ),
+        call(
+            "cost page of other parameters",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-10T00:00:00Z&limit=2&page={cost_next}",
+            r,
+            None,
+        ),
+        call("cost no start", "GET", "{cost}", r, None),
+        call(
+            "cost unknown parameter",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&foo=1",
+            r,
+            None,
+        ),
+        call(
+            "cost bad time",
+            "GET",
+            "{cost}?starting_at=2026-01-01",
+            r,
+            None,
+        ),
+        call(
+            "cost hourly",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-01-02T00:00:00Z&time_bucket_width=1h",
+            r,
+            None,
+        ),
+        call(
+            "cost width without end",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&time_bucket_width=1d",
+            r,
+            None,
+        ),
+        call(
+            "cost too long",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&ending_at=2026-03-01T00:00:00Z",
+            r,
+            None,
+        ),
+        call(
+            "cost backwards",
+            "GET",
+            "{cost}?starting_at=2026-01-05T00:00:00Z&ending_at=2026-01-01T00:00:00Z",
+            r,
+            None,
+        ),
+        call(
+            "cost by model",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&group_by[]=model",
+            r,
+            None,
+        ),
+        call(
+            "cost api actors",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&actor_types[]=api_actor",
+            r,
+            None,
+        ),
+        call(
+            "cost bad order",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&order=up",
+            r,
+            None,
+        ),
+        call(
+            "cost bad order_by",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&order_by=name",
+            r,
+            None,
+        ),
+        call(
+            "cost deleted users without actors",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&exclude_deleted_users=true",
+            r,
+            None,
+        ),
+        call(
+            "cost bad page",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&page=nope",
+            r,
+            None,
+        ),
+        call(
+            "cost limit 0",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z&limit=0",
+            r,
+            None,
+        ),
+        call("cost by POST", "POST", "{cost}", w, Some("{}")),
+        call(
+            "cost without a key",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z",
+            None,
+            None,
+        ),
         call("get unknown", "GET", "/spl_0123456789abcdef", r, None),
         call("delete unknown", "DELETE", "/spl_0123456789abcdef", w, None),
         call(
@@ -365,7 +635,10 @@ async fn run(client: &reqwest::Client, base: &str) -> Vec<(&'static str, u16, Va
     let mut ids: Vec<(&str, String)> = Vec::new();
     let mut out = Vec::new();
     for c in calls() {
-        let mut path = format!("{base}{L}{}", c.path);
+        let mut path = match c.path.strip_prefix("{cost}") {
+            Some(rest) => format!("{base}/v1/organizations/analytics/cost{rest}"),
+            None => format!("{base}{L}{}", c.path),
+        };
         for (name, id) in &ids {
             path = path.replace(&format!("{{{name}}}"), id);
         }
@@ -383,12 +656,17 @@ async fn run(client: &reqwest::Client, base: &str) -> Vec<(&'static str, u16, Va
         let body: Value = r.json().await.unwrap_or(Value::Null);
         if status == 200 {
             let remember = match c.name {
-                "create user" => Some("alice"),
-                "create group (period defaults to monthly)" => Some("eng"),
+                "create user" => Some(("alice", "id")),
+                "create group (period defaults to monthly)" => Some(("eng", "id")),
+                "create pooled group" => Some(("ops", "id")),
+                "effective page 1" => Some(("eff_next", "next_page")),
+                "cost page 1" => Some(("cost_next", "next_page")),
                 _ => None,
             };
-            if let Some(n) = remember {
-                ids.push((n, body["id"].as_str().unwrap().to_owned()));
+            if let Some((n, field)) = remember {
+                let v = body[field].as_str();
+                assert!(v.is_some(), "{}: no {field} in {body} ({base})", c.name);
+                ids.push((n, v.unwrap().to_owned()));
             }
         }
         out.push((c.name, status, body));
@@ -407,8 +685,27 @@ async fn the_admin_api_answers_as_the_reference_does() {
         )
     })
     .await;
+    seed_reference(&reference._db).await;
+    seed_gatehouse(&gatehouse.handle.store()).await;
     let theirs = run(&client, &reference.base).await;
     let ours = run(&client, &gatehouse.handle.base_url()).await;
+    // The seeded data reached the reference's answers (so agreeing is not agreeing on
+    // nothing).
+    let answer = |name: &str| &theirs.iter().find(|a| a.0 == name).unwrap().2;
+    assert_eq!(
+        answer("cost total")["data"][0]["cost"]["amount"],
+        "3.623500"
+    );
+    assert_eq!(answer("cost page 2")["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        answer("cost by group")["data"][1]["group"]["rbac_group_id"],
+        "eng"
+    );
+    assert_eq!(
+        answer("effective page 2")["data"][0]["actor"]["user_id"],
+        "bob"
+    );
+    assert_eq!(answer("get pooled")["pooled_budget"]["amount"], "5000");
     let mut differences = Vec::new();
     for ((name, s1, mut b1), (_, s2, mut b2)) in theirs.into_iter().zip(ours) {
         mask(&mut b1, None);
@@ -425,4 +722,107 @@ async fn the_admin_api_answers_as_the_reference_does() {
         differences.len(),
         differences.join("\n")
     );
+}
+
+/// The people and their past spend, per UTC day (cents), as both gateways record them.
+const SEED: &[(&str, &str, u64)] = &[
+    ("alice", "2026-01-05", 1_234),
+    ("bob", "2026-01-05", 25_000),
+    ("alice", "2026-01-06", 10_001),
+];
+
+fn groups_of(sub: &str) -> Vec<String> {
+    match sub {
+        "alice" => vec!["eng".into()],
+        _ => vec!["ops".into(), "eng".into()],
+    }
+}
+
+/// The reference keeps people, their groups per day and spend per day (cents, a float)
+/// in its own tables; its gateway writes them as it meters.
+async fn seed_reference(db: &TestDatabase) {
+    let c = db.client().await;
+    for sub in ["alice", "bob"] {
+        let groups = serde_json::to_string(&groups_of(sub)).unwrap();
+        let (email, name) = match sub {
+            "alice" => (Some("alice@corp.example"), Some("Alice")),
+            _ => (None, None),
+        };
+        c.execute(
+            "INSERT INTO principal_emails (principal, email, name, groups) VALUES ($1, $2, $3, $4::text::jsonb)",
+            &[&sub, &email, &name, &groups],
+        )
+        .await
+        .unwrap();
+    }
+    for (sub, day, micro) in SEED {
+        let groups = serde_json::to_string(&groups_of(sub)).unwrap();
+        c.execute(
+            "INSERT INTO principal_groups (day, principal, groups) VALUES ($1, $2, $3::text::jsonb)
+             ON CONFLICT DO NOTHING",
+            &[day, sub, &groups],
+        )
+        .await
+        .unwrap();
+        let cents = *micro as f64 / 10_000.0;
+        c.execute(
+            "INSERT INTO spend (principal, period, cents) VALUES ($1, $2, $3)",
+            &[sub, day, &cents],
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// The same people and spend in Gatehouse's store: the identity directory, and a
+/// reservation charged on each day.
+async fn seed_gatehouse(store: &std::sync::Arc<dyn gatehouse_engine::store::Store>) {
+    use gatehouse_engine::spend::{GroupMode, ReserveRequest, windows};
+    for sub in ["alice", "bob"] {
+        let (email, name) = match sub {
+            "alice" => (
+                Some("alice@corp.example".to_owned()),
+                Some("Alice".to_owned()),
+            ),
+            _ => (None, None),
+        };
+        store
+            .upsert_principal(
+                gatehouse_engine::identity::user::UserIdentity {
+                    sub: sub.into(),
+                    email,
+                    name,
+                    groups: groups_of(sub),
+                },
+                chrono::Utc::now(),
+            )
+            .await
+            .unwrap();
+    }
+    for (k, (sub, day, micro)) in SEED.iter().enumerate() {
+        let at = format!("{day}T12:00:00Z")
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap();
+        let id = format!("rsv_seed_{k}");
+        store
+            .reserve(ReserveRequest {
+                reservation_id: id.clone(),
+                request_id: format!("req_seed_{k}"),
+                sub: (*sub).into(),
+                groups: groups_of(sub),
+                amount_micro: *micro,
+                keep_free_micro: 0,
+                windows: windows(at),
+                mode: GroupMode::Min,
+                pool_rule: Default::default(),
+                now: at,
+            })
+            .await
+            .unwrap();
+        let charged = store
+            .settle(&id, *micro, gatehouse_engine::store::SettleAs::Charged, at)
+            .await
+            .unwrap();
+        assert!(charged);
+    }
 }

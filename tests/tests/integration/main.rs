@@ -44,6 +44,7 @@ mod spend;
 mod spend_concurrency;
 mod spend_disconnect;
 mod spend_leases;
+mod spend_pools;
 mod status_api;
 mod store_backends;
 mod store_down;

@@ -29,6 +29,7 @@ fn reserve(id: &str, sub: &str, amount: u64) -> ReserveRequest {
         keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,
+        pool_rule: Default::default(),
         now,
     }
 }

@@ -438,6 +438,7 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
         keep_free_micro: 0,
         windows: gatehouse_engine::spend::windows(now),
         mode: gatehouse_engine::spend::GroupMode::Min,
+        pool_rule: Default::default(),
         now,
     };
     store.reserve(reserve("rsv_a", "req-a")).await.unwrap();
@@ -650,20 +651,21 @@ async fn effective_caps_per_person_from_the_directory() {
     .unwrap();
     assert_eq!(next["data"].as_array().unwrap().len(), 3);
     assert_eq!(get("?period[]=yearly").await.unwrap().status(), 400);
-    // A cursor whose page end overflows is refused like any other bad cursor; one past
-    // the end is an empty last page.
+    // The cursor is the reference's keyset token: anything else is refused; one past the
+    // last person is an empty last page.
     for bad in [
         format!("?page={}", usize::MAX),
-        format!("?limit=1000&page={}", usize::MAX - 999),
         "?page=-1".to_owned(),
-        "?page=99999999999999999999999".to_owned(),
+        "?page=nope".to_owned(),
+        // A spend-sorted token on an unsorted list.
+        format!("?page={}", base64_url(r#"{"p":"alice","c":1,"s":true}"#)),
     ] {
         let r = get(&bad).await.unwrap();
         assert_eq!(r.status(), 400, "{bad}");
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["message"], "page: invalid page token", "{bad}");
     }
-    let past: Value = get(&format!("?limit=1000&page={}", usize::MAX - 1000))
+    let past: Value = get(&format!("?page={}", base64_url(r#"{"p":"zzz"}"#)))
         .await
         .unwrap()
         .json()
@@ -671,6 +673,31 @@ async fn effective_caps_per_person_from_the_directory() {
         .unwrap();
     assert_eq!(past["data"], json!([]));
     assert_eq!(past["has_more"], false);
+    assert_eq!(past["next_page"], Value::Null);
+    // Sorted by spend, page by page: alice (the most), then bob.
+    let first: Value = get("?period[]=daily&sort=spend_desc&limit=1")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["data"][0]["actor"]["user_id"], "alice");
+    let second: Value = get(&format!(
+        "?period[]=daily&sort=spend_desc&limit=1&page={}",
+        first["next_page"].as_str().unwrap()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(second["data"][0]["actor"]["user_id"], "bob");
+    assert_eq!(second["next_page"], Value::Null);
+}
+
+fn base64_url(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
 }
 
 /// `max_tokens` of 2^64 - 1 from a person without a cap, several at once: each is

@@ -265,6 +265,7 @@ fn reserve(
         keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,
+        pool_rule: Default::default(),
         now,
     }
 }
@@ -375,6 +376,7 @@ async fn reservations_hold_settle_and_release() {
         let ReserveOutcome::Refused {
             exceeded,
             standings,
+            ..
         } = r
         else {
             panic!("{n}: {r:?}")
@@ -539,6 +541,102 @@ async fn concurrent_reservations_admit_exactly_what_fits() {
         assert_eq!(st[0].reserved_micro, 23 * 3_000, "{n}");
         let mut b = b;
         assert_eq!(b.restart().await.len(), 23, "{n}");
+    }
+}
+
+/// A shared group budget on both stores: members reserving at once are admitted exactly up
+/// to it (refusals name the budget), and every charge, release and estimate moves the
+/// budget's row as the person's.
+#[tokio::test]
+async fn pooled_budgets_hold_charge_release_and_estimate() {
+    for b in backends().await {
+        let (s, n) = (&b.store, b.name);
+        let now = Utc::now().trunc_subsecs(3);
+        let pool = |cents| {
+            Some(gatehouse_engine::spend::PooledBudget {
+                amount_cents: cents,
+                paused: false,
+            })
+        };
+        // 7 cents = 70,000 micro-USD shared; each member's own limit is far above it.
+        let l = s
+            .upsert_pooled_limit("eng", Some(1_000_000), pool(7), "key:t", now)
+            .await
+            .unwrap();
+        assert_eq!(l.pooled, pool(7), "{n}");
+        assert_eq!(s.get_limit(&l.id).await.unwrap().unwrap().pooled, pool(7));
+        let members = ["carol", "dave", "erin", "frank"];
+        let outcomes = futures_util::future::join_all((0..100).map(|i| {
+            s.reserve(reserve(
+                &format!("rsv_p{i:03}"),
+                members[i % 4],
+                &["eng", "other"],
+                3_000,
+                now,
+            ))
+        }))
+        .await;
+        let mut held = Vec::new();
+        for (i, o) in outcomes.into_iter().enumerate() {
+            match o.unwrap() {
+                ReserveOutcome::Reserved(_) => held.push(format!("rsv_p{i:03}")),
+                ReserveOutcome::Refused { pool, exceeded, .. } => {
+                    let pool = pool.expect("refused by the pool");
+                    assert_eq!((pool.group.as_str(), pool.cap_cents), ("eng", 7), "{n}");
+                    assert_eq!(exceeded, vec![Period::Monthly]);
+                }
+            }
+        }
+        assert_eq!(held.len(), 23, "{n}: 23 x 3,000 fit in 70,000");
+        let totals = |s: &Arc<dyn Store>| {
+            let s = s.clone();
+            async move {
+                let t = s.pool_totals(vec!["eng".into()], now).await.unwrap();
+                (t[0].1, t[0].2)
+            }
+        };
+        assert_eq!(totals(s).await, (0, 23 * 3_000), "{n}");
+        // A usage row charges the lease and its pool; a release frees the rest; an
+        // estimate charges everything held.
+        s.insert_usage(Arc::new(vec![usage("req_p1", 2_000, Some(&held[0]), now)]))
+            .await
+            .unwrap();
+        assert_eq!(totals(s).await, (2_000, 22 * 3_000 + 1_000), "{n}");
+        assert!(
+            s.settle(&held[0], 0, SettleAs::Released, now)
+                .await
+                .unwrap()
+        );
+        assert_eq!(totals(s).await, (2_000, 22 * 3_000), "{n}");
+        assert!(
+            s.settle(&held[1], 3_000, SettleAs::Estimated, now)
+                .await
+                .unwrap()
+        );
+        assert_eq!(totals(s).await, (5_000, 21 * 3_000), "{n}");
+        // A paused budget binds nobody.
+        s.upsert_pooled_limit(
+            "eng",
+            Some(1_000_000),
+            Some(gatehouse_engine::spend::PooledBudget {
+                amount_cents: 7,
+                paused: true,
+            }),
+            "key:t",
+            now,
+        )
+        .await
+        .unwrap();
+        let more = s
+            .reserve(reserve("rsv_p_after", "carol", &["eng"], 3_000, now))
+            .await
+            .unwrap();
+        assert!(matches!(more, ReserveOutcome::Reserved(_)), "{n}");
+        assert_eq!(
+            totals(s).await,
+            (5_000, 21 * 3_000),
+            "not charged to the pool"
+        );
     }
 }
 

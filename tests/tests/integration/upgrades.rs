@@ -290,6 +290,7 @@ async fn check_new_schema(g: &TestGateway, old_usage: usize) {
             keep_free_micro: 0,
             windows: windows(now),
             mode: GroupMode::Min,
+            pool_rule: Default::default(),
             now,
         })
         .await

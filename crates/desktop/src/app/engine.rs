@@ -121,6 +121,7 @@ fn config(
         admin_groups: Vec::new(),
         blocked_message: None,
         group_mode: Default::default(),
+        pool_rule: Default::default(),
         // Personal budgets are the developer's own limit on their own machine: a broken
         // local store must not stop their work (a server's caps fail closed).
         fail_closed: false,

@@ -137,8 +137,21 @@ pub struct SpendConfig {
     pub admin_groups: Vec<String>,
     pub blocked_message: Option<String>,
     pub group_mode: GroupMode,
+    /// Which shared group budget pays when a person is in several
+    /// (`admin.pooled_conflict_rule`, `admin.pooled_priority_order`).
+    pub pool_rule: PoolRule,
     pub fail_closed: bool,
     pub retention: Retention,
+}
+
+/// Which shared group budget (pool) pays when a person is in several pooled groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PoolRule {
+    /// `default_order`: the pool with the largest budget first (ties by group name).
+    #[default]
+    DefaultOrder,
+    /// `priority_list`: the groups in this order first (ties and unlisted groups by name).
+    PriorityList(std::sync::Arc<[String]>),
 }
 
 /// How long old rows are kept (`admin.*_retention_*`; these defaults without `admin`).
@@ -429,6 +442,14 @@ impl Config {
         self.spend
             .as_ref()
             .map(|s| s.group_mode)
+            .unwrap_or_default()
+    }
+
+    /// Which pool pays when a person is in several pooled groups.
+    pub fn pool_rule(&self) -> PoolRule {
+        self.spend
+            .as_ref()
+            .map(|s| s.pool_rule.clone())
             .unwrap_or_default()
     }
 

@@ -665,10 +665,12 @@ pub struct RawAdmin {
     #[serde(default, deserialize_with = "super::lenient::opt")]
     #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub identity_retention_days: Option<i64>,
-    /// `default_order` or `priority_list`: which shared group budget pays for a person in
-    /// several (not supported yet).
+    /// `default_order` (the largest shared group budget first) or `priority_list` (the
+    /// groups of `pooled_priority_order` first): which shared budget pays for a person in
+    /// several.
     pub pooled_conflict_rule: Option<String>,
-    /// Group names in pool priority order, for `priority_list` (not supported yet).
+    /// Group names in pool priority order (at most 50, unique), required with
+    /// `priority_list`.
     pub pooled_priority_order: Option<Vec<String>>,
     /// The request-tag name that carries a person's billing group (not supported yet).
     pub billing_group_tag: Option<String>,

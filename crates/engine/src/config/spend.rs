@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use sha2::{Digest, Sha256};
 
 use super::raw::{RawClientKey, RawConfig};
-use super::{ClientKeyConfig, ConfigError, GroupMode, Retention, SpendConfig};
+use super::{ClientKeyConfig, ConfigError, GroupMode, PoolRule, Retention, SpendConfig};
 
 fn keys(
     raw: &[RawClientKey],
@@ -52,32 +52,41 @@ fn positive(v: Option<i64>, path: &str) -> Result<Option<u32>, ConfigError> {
     }
 }
 
-/// `admin.pooled_*` and `admin.billing_group_tag`: checked as the
-/// reference checks them (so a mistake names the same path), then refused, since the
-/// features behind them do not exist here yet.
+/// `admin.pooled_conflict_rule` and `admin.pooled_priority_order`, checked as the reference
+/// checks them. An order without `priority_list` is kept and unused (the reference warns).
+fn pool_rule(admin: &super::raw::RawAdmin) -> Result<PoolRule, ConfigError> {
+    let rule = admin.pooled_conflict_rule.as_deref();
+    if rule.is_some_and(|r| r != "default_order" && r != "priority_list") {
+        return Err(ConfigError::at(
+            "admin.pooled_conflict_rule",
+            "must be default_order or priority_list",
+        ));
+    }
+    let order = admin.pooled_priority_order.as_deref().unwrap_or_default();
+    let mut seen = HashSet::new();
+    if order.len() > 50 || order.iter().any(|g| g.trim().is_empty() || !seen.insert(g)) {
+        return Err(ConfigError::at(
+            "admin.pooled_priority_order",
+            "at most 50 unique, non-empty group names",
+        ));
+    }
+    if rule == Some("priority_list") && order.is_empty() {
+        return Err(ConfigError::at(
+            "admin.pooled_priority_order",
+            "priority_list needs at least one group here",
+        ));
+    }
+    Ok(match rule {
+        Some("priority_list") => PoolRule::PriorityList(order.to_vec().into()),
+        _ => PoolRule::DefaultOrder,
+    })
+}
+
+/// `admin.billing_group_tag`: checked as the reference checks it (so a mistake names the
+/// same path), then refused, since the feature behind it does not exist here yet.
 fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
     if let Some(admin) = &raw.admin {
-        let rule = admin.pooled_conflict_rule.as_deref();
-        if rule.is_some_and(|r| r != "default_order" && r != "priority_list") {
-            return Err(ConfigError::at(
-                "admin.pooled_conflict_rule",
-                "must be default_order or priority_list",
-            ));
-        }
-        let order = admin.pooled_priority_order.as_deref().unwrap_or_default();
-        let mut seen = HashSet::new();
-        if order.len() > 50 || order.iter().any(|g| g.trim().is_empty() || !seen.insert(g)) {
-            return Err(ConfigError::at(
-                "admin.pooled_priority_order",
-                "at most 50 unique, non-empty group names",
-            ));
-        }
-        if rule == Some("priority_list") && order.is_empty() {
-            return Err(ConfigError::at(
-                "admin.pooled_priority_order",
-                "priority_list needs at least one group here",
-            ));
-        }
+        pool_rule(admin)?;
         if let Some(tag) = &admin.billing_group_tag
             && (tag.is_empty()
                 || tag.len() > 64
@@ -90,11 +99,6 @@ fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
                 "admin.billing_group_tag",
                 "must be 1 to 64 characters, each an ASCII letter, a digit or one of _ . : / = + \
                  - @, and must not start with \"anthropic\" in any letter case",
-            ));
-        }
-        if rule.is_some() || admin.pooled_priority_order.is_some() {
-            return Err(ConfigError::not_supported(
-                "admin.pooled_conflict_rule (shared group budgets are not built yet)",
             ));
         }
         if admin.billing_group_tag.is_some() {
@@ -169,6 +173,7 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
         admin_groups: admin.admin_groups.clone(),
         blocked_message: admin.blocked_message.clone(),
         group_mode,
+        pool_rule: pool_rule(admin)?,
         fail_closed: raw
             .enforcement
             .as_ref()

@@ -94,6 +94,7 @@ pub async fn reserve(
         request_id,
         worst_micro: amount,
         mode: spend.group_mode,
+        pool_rule: &spend.pool_rule,
         now,
     };
     match tokio::time::timeout(PRECHECK_TIMEOUT, gw.ledger.take(&want)).await {
@@ -101,8 +102,9 @@ pub async fn reserve(
         Ok(Ok(Take::Refused {
             standings,
             exceeded,
+            pool,
         })) => {
-            let event = Event::new("spend.blocked")
+            let mut event = Event::new("spend.blocked")
                 .with("request_id", request_id)
                 .with("sub", who.sub.clone())
                 .with(
@@ -110,12 +112,20 @@ pub async fn reserve(
                     exceeded.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
                 )
                 .with("reservation_micro_usd", amount);
-            let error = super::headers::blocked(
-                &standings,
-                &exceeded,
-                spend.blocked_message.as_deref(),
-                now,
-            );
+            let error = match &pool {
+                Some(pool) => {
+                    event = event
+                        .with("source", "group_pool")
+                        .with("group", pool.group.clone());
+                    super::headers::pool_blocked(pool, spend.blocked_message.as_deref(), now)
+                }
+                None => super::headers::blocked(
+                    &standings,
+                    &exceeded,
+                    spend.blocked_message.as_deref(),
+                    now,
+                ),
+            };
             Admitted::Refused { event, error }
         }
         outcome => {

@@ -2,7 +2,7 @@
 //! standing against it, and which periods a new hold would push over. Both stores read the
 //! caps and the spend rows, then call these; nothing here touches a database.
 
-use super::{GroupMode, Period, ScopeType, SpendLimit, Standing, Window};
+use super::{GroupMode, Period, PoolRule, ScopeType, SpendLimit, Standing, Window};
 
 /// The cap that binds a person for one period: user, else group (by mode), else org.
 /// `None` means unlimited.
@@ -109,6 +109,37 @@ pub fn add_hold(standings: &mut [Standing], amount_micro: u64) {
     }
 }
 
+/// The person's shared group budgets in paying order, each `(group, budget in cents)`:
+/// the active pools of their groups, by `rule` (`default_order`: the largest budget first;
+/// `priority_list`: the listed groups first, in list order), ties by group name. This is
+/// the reference's order; the first pool with room for a request pays for it.
+pub fn pools(limits: &[SpendLimit], groups: &[String], rule: &PoolRule) -> Vec<(String, i64)> {
+    let mut found: Vec<(String, i64)> = limits
+        .iter()
+        .filter(|l| groups.contains(&l.scope_id))
+        .filter_map(|l| l.active_pool().map(|a| (l.scope_id.clone(), a)))
+        .collect();
+    found.sort_by(|a, b| {
+        let first = match rule {
+            PoolRule::DefaultOrder => b.1.cmp(&a.1),
+            PoolRule::PriorityList(order) => {
+                let at = |g: &str| order.iter().position(|o| o == g).unwrap_or(order.len());
+                at(&a.0).cmp(&at(&b.0))
+            }
+        };
+        first.then_with(|| a.0.cmp(&b.0))
+    });
+    found.dedup_by(|a, b| a.0 == b.0);
+    found
+}
+
+/// Whether a pool of `cap_cents` with `spent + reserved` micro-USD used has room for
+/// `amount_micro` more.
+pub fn pool_fits(cap_cents: i64, spent: u64, reserved: u64, amount_micro: u64) -> bool {
+    let cap_micro = u128::from(cap_cents.max(0) as u64) * 10_000;
+    u128::from(spent) + u128::from(reserved) + u128::from(amount_micro) <= cap_micro
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -124,6 +155,7 @@ mod tests {
             scope_id: id.into(),
             period,
             amount_cents: amount,
+            pooled: None,
             created_at: Utc::now(),
             updated_at: Utc::now(),
         }
@@ -197,5 +229,49 @@ mod tests {
             s.iter().map(|s| s.reserved_micro).collect::<Vec<_>>(),
             vec![40_005, 5, 13]
         );
+    }
+
+    fn pool(group: &str, cents: i64, paused: bool) -> SpendLimit {
+        let mut l = lim(ScopeType::RbacGroup, group, Period::Monthly, Some(100));
+        l.pooled = Some(super::super::PooledBudget {
+            amount_cents: cents,
+            paused,
+        });
+        l
+    }
+
+    #[test]
+    fn pools_pay_in_the_rules_order() {
+        let limits = vec![
+            pool("eng", 500, false),
+            pool("ops", 900, false),
+            pool("research", 500, false),
+            pool("paused", 10_000, true),
+            pool("other", 10_000, false),
+            lim(ScopeType::RbacGroup, "plain", Period::Monthly, Some(5)),
+        ];
+        let groups: Vec<String> = ["research", "eng", "ops", "paused", "plain"]
+            .map(String::from)
+            .to_vec();
+        let names = |rule: &PoolRule| -> Vec<String> {
+            pools(&limits, &groups, rule)
+                .into_iter()
+                .map(|p| p.0)
+                .collect()
+        };
+        assert_eq!(
+            names(&PoolRule::DefaultOrder),
+            ["ops", "eng", "research"],
+            "the largest budget first, ties by name; paused and others' pools never"
+        );
+        let order: std::sync::Arc<[String]> = vec!["research".to_owned(), "x".to_owned()].into();
+        assert_eq!(
+            names(&PoolRule::PriorityList(order)),
+            ["research", "eng", "ops"],
+            "listed groups first, then the rest by name"
+        );
+        assert!(pool_fits(1, 5_000, 4_000, 1_000));
+        assert!(!pool_fits(1, 5_000, 4_000, 1_001));
+        assert!(!pool_fits(0, 0, 0, 1));
     }
 }

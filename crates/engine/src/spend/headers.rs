@@ -105,6 +105,46 @@ pub fn blocked(
     }
 }
 
+/// 429 when the person's own caps had room but every shared group budget of theirs was
+/// used up: the reference's shape, the monthly period with `overage-scope: group_pool`
+/// (the person's own cap is not what blocked them), its sentence, and no `details`.
+pub fn pool_blocked(
+    pool: &super::PoolStanding,
+    blocked_message: Option<&str>,
+    now: DateTime<Utc>,
+) -> ApiError {
+    let reset = pool.reset;
+    let mut message = format!(
+        "This request exceeds your group's budget. Ask your organization's admins to raise it, \
+         or try again after it resets on {} at {} UTC.",
+        reset.format("%B %-d"),
+        reset.format("%H:%M")
+    );
+    if let Some(m) = blocked_message.filter(|m| !m.trim().is_empty()) {
+        message = format!("{} · {}", message.trim_end_matches('.'), m.trim());
+    }
+    let mut headers = HeaderMap::new();
+    let h = &mut headers;
+    h.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from((reset - now).num_seconds().max(1)),
+    );
+    let at = reset.timestamp().to_string();
+    put(h, "status", "rejected");
+    put(h, "reset", &at);
+    put(h, "overage-reset", &at);
+    put(h, "overage-utilization", "1");
+    put(h, "overage-surpassed-threshold", "1");
+    put(h, "overage-period", "monthly");
+    put(h, "overage-scope", "group_pool");
+    put(h, "overage-disabled-reason", "org_spend_cap_reached");
+    ApiError::SpendLimited {
+        message,
+        headers: Box::new(headers),
+        code: None,
+    }
+}
+
 /// 429 when caps cannot be read and the gateway fails closed.
 pub fn unavailable() -> ApiError {
     let mut headers = HeaderMap::new();

@@ -23,6 +23,10 @@
 //! like any open reservation. A cap is never exceeded because the store admitted each lease
 //! against it, and everything spent under a lease is bounded by the lease. A usage row that
 //! could not be written leaves its lease open on purpose (charged as estimated later).
+//!
+//! A lease paid by a shared group budget holds its amount on the budget's row as well, and
+//! every charge, release or estimate moves the budget's row exactly as the person's (see
+//! the stores), so the same argument bounds what a group spends together.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,7 +36,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
 
-use super::{GroupMode, ReserveOutcome, ReserveRequest, Standing, new_id, windows};
+use super::{
+    GroupMode, PoolRule, PoolStanding, ReserveOutcome, ReserveRequest, Standing, new_id, windows,
+};
 use crate::store::{SettleAs, Store, StoreError};
 
 /// A new lease covers this many worst cases of the request that opens it (less near a cap).
@@ -97,6 +103,7 @@ pub struct Want<'a> {
     pub request_id: &'a str,
     pub worst_micro: u64,
     pub mode: GroupMode,
+    pub pool_rule: &'a PoolRule,
     pub now: DateTime<Utc>,
 }
 
@@ -106,6 +113,8 @@ pub enum Take {
     Refused {
         standings: Vec<Standing>,
         exceeded: Vec<super::Period>,
+        /// Every shared budget of the person's was used up (the first is described).
+        pool: Option<PoolStanding>,
     },
 }
 
@@ -216,11 +225,13 @@ impl Ledger {
                 ReserveOutcome::Refused {
                     standings,
                     exceeded,
+                    pool,
                 },
                 _,
             ) => Take::Refused {
                 standings,
                 exceeded,
+                pool,
             },
         })
     }
@@ -243,6 +254,7 @@ impl Ledger {
                 keep_free_micro: keep_free,
                 windows: windows(want.now),
                 mode: want.mode,
+                pool_rule: want.pool_rule.clone(),
                 now: want.now,
             })
             .await?;

@@ -4,7 +4,8 @@
 //! Monday, monthly from the 1st; UTC) in integer USD cents. At admission the worst-case cost
 //! of a request is taken out of the person's spend lease (`ledger`): a reservation of
 //! several requests' worst case, checked against every binding cap in the store transaction
-//! that makes it. When the response ends (or the client leaves) the real cost is charged
+//! that makes it (and, when the person is in groups with a shared budget, against the first
+//! budget in paying order with room, which then holds the lease too). When the response ends (or the client leaves) the real cost is charged
 //! against the lease in the transaction that writes the usage row. Open reservations and
 //! leases left by a crash are reconciled at start.
 
@@ -20,7 +21,7 @@ use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-pub use crate::config::GroupMode;
+pub use crate::config::{GroupMode, PoolRule};
 pub use caps::{binding_cap, binding_limit};
 pub use worst_case::{CostDrivers, worst_case_micro};
 
@@ -137,6 +138,8 @@ pub struct SpendLimit {
     pub period: Period,
     /// `None` is unlimited; `Some(0)` blocks everything.
     pub amount_cents: Option<i64>,
+    /// A group's monthly limit may also carry a budget the whole group spends together.
+    pub pooled: Option<PooledBudget>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -159,12 +162,46 @@ impl SpendLimit {
             "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "updated_at": self.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         });
-        // A group's monthly limit is where a shared budget would be: none here.
-        if self.scope_type == ScopeType::RbacGroup && self.period == Period::Monthly {
-            v["pooled_budget"] = serde_json::Value::Null;
+        // A group's monthly limit is where a shared budget is (`null`: none).
+        if self.holds_pool() {
+            v["pooled_budget"] = self.pooled.map_or(
+                serde_json::Value::Null,
+                |p| json!({"amount": p.amount_cents.to_string(), "paused": p.paused}),
+            );
         }
         v
     }
+
+    /// A group's monthly limit: the only one that may carry a shared budget.
+    pub fn holds_pool(&self) -> bool {
+        self.scope_type == ScopeType::RbacGroup && self.period == Period::Monthly
+    }
+
+    /// The shared budget that admits requests (set and not paused), in cents.
+    pub fn active_pool(&self) -> Option<i64> {
+        self.pooled
+            .filter(|p| !p.paused && self.holds_pool())
+            .map(|p| p.amount_cents)
+    }
+}
+
+/// A shared group budget (the reference's `pooled_budget`): one monthly amount in cents
+/// that every member's spend counts against, beside each member's own limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PooledBudget {
+    pub amount_cents: i64,
+    /// A paused budget is kept but admits and counts nothing.
+    pub paused: bool,
+}
+
+/// A shared budget's standing this month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolStanding {
+    pub group: String,
+    pub cap_cents: i64,
+    pub spent_micro: u64,
+    pub reserved_micro: u64,
+    pub reset: DateTime<Utc>,
 }
 
 /// One period's standing for a person.
@@ -206,16 +243,21 @@ pub struct ReserveRequest {
     pub keep_free_micro: u64,
     pub windows: [Window; 3],
     pub mode: GroupMode,
+    /// Which of the person's pooled groups pays (the first in this order with room).
+    pub pool_rule: PoolRule,
     pub now: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
     Reserved(Vec<Standing>),
-    /// Nothing was written; `exceeded` lists the periods that would go over.
+    /// Nothing was written; `exceeded` lists the periods that would go over. `pool` is set
+    /// when the person's own caps had room but every shared budget of theirs was used up
+    /// (the first in paying order is described).
     Refused {
         standings: Vec<Standing>,
         exceeded: Vec<Period>,
+        pool: Option<PoolStanding>,
     },
 }
 

@@ -259,7 +259,8 @@ mod tests {
         let conn = gatehouse_db(&live);
         conn.execute_batch(
             "INSERT INTO kv (key, value) VALUES ('a', X'01');
-             INSERT INTO spend_limits VALUES ('l1', 'organization', '', 'daily', 5, 0, 0);",
+             INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at)
+                 VALUES ('l1', 'organization', '', 'daily', 5, 0, 0);",
         )
         .unwrap();
         let copy = dir.path().join("copy.db");

@@ -45,6 +45,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0005_usage_principal_index.sql",
         sql: include_str!("../../../../migrations/sqlite/0005_usage_principal_index.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_pooled_budgets.sql",
+        sql: include_str!("../../../../migrations/sqlite/0006_pooled_budgets.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -72,6 +77,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 5,
         name: "0005_usage_principal_index.sql",
         sql: include_str!("../../../../migrations/postgres/0005_usage_principal_index.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "0006_pooled_budgets.sql",
+        sql: include_str!("../../../../migrations/postgres/0006_pooled_budgets.sql"),
     },
 ];
 
@@ -219,7 +229,7 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 5
+                supported: 6
             })
         ));
     }

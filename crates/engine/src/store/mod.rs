@@ -181,6 +181,14 @@ pub trait Store: Send + Sync {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
+    /// Each person's settled spend per UTC day for the days starting in `[from, to)`, days
+    /// with no spend left out: `(person, day start, micro-USD)`, by day then person (the
+    /// cost report).
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError>;
     /// Hash of the per-install local key, if one was issued.
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError>;
     /// Replaces the per-install local key.
@@ -273,6 +281,23 @@ pub trait Store: Send + Sync {
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<crate::spend::SpendLimit, StoreError>;
+    /// Creates or replaces a group's monthly cap together with its shared budget (`pooled`
+    /// as given; [`Store::upsert_limit`] keeps the stored one), with its audit row.
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<crate::spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError>;
+    /// Shared budgets' `(group, spent, reserved)` micro-USD in the month containing `now`
+    /// (groups with nothing recorded are left out).
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError>;
     async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError>;
     /// Deletes a cap with its audit row; the deleted cap, if it existed.
     async fn delete_limit(

@@ -68,6 +68,14 @@ impl Store for Timed {
         timed!(self, "usage_by_model", self.inner.usage_by_model(since))
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        timed!(self, "daily_spend", self.inner.daily_spend(from, to))
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         timed!(self, "local_key_hash", self.inner.local_key_hash())
     }
@@ -217,6 +225,30 @@ impl Store for Timed {
             self.inner
                 .upsert_limit(scope_type, scope_id, period, amount_cents, actor, now)
         )
+    }
+
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<spend::SpendLimit, StoreError> {
+        timed!(
+            self,
+            "upsert_pooled_limit",
+            self.inner
+                .upsert_pooled_limit(group, amount_cents, pooled, actor, now)
+        )
+    }
+
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        timed!(self, "pool_totals", self.inner.pool_totals(groups, now))
     }
 
     async fn get_limit(&self, id: &str) -> Result<Option<spend::SpendLimit>, StoreError> {

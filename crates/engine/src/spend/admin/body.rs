@@ -18,9 +18,24 @@ pub struct Upsert {
     pub scope_id: String,
     pub period: Period,
     pub amount: Option<Option<i64>>,
-    /// `pooled_budget` asked to start or change a shared budget (an amount, or `paused:
-    /// false`).
-    pub pooled: bool,
+    /// `pooled_budget`, when sent as an object.
+    pub pooled: Option<PooledPatch>,
+}
+
+/// The fields of a `pooled_budget` object: absent fields keep what is stored.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PooledPatch {
+    /// `None` absent, `Some(None)` for `null`.
+    pub amount: Option<Option<i64>>,
+    /// `null` is as absent.
+    pub paused: Option<bool>,
+}
+
+impl PooledPatch {
+    /// It asks to start or change a shared budget (an amount, or `paused: false`).
+    pub fn asks(&self) -> bool {
+        self.paused == Some(false) || matches!(self.amount, Some(Some(_)))
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -124,15 +139,15 @@ fn currency(path: &str, v: Option<&Value>) -> Result<(), String> {
     }
 }
 
-/// `pooled_budget`: `true` when it asks for a shared budget (an amount, or `paused: false`).
-fn pooled(v: Option<&Value>) -> Result<bool, String> {
+/// `pooled_budget` (`None` when absent or `null`).
+fn pooled(v: Option<&Value>) -> Result<Option<PooledPatch>, String> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(false);
+        return Ok(None);
     };
     let o = object("pooled_budget", v)?;
     let amount = match o.get("amount") {
         None => None,
-        Some(a) => cents("pooled_budget.amount", a)?,
+        Some(a) => Some(cents("pooled_budget.amount", a)?),
     };
     let paused = match o.get("paused") {
         None | Some(Value::Null) => None,
@@ -140,7 +155,7 @@ fn pooled(v: Option<&Value>) -> Result<bool, String> {
         Some(other) => return Err(expected("pooled_budget.paused", "boolean", other)),
     };
     currency("pooled_budget.currency", o.get("currency"))?;
-    Ok(paused == Some(false) || amount.is_some())
+    Ok(Some(PooledPatch { amount, paused }))
 }
 
 /// The body checked as the reference checks it; `Err` is the 400's message.
@@ -155,7 +170,7 @@ pub fn parse(bytes: &[u8]) -> Result<Upsert, String> {
     if amount.is_none() && o.get("pooled_budget").is_none_or(Value::is_null) {
         return Err("amount: Required".into());
     }
-    if pooled {
+    if pooled.as_ref().is_some_and(PooledPatch::asks) {
         if scope != ScopeType::RbacGroup {
             return Err("Pooled budget fields can only be set on a group-level limit".into());
         }
@@ -237,12 +252,18 @@ mod tests {
         let u = parse(br#"{"scope":{"type":"organization"},"amount":null,"extra":1}"#).unwrap();
         assert_eq!(u.period, Period::Monthly);
         assert_eq!(u.amount, Some(None));
-        assert!(!u.pooled);
+        assert!(u.pooled.is_none());
         let u = parse(br#"{"scope":{"type":"rbac_group","rbac_group_id":"eng"},"amount":"7","period":"monthly","pooled_budget":{"amount":"50"}}"#).unwrap();
         assert_eq!(
             (u.scope, u.scope_id.as_str(), u.amount),
             (ScopeType::RbacGroup, "eng", Some(Some(7)))
         );
-        assert!(u.pooled);
+        assert_eq!(
+            u.pooled,
+            Some(PooledPatch {
+                amount: Some(Some(50)),
+                paused: None
+            })
+        );
     }
 }

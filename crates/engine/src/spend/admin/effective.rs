@@ -5,11 +5,17 @@
 //!
 //! Query: `user_ids[]` (at most 100: exactly those people, in that order, known or not),
 //! `period[]`, `q` (matches id, email or name), `sort=spend_desc` (needs exactly one
-//! period), `limit` (1-1000, default 20) and `page` (the `next_page` of the previous answer).
-//! Without `user_ids[]` the people listed are those in the identity directory.
+//! period), `limit` (1-1000, default 20) and `page` (the `next_page` of the previous answer:
+//! a keyset cursor as the reference's, base64url JSON `{"p": <last user id>}`, or with
+//! `sort=spend_desc` `{"p", "c": <their cents>, "s": true}`, so a page never repeats or
+//! skips a person when others are added meanwhile). Without `user_ids[]` the people listed
+//! are those in the identity directory, in user id order.
 
 use axum::body::Body;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::Response;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{bad, ok, page_limit, unavailable};
@@ -32,7 +38,47 @@ struct Query {
     users: Vec<String>,
     needle: Option<String>,
     spend_desc: bool,
-    offset: usize,
+    after: Option<Cursor>,
+}
+
+/// The `page` token: the last person of the previous page (and, sorted by spend, their
+/// spend in cents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Cursor {
+    p: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<bool>,
+}
+
+impl Cursor {
+    fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// A token of the right kind for this sort, or `None`.
+    fn decode(token: &str, spend_desc: bool) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).ok()?;
+        let c: Cursor = serde_json::from_slice(&bytes).ok()?;
+        let fits = if spend_desc {
+            c.s == Some(true) && c.c.is_some_and(f64::is_finite)
+        } else {
+            c.s != Some(true)
+        };
+        fits.then_some(c)
+    }
+
+    /// Whether a person `(sub, spend in micro-USD)` comes after this cursor.
+    fn before(&self, sub: &str, spent: u64) -> bool {
+        match self.c {
+            Some(c) => {
+                let cents = spent as f64 / 10_000.0;
+                cents < c || (cents == c && sub > self.p.as_str())
+            }
+            None => sub > self.p.as_str(),
+        }
+    }
 }
 
 fn parse(q: &[(String, String)]) -> Result<Query, ApiError> {
@@ -71,11 +117,11 @@ fn parse(q: &[(String, String)]) -> Result<Query, ApiError> {
     if spend_desc && periods.len() != 1 {
         return Err(bad("sort=spend_desc requires exactly one period[]"));
     }
-    // The cursor is an offset; one whose page end cannot be counted is not a cursor.
-    let offset = match one("page").map(|p| p.parse::<usize>()) {
-        None => 0,
-        Some(Ok(o)) if o.checked_add(limit).is_some() => o,
-        Some(_) => return Err(bad("page: invalid page token")),
+    let after = match one("page") {
+        None => None,
+        Some(p) => {
+            Some(Cursor::decode(&p, spend_desc).ok_or_else(|| bad("page: invalid page token"))?)
+        }
     };
     Ok(Query {
         limit,
@@ -83,7 +129,7 @@ fn parse(q: &[(String, String)]) -> Result<Query, ApiError> {
         users,
         needle: needle.map(|n| n.to_lowercase()),
         spend_desc,
-        offset,
+        after,
     })
 }
 
@@ -183,8 +229,8 @@ pub async fn effective(
     let people = people(gw, &q).await?;
     let limits = all_limits(gw).await?;
     let mode = gw.config.group_mode();
-    // One person's rows stay together: (spend of the sorted period, rows).
-    let mut found: Vec<(u64, Vec<Value>)> = Vec::new();
+    // One person's rows stay together: (id, spend of the sorted period, rows).
+    let mut found: Vec<(String, u64, Vec<Value>)> = Vec::new();
     for who in &people {
         let standings = gw
             .store
@@ -200,27 +246,34 @@ pub async fn effective(
                 rows.push(row(who, s, binding));
             }
         }
-        found.push((key, rows));
+        found.push((who.sub.clone(), key, rows));
     }
     if !q.users.is_empty() {
-        let data: Vec<Value> = found.into_iter().flat_map(|(_, r)| r).collect();
+        let data: Vec<Value> = found.into_iter().flat_map(|(_, _, r)| r).collect();
         return Ok(ok(
             json!({"data": data, "next_page": null, "has_more": false}),
             request_id,
         ));
     }
     if q.spend_desc {
-        found.sort_by_key(|r| std::cmp::Reverse(r.0));
+        found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    } else {
+        found.sort_by(|a, b| a.0.cmp(&b.0));
     }
-    let end = q.offset.saturating_add(q.limit);
-    let more = found.len() > end;
-    let data: Vec<Value> = found
-        .into_iter()
-        .skip(q.offset)
-        .take(q.limit)
-        .flat_map(|(_, r)| r)
-        .collect();
-    let next = more.then(|| end.to_string());
+    if let Some(after) = &q.after {
+        found.retain(|(sub, spent, _)| after.before(sub, *spent));
+    }
+    let more = found.len() > q.limit;
+    found.truncate(q.limit);
+    let next = found.last().filter(|_| more).map(|(sub, spent, _)| {
+        Cursor {
+            p: sub.clone(),
+            c: q.spend_desc.then(|| *spent as f64 / 10_000.0),
+            s: q.spend_desc.then_some(true),
+        }
+        .encode()
+    });
+    let data: Vec<Value> = found.into_iter().flat_map(|(_, _, r)| r).collect();
     Ok(ok(
         json!({"data": data, "next_page": next, "has_more": more}),
         request_id,
@@ -229,7 +282,37 @@ pub async fn effective(
 
 #[cfg(test)]
 mod tests {
-    use super::cents_text;
+    #![allow(clippy::unwrap_used)]
+    use super::{Cursor, cents_text};
+
+    #[test]
+    fn page_tokens_are_the_references_and_of_their_sort() {
+        let plain = Cursor {
+            p: "bob".into(),
+            c: None,
+            s: None,
+        };
+        // The reference's token for {"p":"bob"}.
+        assert_eq!(plain.encode(), "eyJwIjoiYm9iIn0");
+        assert_eq!(
+            Cursor::decode("eyJwIjoiYm9iIn0", false),
+            Some(plain.clone())
+        );
+        assert_eq!(Cursor::decode("eyJwIjoiYm9iIn0", true), None);
+        let sorted = Cursor {
+            p: "bob".into(),
+            c: Some(12.5),
+            s: Some(true),
+        };
+        assert_eq!(Cursor::decode(&sorted.encode(), true), Some(sorted.clone()));
+        assert_eq!(Cursor::decode(&sorted.encode(), false), None);
+        for bad in ["nope", "", "18446744073709551616", "eyJ4IjoxfQ"] {
+            assert_eq!(Cursor::decode(bad, false), None, "{bad}");
+        }
+        assert!(plain.before("carol", 0) && !plain.before("bob", 0));
+        assert!(sorted.before("alice", 100_000) && sorted.before("carol", 125_000));
+        assert!(!sorted.before("alice", 125_000) && !sorted.before("zed", 200_000));
+    }
 
     #[test]
     fn cents_print_as_the_reference_prints_them() {

@@ -4,23 +4,32 @@
 //! it does). Authentication: an `x-api-key` from `admin.write_keys` / `read_keys`
 //! (constant-time; when the header is present there is no fallback to a bearer), else a
 //! session whose groups hit `admin.admin_groups`. Audit actors are named as the reference
-//! names them: `admin-key:<id>` or `oidc:<sub>`.
+//! names them: `admin-key:<id>` or `oidc:<sub>`. The same credentials read the cost
+//! report (`cost`, parameters checked in `cost_query`) at `/v1/organizations/analytics/cost`;
+//! `pooled` merges and shows shared group budgets.
 
 mod body;
+mod cost;
+mod cost_query;
 mod effective;
+mod pooled;
+
+pub use effective::cents_text;
 
 use axum::body::Body;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
-use super::{ScopeType, SpendLimit};
+use super::{Period, ScopeType, SpendLimit};
 use crate::config::ClientKeyConfig;
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::gateway::Gateway;
 
 pub const PREFIX: &str = "/v1/organizations/spend_limits";
+/// The cost report, served to the same admin credentials.
+pub const COST: &str = "/v1/organizations/analytics/cost";
 
 /// The one message of every 401, as the reference words it.
 const UNAUTHENTICATED: &str = "missing or invalid admin credentials";
@@ -128,6 +137,12 @@ async fn route(
     let now = gw.deps.clock.now();
     let path = req.uri().path().to_owned();
     let q = query(req.uri());
+    if path == COST {
+        if req.method() == Method::GET {
+            return cost::report(gw, &q, request_id, now).await;
+        }
+        return Err(ApiError::NotFound("not found".into()));
+    }
     let rest = path
         .strip_prefix(PREFIX)
         .unwrap_or_default()
@@ -146,13 +161,13 @@ async fn route(
         return Err(ApiError::Forbidden("requires write:spend_limits".into()));
     }
     match (method, rest.as_str()) {
-        (Method::GET, "") => list(gw, &q, request_id).await,
+        (Method::GET, "") => list(gw, &q, request_id, now).await,
         (Method::POST, "") => upsert(gw, req, &actor, request_id, now).await,
         (Method::GET, "effective") => effective::effective(gw, &q, request_id, now).await,
         (Method::GET, "audit") => audit(gw, &q, request_id).await,
         (Method::GET, id) if !id.is_empty() => {
             match gw.store.get_limit(id).await.map_err(store_failed)? {
-                Some(l) => Ok(ok(l.to_json(), request_id)),
+                Some(l) => Ok(ok(one(gw, l, now).await?, request_id)),
                 None => Err(not_found()),
             }
         }
@@ -191,11 +206,47 @@ fn store_failed(e: crate::store::StoreError) -> ApiError {
     unavailable()
 }
 
+/// The admin API's objects of these limits: shared budgets with the group's spend this
+/// month.
+async fn objects(
+    gw: &Gateway,
+    limits: &[SpendLimit],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<Value>, ApiError> {
+    let groups: Vec<String> = limits
+        .iter()
+        .filter(|l| l.holds_pool() && l.pooled.is_some())
+        .map(|l| l.scope_id.clone())
+        .collect();
+    let spent = if groups.is_empty() {
+        Vec::new()
+    } else {
+        gw.store
+            .pool_totals(groups, now)
+            .await
+            .map_err(store_failed)?
+    };
+    Ok(limits.iter().map(|l| pooled::object(l, &spent)).collect())
+}
+
+async fn one(
+    gw: &Gateway,
+    limit: SpendLimit,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Value, ApiError> {
+    Ok(objects(gw, &[limit], now)
+        .await?
+        .into_iter()
+        .next()
+        .unwrap_or_default())
+}
+
 /// `GET /v1/organizations/spend_limits`: `limit`, `after_id` / `before_id`, `scope_type`.
 async fn list(
     gw: &Gateway,
     q: &[(String, String)],
     request_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response<Body>, ApiError> {
     let limit = page_limit(q, 20)?;
     let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -229,7 +280,7 @@ async fn list(
         .list_limits(scope, after, before, limit)
         .await
         .map_err(store_failed)?;
-    let data: Vec<Value> = rows.iter().map(SpendLimit::to_json).collect();
+    let data = objects(gw, &rows, now).await?;
     let first = data.first().map(|d| d["id"].clone()).unwrap_or(Value::Null);
     let last = data.last().map(|d| d["id"].clone()).unwrap_or(Value::Null);
     Ok(ok(
@@ -254,29 +305,25 @@ async fn upsert(
         Err(_) => return Err(ApiError::PayloadTooLarge("body too large".into())),
     };
     let b = body::parse(&bytes).map_err(|m| bad(&m))?;
-    if b.pooled {
-        return Err(bad(
-            "pooled_budget: shared group budgets are not supported yet on this gateway",
-        ));
-    }
-    let amount = match b.amount {
-        Some(a) => a,
-        // Only `pooled_budget` was sent: the limit keeps its amount, if it exists.
-        None => match existing(gw, b.scope, &b.scope_id, b.period).await? {
-            Some(l) => l.amount_cents,
-            None => {
-                return Err(bad(
-                    "This spend limit doesn't exist yet, so it needs amount (each member's own \
-                     limit). Set amount; it may equal pooled_budget.amount.",
-                ));
-            }
-        },
+    // Read first, then written: two admins replacing one limit at once keep the last write.
+    let stored = if b.amount.is_none() || b.pooled.is_some() {
+        existing(gw, b.scope, &b.scope_id, b.period).await?
+    } else {
+        None
     };
-    let l = gw
-        .store
-        .upsert_limit(b.scope, &b.scope_id, b.period, amount, actor, now)
-        .await
-        .map_err(store_failed)?;
+    let (amount, pool) = pooled::merge(&b, stored.as_ref()).map_err(|m| bad(&m))?;
+    let written =
+        if b.pooled.is_some() && b.scope == ScopeType::RbacGroup && b.period == Period::Monthly {
+            gw.store
+                .upsert_pooled_limit(&b.scope_id, amount, pool, actor, now)
+                .await
+        } else {
+            // The stored shared budget, if any, stays as it is.
+            gw.store
+                .upsert_limit(b.scope, &b.scope_id, b.period, amount, actor, now)
+                .await
+        };
+    let l = written.map_err(store_failed)?;
     gw.ledger.retire_all();
     gw.deps.emit(
         Event::new("admin.limit.upsert")
@@ -284,7 +331,7 @@ async fn upsert(
             .with("actor", actor)
             .with("limit", l.to_json()),
     );
-    Ok(ok(l.to_json(), request_id))
+    Ok(ok(one(gw, l, now).await?, request_id))
 }
 
 /// The stored limit of one scope and period, if any.

@@ -11,20 +11,27 @@
 //! in one READ COMMITTED transaction that first takes row locks, so the check sees the
 //! latest committed state and nothing changes it before the commit (row locks, not
 //! SERIALIZABLE: no retry storms under a burst, and waits only between the same rows):
-//! - `reserve` is one statement, the `gatehouse_reserve` function (migration 0002): it
-//!   locks the person's three spend rows (daily, weekly, monthly, created if missing) with
+//! - `reserve` is one statement, the `gatehouse_reserve_pooled` function (migration 0006,
+//!   `gatehouse_reserve` of 0002 with shared budgets): it locks the person's three spend rows (daily, weekly, monthly, created if missing) with
 //!   `SELECT .. FOR UPDATE` in that fixed order, which returns their latest committed
 //!   totals, checks every binding cap and writes the hold and the reservation row, all
 //!   inside the server: the rows stay locked for microseconds, not for client round trips.
 //!   A second reservation for the same person, on any replica, waits for the lock and then
 //!   sees the first one's hold. Caps are per person (group and organization caps are
-//!   per-person defaults, not pools), so the person's rows are the whole critical section:
-//!   different people never wait for each other. The binding caps are read and resolved
+//!   per-person defaults), so for them the person's rows are the whole critical section:
+//!   different people never wait for each other. A *shared group budget* (pool) is the one
+//!   row several people share: once the person's caps fit, the function locks the rows of
+//!   the person's pools for the month (created if missing, `FOR UPDATE` in group order),
+//!   picks the first pool in paying order with room and adds the hold to it in the same
+//!   statement, so members on any replica are admitted against the pool one after the
+//!   other and never together past it. The binding caps and the pools' paying order are read and resolved
 //!   (by the same code as on SQLite) in the statement before; a cap changed in between
 //!   acts as if changed just after this reservation.
 //! - `settle` flips the reservation from `open` with a conditional UPDATE (so it settles
-//!   once), then moves its amount in the spend rows in the same fixed order; a batch of
-//!   usage rows settles person by person in sorted order, so two batches cannot deadlock.
+//!   once), then moves its amount in the spend rows in the same fixed order, then in its
+//!   pool's row; a batch of usage rows settles person by person in sorted order and the
+//!   pools' rows last, in group order. Every transaction thus locks person rows before
+//!   pool rows, each kind in one order, so no two can wait on each other in a cycle.
 //! - Cap mutations take a transaction-scoped advisory lock on (scope, period), so a
 //!   create-or-replace and its audit row are serialised even before the cap row exists;
 //!   `kv_incr` locks its row with an upsert before it counts; `kv_insert`, `kv_replace` and
@@ -424,6 +431,15 @@ impl Store for PostgresStore {
         Ok(usage::by_model(&c, since).await?)
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(spend::daily_spend(&c, from, to).await?)
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         let c = self.client().await?;
         Ok(kv::local_key_hash(&c).await?)
@@ -598,9 +614,39 @@ impl Store for PostgresStore {
             scope_id,
             period,
             amount_cents,
+            None,
             actor,
             now
         ))
+    }
+
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<crate::spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        retrying!(self, |c| spend::upsert_limit(
+            &mut c,
+            crate::spend::ScopeType::RbacGroup,
+            group,
+            crate::spend::Period::Monthly,
+            amount_cents,
+            Some(pooled),
+            actor,
+            now
+        ))
+    }
+
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        let c = self.client().await?;
+        Ok(spend::pool_totals(&c, &groups, now).await?)
     }
 
     async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError> {

@@ -13,8 +13,8 @@ use tokio_postgres::types::ToSql;
 use super::{Client, OWNER_LOCK_NAMESPACE, PgError, exec, row_opt, rows};
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
-    caps, new_id, windows,
+    AuditRow, GroupMode, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
+    ScopeType, SpendLimit, Standing, caps, new_id, windows,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, SettleAs};
@@ -22,7 +22,8 @@ use crate::store::{OpenReservation, SettleAs};
 /// Advisory-lock namespace of cap mutations, keyed by a hash of (scope, period).
 const LIMIT_LOCK_NAMESPACE: i32 = 0x4748_4c4d; // "GHLM"
 
-const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at";
+const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at, \
+     pooled_amount_cents, pooled_enabled";
 
 fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
     let scope: String = r.try_get(1)?;
@@ -35,6 +36,13 @@ fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
         amount_cents: r.try_get(4)?,
         created_at: from_ms(r.try_get(5)?),
         updated_at: from_ms(r.try_get(6)?),
+        pooled: match r.try_get::<_, Option<i64>>(7)? {
+            Some(amount_cents) => Some(PooledBudget {
+                amount_cents,
+                paused: !r.try_get::<_, bool>(8)?,
+            }),
+            None => None,
+        },
     })
 }
 
@@ -132,11 +140,19 @@ pub async fn reserve(
             .iter()
             .map(|c| c.map(|c| c.saturating_sub(keep_cents)))
             .collect();
+    // The person's shared budgets in paying order, each with the same headroom kept.
+    let pools = caps::pools(&limits, &req.groups, &req.pool_rule);
+    let pool_names: Vec<&str> = pools.iter().map(|p| p.0.as_str()).collect();
+    let pool_caps: Vec<i64> = pools
+        .iter()
+        .map(|p| p.1.saturating_sub(keep_cents))
+        .collect();
     let starts: Vec<i64> = req.windows.iter().map(|w| ms(w.start)).collect();
     let found = rows(
         c,
-        "SELECT period, spent_micro, reserved_micro, reserved
-         FROM gatehouse_reserve($1, $2, $3, $4, $5, $6, $7, $8)",
+        "SELECT period, spent_micro, reserved_micro, reserved, pool, pool_used_up, pool_spent,
+                pool_reserved
+         FROM gatehouse_reserve_pooled($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         &[
             &req.sub,
             &starts,
@@ -146,12 +162,18 @@ pub async fn reserve(
             &req.reservation_id,
             &req.request_id,
             &owner_key,
+            &pool_names,
+            &pool_caps,
         ],
     )
     .await?;
-    let made = found
-        .first()
+    let first = found.first();
+    let made = first
         .map(|r| r.try_get::<_, bool>(3))
+        .transpose()?
+        .unwrap_or(false);
+    let used_up = first
+        .map(|r| r.try_get::<_, bool>(5))
         .transpose()?
         .unwrap_or(false);
     let mut standings = caps::standings(
@@ -162,11 +184,25 @@ pub async fn reserve(
         &req.groups,
         req.mode,
     );
+    if let (false, true, Some(r), Some((group, cap))) = (made, used_up, first, pools.first()) {
+        return Ok(ReserveOutcome::Refused {
+            standings,
+            exceeded: vec![Period::Monthly],
+            pool: Some(PoolStanding {
+                group: group.clone(),
+                cap_cents: *cap,
+                spent_micro: u(r.try_get(6)?),
+                reserved_micro: u(r.try_get(7)?),
+                reset: req.windows[2].reset,
+            }),
+        });
+    }
     if !made {
         let exceeded = caps::exceeded(&standings, req.amount_micro);
         return Ok(ReserveOutcome::Refused {
             standings,
             exceeded,
+            pool: None,
         });
     }
     caps::add_hold(&mut standings, req.amount_micro);
@@ -188,17 +224,19 @@ pub async fn settle_in(
         "UPDATE reservations SET state = $2,
              settled_micro = LEAST(COALESCE(settled_micro, 0)::NUMERIC + $3::BIGINT, 9223372036854775807)::BIGINT
          WHERE id = $1 AND state = 'open'
-         RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start",
+         RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group",
         &[&id, &state, &actual],
     )
     .await?;
-    // (principal, hold to drop, charge to add, window starts)
-    let (sub, amount, charge, starts): (String, i64, i64, [i64; 3]) = match flipped {
+    // (principal, hold to drop, charge to add, window starts, paying pool)
+    type Closed = (String, i64, i64, [i64; 3], Option<String>);
+    let (sub, amount, charge, starts, pool): Closed = match flipped {
         Some(r) => (
             r.try_get(0)?,
             r.try_get(1)?,
             actual,
             [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
+            r.try_get(5)?,
         ),
         None if how == SettleAs::Charged => {
             // Closed by another replica's reconciliation (as estimated, or released by an
@@ -209,7 +247,8 @@ pub async fn settle_in(
                 "UPDATE reservations r SET state = 'settled', settled_micro = $2
                  FROM (SELECT id, settled_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
                  WHERE r.id = old.id AND r.state IN ('estimated', 'released')
-                 RETURNING r.principal, old.was, r.daily_start, r.weekly_start, r.monthly_start",
+                 RETURNING r.principal, old.was, r.daily_start, r.weekly_start, r.monthly_start,
+                    r.pool_group",
                 &[&id, &actual],
             )
             .await?;
@@ -220,12 +259,74 @@ pub async fn settle_in(
                 0,
                 actual - was.unwrap_or(0),
                 [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
+                r.try_get(5)?,
             )
         }
         None => return Ok(false),
     };
     spend_rows(tx, &sub, starts, amount, charge, now).await?;
+    if let Some(group) = pool {
+        let moved = PoolCharge {
+            group,
+            month_start: starts[2],
+            hold: amount,
+            charge,
+        };
+        pool_charges(tx, vec![moved], now).await?;
+    }
     Ok(true)
+}
+
+/// What a settlement moves on a shared budget's row: `hold` off its reserved amount,
+/// `charge` onto its spend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolCharge {
+    pub group: String,
+    pub month_start: i64,
+    pub hold: i64,
+    pub charge: i64,
+}
+
+/// Applies pool charges in (group, month) order, after every person's rows the
+/// transaction locks (the lock order of the module doc).
+pub async fn pool_charges(
+    tx: &Transaction<'_>,
+    mut charges: Vec<PoolCharge>,
+    now: DateTime<Utc>,
+) -> Result<(), PgError> {
+    charges.sort_by(|a, b| (&a.group, a.month_start).cmp(&(&b.group, b.month_start)));
+    for p in charges {
+        exec(
+            tx,
+            "UPDATE pool_spend SET reserved_micro = GREATEST(reserved_micro - $3, 0),
+                 spent_micro = LEAST(spent_micro::NUMERIC + $4::BIGINT, 9223372036854775807)::BIGINT,
+                 updated_at = $5
+             WHERE group_id = $1 AND period_start = $2",
+            &[&p.group, &p.month_start, &p.hold, &p.charge, &ms(now)],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Shared budgets' `(group, spent, reserved)` in the month containing `now`.
+pub async fn pool_totals(
+    c: &impl GenericClient,
+    groups: &[String],
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, u64, u64)>, PgError> {
+    let start = ms(Period::Monthly.window(now).start);
+    let found = rows(
+        c,
+        "SELECT group_id, spent_micro, reserved_micro FROM pool_spend
+         WHERE group_id = ANY($1) AND period_start = $2 ORDER BY group_id",
+        &[&groups, &start],
+    )
+    .await?;
+    found
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, u(r.try_get(1)?), u(r.try_get(2)?))))
+        .collect()
 }
 
 /// Drops `hold` from the person's reserved amounts and adds `charge` to their spend, in the
@@ -263,13 +364,14 @@ async fn spend_rows(
 /// shrinks by the cost (never below zero) and the person's spend grows by it; the lease
 /// stays open. Against a lease another replica already charged as `estimated` the cost is
 /// only recorded (the estimate covered everything admitted under it); against one released
-/// or settled it is charged in full, since nothing spent may be lost.
+/// or settled it is charged in full, since nothing spent may be lost. The same move on the
+/// lease's shared budget is returned, for the caller to apply after every person's rows.
 pub async fn charge_in(
     tx: &Transaction<'_>,
     id: &str,
     actual_micro: u64,
     now: DateTime<Utc>,
-) -> Result<bool, PgError> {
+) -> Result<Option<PoolCharge>, PgError> {
     let actual = i(actual_micro);
     let found = row_opt(
         tx,
@@ -279,11 +381,13 @@ pub async fn charge_in(
              settled_micro = LEAST(COALESCE(r.settled_micro, 0)::NUMERIC + $2::BIGINT, 9223372036854775807)::BIGINT
          FROM (SELECT id, state, amount_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
          WHERE r.id = old.id
-         RETURNING r.principal, old.state, old.was, r.daily_start, r.weekly_start, r.monthly_start",
+         RETURNING r.principal, old.state, old.was, r.daily_start, r.weekly_start, r.monthly_start,
+            r.pool_group",
         &[&id, &actual],
     )
     .await?;
-    let Some(r) = found else { return Ok(false) };
+    let Some(r) = found else { return Ok(None) };
+    let pool: Option<String> = r.try_get(6)?;
     let (sub, state, was): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
     let starts: [i64; 3] = [r.try_get(3)?, r.try_get(4)?, r.try_get(5)?];
     let (dropped, added) = match state.as_str() {
@@ -292,7 +396,12 @@ pub async fn charge_in(
         _ => (0, actual),
     };
     spend_rows(tx, &sub, starts, dropped, added, now).await?;
-    Ok(true)
+    Ok(pool.map(|group| PoolCharge {
+        group,
+        month_start: starts[2],
+        hold: dropped,
+        charge: added,
+    }))
 }
 
 pub async fn settle(
@@ -381,12 +490,15 @@ async fn lock_scope(
     Ok(())
 }
 
+/// Creates or replaces a cap; `pooled` replaces its shared budget (`None`: kept as stored).
+#[allow(clippy::too_many_arguments)]
 pub async fn upsert_limit(
     c: &mut Client,
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
     amount: Option<i64>,
+    pooled: Option<Option<PooledBudget>>,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<SpendLimit, PgError> {
@@ -410,15 +522,18 @@ pub async fn upsert_limit(
         scope_id: scope_id.to_owned(),
         period,
         amount_cents: amount,
+        pooled: pooled.unwrap_or_else(|| before.as_ref().and_then(|b| b.pooled)),
         created_at: before.as_ref().map_or(now, |b| b.created_at),
         updated_at: now,
     };
     exec(
         &tx,
-        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at,
+            pooled_amount_cents, pooled_enabled)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
-            updated_at = excluded.updated_at",
+            updated_at = excluded.updated_at, pooled_amount_cents = excluded.pooled_amount_cents,
+            pooled_enabled = excluded.pooled_enabled",
         &[
             &after.id,
             &scope_type.as_str(),
@@ -427,6 +542,8 @@ pub async fn upsert_limit(
             &amount,
             &ms(after.created_at),
             &ms(now),
+            &after.pooled.map(|p| p.amount_cents),
+            &after.pooled.is_some_and(|p| !p.paused),
         ],
     )
     .await?;
@@ -590,6 +707,26 @@ pub async fn principals(
         .collect()
 }
 
+/// Settled spend per person and UTC day for the days starting in `[from, to)`.
+pub async fn daily_spend(
+    c: &impl GenericClient,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>, u64)>, PgError> {
+    let found = rows(
+        c,
+        "SELECT principal, period_start, spent_micro FROM spend
+         WHERE period = 'daily' AND period_start >= $1 AND period_start < $2 AND spent_micro > 0
+         ORDER BY period_start, principal",
+        &[&ms(from), &ms(to)],
+    )
+    .await?;
+    found
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, from_ms(r.try_get(1)?), u(r.try_get(2)?))))
+        .collect()
+}
+
 /// At most this many rows per statement, and this many statements per table and sweep.
 const RETENTION_BATCH: i64 = 10_000;
 const RETENTION_BATCHES: usize = 50;
@@ -605,6 +742,11 @@ pub async fn retention(
         ("admin_audit", "at < $1", audit_before),
         (
             "spend",
+            "updated_at < $1 AND reserved_micro = 0",
+            spend_before,
+        ),
+        (
+            "pool_spend",
             "updated_at < $1 AND reserved_micro = 0",
             spend_before,
         ),

@@ -57,8 +57,15 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
     }
     // The charges land with their usage rows, atomically, one per lease (summed), person by
     // person in a fixed order, so two batches never wait on each other's rows in a cycle.
+    // Shared budgets' rows after every person's, in group order (see the module doc).
+    let mut pools = Vec::new();
+    let mut newest = None;
     for ((_, id), (cost, at)) in crate::store::charges_by_lease(records) {
-        super::spend::charge_in(&tx, id, cost, at).await?;
+        pools.extend(super::spend::charge_in(&tx, id, cost, at).await?);
+        newest = newest.max(Some(at));
+    }
+    if let Some(at) = newest {
+        super::spend::pool_charges(&tx, pools, at).await?;
     }
     tx.commit().await
 }

@@ -177,6 +177,14 @@ impl Store for SqliteStore {
         self.report(move |c| usage::by_model(c, since)).await
     }
 
+    async fn daily_spend(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+        self.report(move |c| spend::daily_spend(c, from, to)).await
+    }
+
     async fn local_key_hash(&self) -> Result<Option<([u8; 32], DateTime<Utc>)>, StoreError> {
         self.point(|c| kv::local_key_hash(c)).await
     }
@@ -334,9 +342,52 @@ impl Store for SqliteStore {
     ) -> Result<crate::spend::SpendLimit, StoreError> {
         let (scope_id, actor) = (scope_id.to_owned(), actor.to_owned());
         self.write(move |c| {
-            spend::upsert_limit(c, scope_type, &scope_id, period, amount_cents, &actor, now)
+            spend::upsert_limit(
+                c,
+                scope_type,
+                &scope_id,
+                period,
+                amount_cents,
+                None,
+                &actor,
+                now,
+            )
         })
         .await
+    }
+
+    async fn upsert_pooled_limit(
+        &self,
+        group: &str,
+        amount_cents: Option<i64>,
+        pooled: Option<crate::spend::PooledBudget>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        let (group, actor) = (group.to_owned(), actor.to_owned());
+        self.write(move |c| {
+            spend::upsert_limit(
+                c,
+                crate::spend::ScopeType::RbacGroup,
+                &group,
+                crate::spend::Period::Monthly,
+                amount_cents,
+                Some(pooled),
+                &actor,
+                now,
+            )
+        })
+        .await
+    }
+
+    async fn pool_totals(
+        &self,
+        groups: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        let start = crate::store::convert::ms(crate::spend::Period::Monthly.window(now).start);
+        self.point(move |c| spend::pool_totals(c, &groups, start))
+            .await
     }
 
     async fn get_limit(&self, id: &str) -> Result<Option<crate::spend::SpendLimit>, StoreError> {

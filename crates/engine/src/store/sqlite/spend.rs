@@ -11,8 +11,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, SpendLimit, Standing,
-    caps, new_id, windows,
+    AuditRow, GroupMode, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
+    ScopeType, SpendLimit, Standing, caps, new_id, windows,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, StoreError};
@@ -28,10 +28,20 @@ fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
         amount_cents: r.get(4)?,
         created_at: from_ms(r.get(5)?),
         updated_at: from_ms(r.get(6)?),
+        pooled: r
+            .get::<_, Option<i64>>(7)?
+            .map(|amount_cents| -> rusqlite::Result<PooledBudget> {
+                Ok(PooledBudget {
+                    amount_cents,
+                    paused: !r.get::<_, bool>(8)?,
+                })
+            })
+            .transpose()?,
     })
 }
 
-const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at";
+const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at, \
+     pooled_amount_cents, pooled_enabled";
 
 /// Every cap that can bind this person.
 fn candidate_limits(
@@ -70,20 +80,74 @@ fn spend_row(
     Ok(row.map_or((0, 0), |(s, r)| (u(s), u(r))))
 }
 
+/// The person's candidate caps and their standing against them.
 fn standings_in(
     tx: &Connection,
     sub: &str,
     groups: &[String],
     mode: GroupMode,
     now: DateTime<Utc>,
-) -> Result<Vec<Standing>, StoreError> {
+) -> Result<(Vec<SpendLimit>, Vec<Standing>), StoreError> {
     let limits = candidate_limits(tx, sub, groups)?;
     let wins = windows(now);
     let mut totals = [(0, 0); 3];
     for (t, w) in totals.iter_mut().zip(&wins) {
         *t = spend_row(tx, sub, w.period, ms(w.start))?;
     }
-    Ok(caps::standings(&limits, totals, &wins, sub, groups, mode))
+    let standings = caps::standings(&limits, totals, &wins, sub, groups, mode);
+    Ok((limits, standings))
+}
+
+/// A shared budget's `(spent, reserved)` in the month starting at `month_start`.
+fn pool_row(tx: &Connection, group: &str, month_start: i64) -> Result<(u64, u64), StoreError> {
+    let row = tx
+        .prepare_cached(
+            "SELECT spent_micro, reserved_micro FROM pool_spend WHERE group_id = ?1 AND period_start = ?2",
+        )?
+        .query_row(params![group, month_start], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })
+        .optional()?;
+    Ok(row.map_or((0, 0), |(s, r)| (u(s), u(r))))
+}
+
+/// The shared budgets' `(group, spent, reserved)` in the month starting at `month_start`.
+pub fn pool_totals(
+    conn: &mut Connection,
+    groups: &[String],
+    month_start: i64,
+) -> Result<Vec<(String, u64, u64)>, StoreError> {
+    groups
+        .iter()
+        .map(|g| pool_row(conn, g, month_start).map(|(s, r)| (g.clone(), s, r)))
+        .collect()
+}
+
+/// Which of the person's shared budgets pays for `amount` (the first in paying order with
+/// room): `Ok(None)` without pools, `Err` (the first pool's standing) when all are used up.
+fn choose_pool(
+    tx: &Connection,
+    limits: &[SpendLimit],
+    req: &ReserveRequest,
+    amount: u64,
+) -> Result<Result<Option<String>, PoolStanding>, StoreError> {
+    let pools = caps::pools(limits, &req.groups, &req.pool_rule);
+    let month = req.windows[2];
+    let mut first = None;
+    for (group, cap) in pools {
+        let (spent, reserved) = pool_row(tx, &group, ms(month.start))?;
+        if caps::pool_fits(cap, spent, reserved, amount) {
+            return Ok(Ok(Some(group)));
+        }
+        first.get_or_insert(PoolStanding {
+            group,
+            cap_cents: cap,
+            spent_micro: spent,
+            reserved_micro: reserved,
+            reset: month.reset,
+        });
+    }
+    Ok(first.map_or(Ok(None), Err))
 }
 
 pub fn standings(
@@ -94,7 +158,7 @@ pub fn standings(
     now: DateTime<Utc>,
 ) -> Result<Vec<Standing>, StoreError> {
     let tx = conn.transaction()?;
-    let s = standings_in(&tx, sub, groups, mode, now)?;
+    let (_, s) = standings_in(&tx, sub, groups, mode, now)?;
     tx.commit()?;
     Ok(s)
 }
@@ -102,19 +166,40 @@ pub fn standings(
 /// Checks every binding cap and reserves, inside the writer's transaction (a refusal
 /// writes nothing).
 pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
-    let mut standings = standings_in(tx, &req.sub, &req.groups, req.mode, req.now)?;
-    let exceeded = caps::exceeded(
-        &standings,
-        req.amount_micro.saturating_add(req.keep_free_micro),
-    );
+    let (limits, mut standings) = standings_in(tx, &req.sub, &req.groups, req.mode, req.now)?;
+    let wanted = req.amount_micro.saturating_add(req.keep_free_micro);
+    let exceeded = caps::exceeded(&standings, wanted);
     if !exceeded.is_empty() {
         return Ok(ReserveOutcome::Refused {
             standings,
             exceeded,
+            pool: None,
         });
     }
+    let payer = match choose_pool(tx, &limits, req, wanted)? {
+        Ok(payer) => payer,
+        Err(pool) => {
+            return Ok(ReserveOutcome::Refused {
+                standings,
+                exceeded: vec![Period::Monthly],
+                pool: Some(pool),
+            });
+        }
+    };
     let now = ms(req.now);
     let amount = i(req.amount_micro);
+    if let Some(group) = &payer {
+        tx.prepare_cached(
+            "INSERT INTO pool_spend (group_id, period_start, spent_micro, reserved_micro, updated_at)
+             VALUES (?1, ?2, 0, ?3, ?4)
+             ON CONFLICT (group_id, period_start)
+             DO UPDATE SET reserved_micro = CASE
+                 WHEN reserved_micro > 9223372036854775807 - excluded.reserved_micro THEN 9223372036854775807
+                 ELSE reserved_micro + excluded.reserved_micro END,
+               updated_at = excluded.updated_at",
+        )?
+        .execute(params![group, ms(req.windows[2].start), amount, now])?;
+    }
     for w in &req.windows {
         tx.prepare_cached(
             "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
@@ -130,8 +215,8 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
     }
     tx.prepare_cached(
         "INSERT INTO reservations (id, principal, request_id, created_at, amount_micro, daily_start, weekly_start,
-            monthly_start, state)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open')",
+            monthly_start, state, pool_group)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open', ?9)",
     )?
     .execute(params![
             req.reservation_id,
@@ -141,7 +226,8 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
             amount,
             ms(req.windows[0].start),
             ms(req.windows[1].start),
-            ms(req.windows[2].start)
+            ms(req.windows[2].start),
+            payer
         ],
     )?;
     caps::add_hold(&mut standings, req.amount_micro);
@@ -159,19 +245,28 @@ pub fn settle(
 ) -> Result<bool, StoreError> {
     let row = tx
         .prepare_cached(
-            "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start FROM reservations
-             WHERE id = ?1 AND state = 'open'",
+            "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group
+             FROM reservations WHERE id = ?1 AND state = 'open'",
         )?
-        .query_row(
-            params![id],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?])),
-        )
+        .query_row(params![id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                [
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                ],
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })
         .optional()?;
-    let Some((sub, amount, starts)) = row else {
+    let Some((sub, amount, starts, pool)) = row else {
         return Ok(false);
     };
     let actual = i(actual_micro);
     spend_rows(tx, &sub, starts, amount, actual, now)?;
+    pool_rows(tx, pool.as_deref(), starts[2], amount, actual, now)?;
     tx.prepare_cached(
         "UPDATE reservations SET state = ?2, settled_micro = CASE
              WHEN COALESCE(settled_micro, 0) > 9223372036854775807 - ?3 THEN 9223372036854775807
@@ -195,7 +290,7 @@ pub fn charge(
 ) -> Result<bool, StoreError> {
     let row = tx
         .prepare_cached(
-            "SELECT principal, amount_micro, state, daily_start, weekly_start, monthly_start
+            "SELECT principal, amount_micro, state, daily_start, weekly_start, monthly_start, pool_group
              FROM reservations WHERE id = ?1",
         )?
         .query_row(params![id], |r| {
@@ -208,10 +303,11 @@ pub fn charge(
                     r.get::<_, i64>(4)?,
                     r.get::<_, i64>(5)?,
                 ],
+                r.get::<_, Option<String>>(6)?,
             ))
         })
         .optional()?;
-    let Some((sub, amount, state, starts)) = row else {
+    let Some((sub, amount, state, starts, pool)) = row else {
         return Ok(false);
     };
     let actual = i(actual_micro);
@@ -228,7 +324,30 @@ pub fn charge(
     )?
     .execute(params![id, dropped, actual])?;
     spend_rows(tx, &sub, starts, dropped, added, now)?;
+    pool_rows(tx, pool.as_deref(), starts[2], dropped, added, now)?;
     Ok(true)
+}
+
+/// Drops `hold` from a shared budget's reserved amount and adds `charge` to its spend (the
+/// reservation's pool, if it has one).
+fn pool_rows(
+    tx: &Connection,
+    pool: Option<&str>,
+    month_start: i64,
+    hold: i64,
+    charge: i64,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let Some(group) = pool else { return Ok(()) };
+    tx.prepare_cached(
+        "UPDATE pool_spend SET reserved_micro = MAX(reserved_micro - ?3, 0),
+            spent_micro = CASE WHEN spent_micro > 9223372036854775807 - ?4 THEN 9223372036854775807
+                ELSE spent_micro + ?4 END,
+            updated_at = ?5
+         WHERE group_id = ?1 AND period_start = ?2",
+    )?
+    .execute(params![group, month_start, hold, charge, ms(now)])?;
+    Ok(())
 }
 
 /// Drops `hold` from the person's reserved amounts and adds `charge` (saturating) to their
@@ -287,12 +406,15 @@ fn audit(
     Ok(())
 }
 
+/// Creates or replaces a cap; `pooled` replaces its shared budget (`None`: kept as stored).
+#[allow(clippy::too_many_arguments)]
 pub fn upsert_limit(
     tx: &Connection,
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
     amount: Option<i64>,
+    pooled: Option<Option<PooledBudget>>,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<SpendLimit, StoreError> {
@@ -311,15 +433,28 @@ pub fn upsert_limit(
         scope_id: scope_id.to_owned(),
         period,
         amount_cents: amount,
+        pooled: pooled.unwrap_or_else(|| before.as_ref().and_then(|b| b.pooled)),
         created_at: before.as_ref().map_or(now, |b| b.created_at),
         updated_at: now,
     };
     tx.execute(
-        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at,
+            pooled_amount_cents, pooled_enabled)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
-            updated_at = excluded.updated_at",
-        params![after.id, scope_type.as_str(), scope_id, period.as_str(), amount, ms(after.created_at), ms(now)],
+            updated_at = excluded.updated_at, pooled_amount_cents = excluded.pooled_amount_cents,
+            pooled_enabled = excluded.pooled_enabled",
+        params![
+            after.id,
+            scope_type.as_str(),
+            scope_id,
+            period.as_str(),
+            amount,
+            ms(after.created_at),
+            ms(now),
+            after.pooled.map(|p| p.amount_cents),
+            after.pooled.is_some_and(|p| !p.paused)
+        ],
     )?;
     let action = if before.is_some() {
         "spend_limit.update"
@@ -464,6 +599,25 @@ pub fn principals(
     })
 }
 
+/// Settled spend per person and UTC day for the days starting in `[from, to)`.
+pub fn daily_spend(
+    conn: &mut Connection,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>, u64)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT principal, period_start, spent_micro FROM spend
+         WHERE period = 'daily' AND period_start >= ?1 AND period_start < ?2 AND spent_micro > 0
+         ORDER BY period_start, principal",
+    )?;
+    let rows = stmt
+        .query_map(params![ms(from), ms(to)], |r| {
+            Ok((r.get(0)?, from_ms(r.get(1)?), u(r.get(2)?)))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 /// At most this many rows per statement, and this many statements per table and sweep.
 pub const RETENTION_BATCH: i64 = 10_000;
 pub const RETENTION_BATCHES: usize = 50;
@@ -474,7 +628,7 @@ pub fn retention_steps(
     audit_before: DateTime<Utc>,
     spend_before: DateTime<Utc>,
     principals_before: DateTime<Utc>,
-) -> [(&'static str, DateTime<Utc>); 5] {
+) -> [(&'static str, DateTime<Utc>); 6] {
     [
         (
             "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
@@ -482,6 +636,10 @@ pub fn retention_steps(
         ),
         (
             "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM pool_spend WHERE rowid IN (SELECT rowid FROM pool_spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
             spend_before,
         ),
         (
