@@ -300,7 +300,7 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
         ]));
     }
     for w in &warnings {
-        tracing::warn!(path = %w.path, "{}", w.message);
+        tracing::warn!("{w}");
     }
     runtime()?.block_on(async move {
         let stop = shutdown_signal();

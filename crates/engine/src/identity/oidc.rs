@@ -110,7 +110,7 @@ impl Oidc {
             .scopes_supported()
             .map(|s| s.iter().map(|s| s.as_str().to_owned()).collect());
         for w in crate::config::warnings::after_discovery(cfg, scopes_supported.as_deref()) {
-            tracing::warn!(path = %w.path, "{}", w.message);
+            tracing::warn!("{w}");
         }
         let auth_url = metadata.authorization_endpoint().url().clone();
         let userinfo_url = metadata.userinfo_endpoint().map(|u| u.url().to_string());
