@@ -15,7 +15,7 @@ const POSTGRES: &str = "this configuration keeps its state in PostgreSQL: back i
 /// The SQLite file of the instance `file` (or the embedded default) describes.
 fn live_database(file: Option<&Path>, data: PathBuf) -> Result<PathBuf, String> {
     let config = match file {
-        Some(f) => crate::load(f, data)?,
+        Some(f) => crate::load(f, data)?.0,
         None => {
             config::embedded_default(&ProcessEnvironment, &data, None).map_err(|e| e.to_string())?
         }

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use gatehouse_engine::config::warnings::ConfigWarning;
 use gatehouse_engine::config::{self, Config, LoadContext};
 use gatehouse_engine::deps::{Deps, ProcessEnvironment};
 use gatehouse_engine::store::SqliteStore;
@@ -156,7 +157,8 @@ fn data_dir(cli_dir: Option<&Path>) -> Result<PathBuf, String> {
         })
 }
 
-fn load(file: &Path, data_dir: PathBuf) -> Result<Config, String> {
+/// A checked configuration file and its startup warnings.
+fn load(file: &Path, data_dir: PathBuf) -> Result<(Config, Vec<ConfigWarning>), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let ctx = LoadContext {
@@ -164,9 +166,17 @@ fn load(file: &Path, data_dir: PathBuf) -> Result<Config, String> {
         credentials: &gatehouse_engine::deps::NoCredentialStore,
         default_data_dir: data_dir,
     };
-    let config = Config::from_yaml(&text, &ctx).map_err(|e| format!("{}: {e}", file.display()))?;
-    gatehouse_engine::check_config(&config).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(config)
+    let refused = |e: config::ConfigError| {
+        // One line per problem, each with the file and its path.
+        e.issues()
+            .iter()
+            .map(|i| format!("{}: {i}", file.display()))
+            .collect::<Vec<_>>()
+            .join("\ngatehouse: ")
+    };
+    let config = Config::from_yaml(&text, &ctx).map_err(refused)?;
+    let warnings = gatehouse_engine::check_config(&config).map_err(refused)?;
+    Ok((config, warnings))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -180,11 +190,9 @@ fn run(cli: Cli) -> Result<(), String> {
     let data = data_dir(cli.data_dir.as_deref());
     match cli.command {
         Some(Command::CheckConfig { file }) => {
-            let config = load(&file, data?)?;
-            for u in &config.upstreams {
-                for hint in u.warnings() {
-                    eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
-                }
+            let (_, warnings) = load(&file, data?)?;
+            for w in &warnings {
+                eprintln!("warning: {w}");
             }
             println!("gatehouse: {} is valid", file.display());
             Ok(())
@@ -266,7 +274,7 @@ fn pick_gateway(creds: &login::Credentials, given: Option<String>) -> Result<Str
 }
 
 fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), String> {
-    let config = match file {
+    let (config, warnings) = match file {
         Some(f) => {
             if port.is_some() {
                 return Err(
@@ -277,7 +285,10 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
             load(f, data)?
         }
         None => {
-            config::embedded_default(&ProcessEnvironment, &data, port).map_err(|e| e.to_string())?
+            let config = config::embedded_default(&ProcessEnvironment, &data, port)
+                .map_err(|e| e.to_string())?;
+            let warnings = config.warnings.clone();
+            (config, warnings)
         }
     };
     let _guard = logging::init(&config.logging)?;
@@ -288,10 +299,8 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
             sink,
         ]));
     }
-    for u in &config.upstreams {
-        for hint in u.warnings() {
-            eprintln!("gatehouse: warning: upstream `{}`: {hint}", u.name);
-        }
+    for w in &warnings {
+        tracing::warn!("{w}");
     }
     runtime()?.block_on(async move {
         let stop = shutdown_signal();

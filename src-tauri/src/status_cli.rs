@@ -27,7 +27,7 @@ fn base_url(opts: &Options, data: PathBuf) -> Result<String, String> {
         return Ok(url.trim_end_matches('/').to_owned());
     }
     if let Some(file) = &opts.config {
-        let config = crate::load(file, data)?;
+        let (config, _) = crate::load(file, data)?;
         let listen = &config.listen;
         let scheme = if listen.tls.is_some() {
             "https"

@@ -26,6 +26,7 @@ pub mod memo;
 pub mod metering;
 pub mod metrics;
 pub mod models;
+pub mod once;
 pub mod outbound;
 pub mod pipeline;
 pub mod policy;

@@ -249,7 +249,16 @@ async fn run(
         _ => {}
     }
 
-    // 4. Allow list.
+    // 4. Allow list (without one, the first caller from the internet is worth a warning).
+    if cfg.access.allow.is_empty() && client_ip::is_public(client_ip) {
+        static PUBLIC_CALLER: crate::once::Once = crate::once::Once::new();
+        if PUBLIC_CALLER.first() {
+            tracing::warn!(
+                client_ip = %client_ip,
+                "a request came from the public address {client_ip} and access_control.allow_cidrs is empty, so anyone on the internet can reach this gateway's sign-in and managed-settings routes. Keep it on a private network, or set access_control.allow_cidrs (logged once)"
+            );
+        }
+    }
     if !cfg.access.allow.is_empty() && !edge::in_any(client_ip, &cfg.access.allow) {
         deny(gw, request_id, &client_ip.to_string(), &path, "allow_cidr");
         return Err(ApiError::Forbidden("access denied".into()));

@@ -66,14 +66,21 @@ pub struct Handle {
     metrics_addr: Option<SocketAddr>,
 }
 
-/// What start would refuse in a validated config beyond the config's own rules: today the
-/// managed policies' merged results. `check-config` runs it, so it refuses the same files.
-pub fn check_config(config: &Config) -> Result<(), crate::config::ConfigError> {
+/// What start would refuse in a validated config beyond the config's own rules (today the
+/// managed policies' merged results), else every startup warning: the config's own
+/// (`config.warnings`) and those that need the model and price tables. `check-config` runs
+/// it, so it refuses the same files and prints the same warnings `serve` logs.
+pub fn check_config(
+    config: &Config,
+) -> Result<Vec<crate::config::warnings::ConfigWarning>, crate::config::ConfigError> {
     crate::policy::Policies::new(
         &config.policies,
         &crate::policy::extras::for_config(config, None),
-    )
-    .map(|_| ())
+    )?;
+    let mut warnings = config.warnings.clone();
+    warnings.extend(crate::models::warnings::check(config));
+    warnings.extend(crate::metering::price_warnings::check(config));
+    Ok(warnings)
 }
 
 /// Binds `config.listen` and starts serving.
@@ -138,10 +145,6 @@ pub async fn start_on(
         if store.usage_totals(since).await?.cost_micro_usd > 0 {
             return Err(StartError::LoadTestRealSpend);
         }
-        tracing::warn!(
-            "load_test_mode is on: no model request is sent upstream and every reply is \
-             canned; turn it off before developers use this gateway"
-        );
     }
     let mut key_entries: Vec<(String, [u8; 32])> = config
         .client_keys

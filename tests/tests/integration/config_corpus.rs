@@ -5,9 +5,10 @@
 //!
 //! Corpus files are named `ok_*.yaml` (the reference accepts) or `bad_*.yaml` (the
 //! reference refuses), or `unsupported_*.yaml`: the known gaps, in one place — the
-//! reference accepts them and Gatehouse refuses them with `not supported yet: <path>`. A `bad_` file's first line is `# path: <p>`: the key path the
-//! reference names (`a.b[0].c` or `a.b.0.c`, or a prefix of it), which Gatehouse's error
-//! must name too. A line
+//! reference accepts them and Gatehouse refuses them with `not supported yet: <path>`. A
+//! `bad_` file starts with one or more `# path: <p>` lines: key paths the reference names
+//! (`a.b[0].c` or `a.b.0.c`, or a prefix of it), each of which Gatehouse's refusal must
+//! name too — with several, both must list every problem of the file at once. A line
 //! `# env: NAME=value` sets a variable for both; `${CORPUS}` is the corpus directory.
 //!
 //! The reference validates the whole file before it connects to PostgreSQL: a refused
@@ -50,15 +51,15 @@ fn corpus() -> Vec<PathBuf> {
     out
 }
 
-/// A corpus file's header: the expected path and the environment.
+/// A corpus file's header: the expected paths and the environment.
 struct Header {
-    path: Option<String>,
+    paths: Vec<String>,
     env: HashMap<String, String>,
 }
 
 fn header(text: &str) -> Header {
     let mut h = Header {
-        path: None,
+        paths: Vec::new(),
         env: HashMap::from([(
             "CORPUS".to_owned(),
             corpus_dir().to_string_lossy().into_owned(),
@@ -66,7 +67,7 @@ fn header(text: &str) -> Header {
     };
     for line in text.lines().take_while(|l| l.starts_with('#')) {
         if let Some(p) = line.strip_prefix("# path:") {
-            h.path = Some(bracketed(p.trim()));
+            h.paths.push(bracketed(p.trim()));
         } else if let Some((k, v)) = line.strip_prefix("# env:").and_then(|e| e.split_once('=')) {
             h.env.insert(k.trim().to_owned(), v.trim().to_owned());
         }
@@ -119,8 +120,11 @@ fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict 
         default_data_dir: data.to_owned(),
     };
     match Config::from_yaml(text, &ctx).and_then(|c| gatehouse_engine::check_config(&c)) {
-        Ok(()) => Verdict::Accepted,
-        Err(e) => Verdict::Refused(vec![e.path.clone()], e.to_string()),
+        Ok(_) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(
+            e.issues().into_iter().map(|i| i.path).collect(),
+            e.to_string(),
+        ),
     }
 }
 
@@ -239,24 +243,26 @@ async fn every_corpus_file_is_accepted_or_refused_by_both_at_the_same_path() {
             (Verdict::Refused(their_paths, their_text), Verdict::Refused(_, our_text))
                 if !want_ok =>
             {
-                let Some(path) = &h.path else {
+                if h.paths.is_empty() {
                     problems.push(format!("{name}: a bad_ file needs `# path:`"));
                     continue;
-                };
-                let named = |p: &String| {
-                    p == path
-                        || p.starts_with(&format!("{path}."))
-                        || p.starts_with(&format!("{path}["))
-                };
-                if !their_paths.iter().any(named) && !their_text.contains(path.as_str()) {
-                    problems.push(format!(
-                        "{name}: the reference names {their_paths:?}, not {path}: {their_text}"
-                    ));
                 }
-                if !our_text.contains(path.as_str()) {
-                    problems.push(format!(
-                        "{name}: Gatehouse does not name {path}: {our_text}"
-                    ));
+                for path in &h.paths {
+                    let named = |p: &String| {
+                        p == path
+                            || p.starts_with(&format!("{path}."))
+                            || p.starts_with(&format!("{path}["))
+                    };
+                    if !their_paths.iter().any(named) && !their_text.contains(path.as_str()) {
+                        problems.push(format!(
+                            "{name}: the reference names {their_paths:?}, not {path}: {their_text}"
+                        ));
+                    }
+                    if !our_text.contains(path.as_str()) {
+                        problems.push(format!(
+                            "{name}: Gatehouse does not name {path}: {our_text}"
+                        ));
+                    }
                 }
             }
             _ => problems.push(format!(

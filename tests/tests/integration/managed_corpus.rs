@@ -82,8 +82,11 @@ fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict 
         default_data_dir: data.to_owned(),
     };
     match Config::from_yaml(text, &ctx).and_then(|c| gatehouse_engine::check_config(&c)) {
-        Ok(()) => Verdict::Accepted,
-        Err(e) => Verdict::Refused(vec![e.path.clone()], e.to_string()),
+        Ok(_) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(
+            e.issues().into_iter().map(|i| i.path).collect(),
+            e.to_string(),
+        ),
     }
 }
 

@@ -61,6 +61,17 @@ pub fn embedded_default(
                        `gatehouse serve` and restart it"
             .to_owned(),
     };
+    let upstreams = vec![UpstreamConfig {
+        name: "anthropic".into(),
+        provider: Provider::Anthropic,
+        base_url,
+        credential: Some(credential),
+        headers: Vec::new(),
+        groups: None,
+        models: None,
+        model_map: Default::default(),
+        forward_user_identity: false,
+    }];
     Ok(Config {
         listen: Listen {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -80,17 +91,8 @@ pub fn embedded_default(
         store: StoreConfig::Sqlite {
             path: data_dir.join("gatehouse.db"),
         },
-        upstreams: vec![UpstreamConfig {
-            name: "anthropic".into(),
-            provider: Provider::Anthropic,
-            base_url,
-            credential: Some(credential),
-            headers: Vec::new(),
-            groups: None,
-            models: None,
-            model_map: Default::default(),
-            forward_user_identity: false,
-        }],
+        warnings: super::warnings::upstreams(&upstreams),
+        upstreams,
         models: ModelsConfig {
             rows: Vec::new(),
             auto_include_builtin: true,

@@ -17,7 +17,8 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::ConfigError;
+use super::warnings::ConfigWarning;
+use super::{ConfigError, ConfigIssue};
 use crate::deps::{CredentialStore, Environment};
 use crate::secret::Secret;
 
@@ -26,6 +27,8 @@ pub struct Expander<'a> {
     pub credentials: &'a dyn CredentialStore,
     /// Every value a reference resolved to (blank ones left out).
     resolved: RefCell<Vec<Secret>>,
+    /// What expansion warns about (a reference kept as text).
+    warnings: RefCell<Vec<ConfigWarning>>,
 }
 
 impl<'a> Expander<'a> {
@@ -34,12 +37,13 @@ impl<'a> Expander<'a> {
             env,
             credentials,
             resolved: RefCell::new(Vec::new()),
+            warnings: RefCell::new(Vec::new()),
         }
     }
 
-    /// What the references resolved to, for [`hide`].
-    pub fn into_resolved(self) -> Vec<Secret> {
-        self.resolved.into_inner()
+    /// Every value a reference resolved to, and the warnings expansion gave.
+    pub fn into_parts(self) -> (Vec<Secret>, Vec<ConfigWarning>) {
+        (self.resolved.into_inner(), self.warnings.into_inner())
     }
 
     fn remember(&self, value: &str) -> String {
@@ -49,20 +53,27 @@ impl<'a> Expander<'a> {
         value.to_owned()
     }
 
-    /// Expands every string in `value` in place.
+    /// Expands every string in `value` in place; every reference that fails is reported.
     pub fn expand(&self, value: &mut Value, path: &str) -> Result<(), ConfigError> {
+        let mut issues = Vec::new();
+        self.expand_into(value, path, &mut issues);
+        ConfigError::from_issues(issues).map_or(Ok(()), Err)
+    }
+
+    fn expand_into(&self, value: &mut Value, path: &str, issues: &mut Vec<ConfigIssue>) {
         match value {
             Value::String(s) => {
                 if s.contains("${") {
-                    *s = self.expand_str(s, path)?;
+                    match self.expand_str(s, path) {
+                        Ok(v) => *s = v,
+                        Err(e) => issues.extend(e.issues()),
+                    }
                 }
-                Ok(())
             }
             Value::Sequence(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
-                    self.expand(item, &format!("{path}[{i}]"))?;
+                    self.expand_into(item, &format!("{path}[{i}]"), issues);
                 }
-                Ok(())
             }
             Value::Mapping(map) => {
                 for (k, v) in map.iter_mut() {
@@ -75,12 +86,11 @@ impl<'a> Expander<'a> {
                     } else {
                         format!("{path}.{key}")
                     };
-                    self.expand(v, &child)?;
+                    self.expand_into(v, &child, issues);
                 }
-                Ok(())
             }
-            Value::Tagged(tagged) => self.expand(&mut tagged.value, path),
-            Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+            Value::Tagged(tagged) => self.expand_into(&mut tagged.value, path, issues),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
 
@@ -113,11 +123,13 @@ impl<'a> Expander<'a> {
                 // Anything else (`${file:...}` inside a longer string, `${a-b}`) stays
                 // text, as in the reference; a reference meant whole is worth a warning.
                 if name.starts_with("file:") || name.starts_with("keyring:") {
-                    tracing::warn!(
+                    self.warnings.borrow_mut().push(ConfigWarning::at(
                         path,
-                        "`${{{}:...}}` is only expanded as the whole value; here it is kept as text",
-                        name.split(':').next().unwrap_or_default()
-                    );
+                        format!(
+                            "`${{{}:...}}` is only expanded as the whole value; here it is kept as text",
+                            name.split(':').next().unwrap_or_default()
+                        ),
+                    ));
                 }
                 out.push_str(&rest[start..start + 2 + end + 1]);
             }
@@ -161,7 +173,12 @@ impl<'a> Expander<'a> {
 
 /// `e` unchanged, unless its message quotes a value a reference resolved to: then only the
 /// field path and, for a type error, the expected type are left.
-pub fn hide(mut e: ConfigError, resolved: &[Secret]) -> ConfigError {
+pub fn hide(e: ConfigError, resolved: &[Secret]) -> ConfigError {
+    e.map_messages(|issue| hide_issue(issue, resolved))
+}
+
+/// [`hide`] for one issue.
+fn hide_issue(mut e: ConfigIssue, resolved: &[Secret]) -> ConfigIssue {
     // A value may be quoted as written, escaped as `{:?}` escapes it, or one line of it.
     let forms = |v: &str| -> Vec<String> {
         let mut out = vec![v.to_owned(), escaped(v)];

@@ -294,18 +294,18 @@ pub fn validate_workload(
             url
         }
     };
+    // Both lists are judged, so a file missing both hears of both.
+    let mut lists = super::validate::Issues::default();
     if cri.audience.is_empty() || cri.audience.iter().any(|a| a.trim().is_empty()) {
-        return Err(ConfigError::at(
-            "cri.audience",
-            "must list at least one non-empty audience",
-        ));
+        lists.push("cri.audience", "must list at least one non-empty audience");
     }
     if cri.org_allowlist.is_empty() || cri.org_allowlist.iter().any(|o| o.trim().is_empty()) {
-        return Err(ConfigError::at(
+        lists.push(
             "cri.org_allowlist",
             "must list at least one organization (an empty list is not \"allow all\")",
-        ));
+        );
     }
+    lists.finish()?;
     Ok(Some(WorkloadConfig {
         issuer,
         jwks_url,

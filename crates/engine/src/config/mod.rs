@@ -18,6 +18,7 @@ pub mod managed;
 mod managed_layered;
 pub mod managed_warnings;
 pub mod oidc;
+mod parse;
 pub mod postgres;
 pub mod postgres_tls;
 mod pricing_rules;
@@ -29,9 +30,12 @@ pub mod telemetry;
 mod telemetry_labels;
 pub mod upstream;
 mod validate;
+pub mod warnings;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod warnings_tests;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -52,24 +56,92 @@ pub use upstream::{
     TokenField, UpstreamConfig, UpstreamCredential, VertexConfig,
 };
 
-/// A configuration error: where, and what is wrong there.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
-pub struct ConfigError {
+/// One problem in a configuration file: where, and what is wrong there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
     pub path: String,
     pub message: String,
 }
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// A refused configuration: its first problem (`path`, `message`) and every further one
+/// found in the same file (`more`), so an operator sees them all at once, as the reference
+/// lists them. Displayed one issue per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+    /// The problems after the first, in the order validation found them.
+    pub more: Vec<ConfigIssue>,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for issue in self.issues() {
+            if !first {
+                f.write_str("\n")?;
+            }
+            first = false;
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 impl ConfigError {
     pub fn at(path: &str, message: impl Into<String>) -> Self {
         Self {
             path: path.to_owned(),
             message: message.into(),
+            more: Vec::new(),
         }
     }
 
     fn not_supported(path: &str) -> Self {
         Self::at("", format!("not supported yet: {path}"))
+    }
+
+    /// Every issue, the first one first.
+    pub fn issues(&self) -> Vec<ConfigIssue> {
+        let first = ConfigIssue {
+            path: self.path.clone(),
+            message: self.message.clone(),
+        };
+        std::iter::once(first).chain(self.more.clone()).collect()
+    }
+
+    /// `self` followed by `other`'s issues.
+    pub fn and(mut self, other: ConfigError) -> Self {
+        self.more.extend(other.issues());
+        self
+    }
+
+    /// An error of `issues` (`None` when there are none).
+    pub fn from_issues(issues: Vec<ConfigIssue>) -> Option<Self> {
+        let mut it = issues.into_iter();
+        let first = it.next()?;
+        Some(Self {
+            path: first.path,
+            message: first.message,
+            more: it.collect(),
+        })
+    }
+
+    /// Every issue's message passed through `f` (paths unchanged).
+    pub fn map_messages(self, f: impl Fn(ConfigIssue) -> ConfigIssue) -> Self {
+        Self::from_issues(self.issues().into_iter().map(f).collect()).unwrap_or(self)
     }
 }
 
@@ -128,6 +200,9 @@ pub struct Config {
     pub load_test: Option<load_test::LoadTestConfig>,
     /// `store.readiness_grace_seconds`: how long a failing store still reads as ready.
     pub readiness_grace: std::time::Duration,
+    /// Risky but valid choices in the file, printed at start and by `check-config`
+    /// ([`warnings`]).
+    pub warnings: Vec<warnings::ConfigWarning>,
 }
 
 #[derive(Debug, Clone)]
@@ -414,22 +489,26 @@ impl Config {
             tree = serde_yaml_ng::Value::Mapping(Default::default());
         }
         let expander = Expander::new(ctx.env, ctx.credentials);
-        expander.expand(&mut tree, "")?;
+        let expanded = expander.expand(&mut tree, "");
         // What `${...}` references resolved to never appears in an error below.
-        let resolved = expander.into_resolved();
-        let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            let message = e.into_inner().to_string();
-            // A missing key is named by its own path, as the reference names it.
-            let path = match missing_field(&message) {
-                Some(field) if path.is_empty() => field.to_owned(),
-                Some(field) => format!("{path}.{field}"),
-                None => path,
-            };
-            expand::hide(ConfigError::at(&path, message), &resolved)
-        })?;
-        validate::validate(raw, ctx).map_err(|e| expand::hide(e, &resolved))
+        let (resolved, expansion_warnings) = expander.into_parts();
+        expanded.map_err(|e| expand::hide(e, &resolved))?;
+        let (raw, unknown_keys) = match parse::parse(tree) {
+            parse::Parsed::Clean(raw) => (raw, Vec::new()),
+            parse::Parsed::UnknownKeys(issues, raw) => (raw, issues),
+            parse::Parsed::Failed(e) => return Err(expand::hide(e, &resolved)),
+        };
+        let validated = validate::validate(raw, ctx);
+        let refused = match (ConfigError::from_issues(unknown_keys), validated) {
+            (None, Ok(mut config)) => {
+                config.warnings.splice(0..0, expansion_warnings);
+                return Ok(config);
+            }
+            (Some(unknown), Ok(_)) => unknown,
+            (None, Err(e)) => e,
+            (Some(unknown), Err(e)) => unknown.and(e),
+        };
+        Err(expand::hide(refused, &resolved))
     }
 
     /// The JSON schema of the configuration file, generated from the raw types.
@@ -457,13 +536,6 @@ impl Config {
     pub fn is_loopback(&self) -> bool {
         self.listen.host.is_loopback()
     }
-}
-
-/// The field of serde's "missing field `x`" message.
-fn missing_field(message: &str) -> Option<&str> {
-    message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next())
 }
 
 fn yaml_message(e: &serde_yaml_ng::Error) -> String {

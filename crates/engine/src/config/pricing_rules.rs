@@ -1,5 +1,5 @@
 //! `pricing` rules the reference applies at start: `multiplier` in (0, 10] (above 1 is a
-//! markup and warned about), and a `pricing` block needs `admin` or a `managed` block with a
+//! markup, warned about in `warnings`), and a `pricing` block needs `admin` or a `managed` block with a
 //! policy (or `settings`) — the two places prices act. Gatehouse also meters for its own
 //! extensions (`client_keys`, the SQLite store), so a file using one of those may price
 //! without either; no reference file can use them (the reference needs `postgres_url`).
@@ -14,18 +14,6 @@ pub fn multiplier(raw: &RawConfig) -> Result<f64, ConfigError> {
             "pricing.multiplier",
             "must be greater than 0 and at most 10",
         ));
-    }
-    if m > 1.0 {
-        tracing::warn!(
-            "pricing.multiplier is {m}, a markup.{}",
-            if raw.admin.is_some() {
-                format!(
-                    " Spend limits count {m}x the price, so developers reach them sooner. Raise the caps if that is not intended."
-                )
-            } else {
-                String::new()
-            }
-        );
     }
     Ok(m)
 }

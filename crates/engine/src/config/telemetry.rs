@@ -99,11 +99,6 @@ pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
             .map_err(|m| ConfigError::at(&format!("telemetry.resource_attributes.{name}"), m))?;
         resource_attributes.push((name.clone(), value.clone()));
     }
-    if !resource_attributes.is_empty() && raw.forward_to.is_empty() {
-        tracing::warn!(
-            "telemetry.resource_attributes is set but telemetry.forward_to is empty, so the labels are not applied"
-        );
-    }
     Ok(TelemetryConfig {
         destinations,
         allow_loopback: raw.allow_loopback.unwrap_or(false),

@@ -214,21 +214,6 @@ impl UpstreamConfig {
             .is_some_and(|c| c.role == CredentialRole::CentralSession)
     }
 
-    /// What an operator should hear at start (and from `check-config`) about this upstream.
-    pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(hint) = self.missing_credential() {
-            out.push(hint.to_owned());
-        }
-        if self.forward_user_identity {
-            let origin = self.base_url.origin().ascii_serialization();
-            out.push(format!(
-                "forward_user_identity sends each signed-in person's sub and email to {origin}"
-            ));
-        }
-        out
-    }
-
     /// Why the upstream cannot be used now (its credential has no value), if so.
     pub fn missing_credential(&self) -> Option<&str> {
         let c = self.credential.as_ref()?;

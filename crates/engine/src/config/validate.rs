@@ -11,7 +11,7 @@ use url::Url;
 use super::check::http_url;
 use super::raw::{RawConfig, RawPrice, RawTimeouts};
 use super::{
-    AccessControl, ClientKeyConfig, Config, ConfigError, Limits, Listen, LoadContext,
+    AccessControl, ClientKeyConfig, Config, ConfigError, ConfigIssue, Limits, Listen, LoadContext,
     LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, PriceOverride,
     Prices, PricingConfig, Rotation, StoreConfig, Timeouts, UpstreamConfig,
 };
@@ -25,86 +25,169 @@ pub const DEFAULT_MAX_URL_LENGTH: usize = 8192;
 /// team's clients, well under what a task and its buffers per connection cost in memory.
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
 
+/// Every problem found so far. Each section's check goes through [`Issues::take`], so one
+/// refused section does not hide the problems of the others; a check that needs another
+/// section's validated form runs only when that section validated.
+#[derive(Debug, Default)]
+pub(super) struct Issues(Vec<ConfigIssue>);
+
+impl Issues {
+    /// The section's value, or `None` with its problems kept.
+    pub(super) fn take<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.0.extend(e.issues());
+                None
+            }
+        }
+    }
+
+    /// A problem found outside a section's `Result`.
+    pub(super) fn push(&mut self, path: &str, message: impl Into<String>) {
+        self.0.push(ConfigIssue {
+            path: path.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    /// Every problem kept, as one error (`Ok` when there is none).
+    pub(super) fn finish(self) -> Result<(), ConfigError> {
+        ConfigError::from_issues(self.0).map_or(Ok(()), Err)
+    }
+}
+
 pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigError> {
-    let listen = listen(&raw, ctx)?;
-    let store = store(&raw, ctx)?;
-    let upstreams = super::upstream::validate(&raw.upstreams)?;
-    let models = models(&raw, &upstreams)?;
-    let client_keys = client_keys(&raw)?;
-    let pricing = pricing(&raw, &upstreams)?;
-    let logging = logging(&raw)?;
+    let mut issues = Issues::default();
     // The reference's `CLAUDE_GATEWAY_ALLOW_LOOPBACK` beside Gatehouse's own keys.
     let env_loopback = super::check::env_allows_loopback(ctx.env);
-    let identity = super::identity::validate(&raw, &listen)?.map(|mut i| {
-        i.oidc.allow_loopback |= env_loopback;
-        i
+    let listen = issues.take(listen(&raw, ctx));
+    let store = issues.take(store(&raw, ctx));
+    let upstreams = issues.take(super::upstream::validate(&raw.upstreams).and_then(|u| {
+        if u.is_empty() {
+            return Err(ConfigError::at(
+                "upstreams",
+                "at least one upstream is required",
+            ));
+        }
+        Ok(u)
+    }));
+    // Checks against the upstream list run only when it validated.
+    let models = upstreams
+        .as_ref()
+        .and_then(|u| issues.take(models(&raw, u)));
+    let client_keys = issues.take(client_keys(&raw));
+    let pricing = upstreams
+        .as_ref()
+        .and_then(|u| issues.take(pricing(&raw, u)));
+    let logging = issues.take(logging(&raw));
+    let identity = listen
+        .as_ref()
+        .and_then(|l| issues.take(super::identity::validate(&raw, l)))
+        .map(|identity| {
+            identity.map(|mut i| {
+                i.oidc.allow_loopback |= env_loopback;
+                i
+            })
+        });
+    let workload = issues.take(super::identity::validate_workload(&raw, env_loopback));
+    let webhook = issues
+        .take(super::identity::validate_webhook(&raw))
+        .map(|webhook| {
+            webhook.map(|mut w| {
+                w.allow_loopback |= env_loopback;
+                w
+            })
+        });
+    let spend = issues.take(super::spend::validate(&raw));
+    let telemetry = issues
+        .take(super::telemetry::validate(
+            raw.telemetry.as_ref().unwrap_or(&Default::default()),
+        ))
+        .map(|mut t| {
+            t.allow_loopback |= env_loopback;
+            t
+        });
+    let policies = issues.take(match &raw.managed {
+        Some(m) => super::managed::validate(m, ctx.env),
+        None => Ok(Vec::new()),
     });
-    let workload = super::identity::validate_workload(&raw, env_loopback)?;
-    let webhook = super::identity::validate_webhook(&raw)?.map(|mut w| {
-        w.allow_loopback |= env_loopback;
-        w
+    let timeouts = issues.take(timeouts(&raw.timeouts).and_then(|mut t| {
+        if raw.timeouts.shutdown_drain_ms.is_none()
+            && let Some(ms) = drain_from_env(ctx.env)?
+        {
+            t.shutdown_drain = ms;
+        }
+        Ok(t)
+    }));
+    let limits = issues.take(limits(&raw));
+    let routing = upstreams.as_ref().and_then(|u| {
+        issues.take(super::routing::validate(
+            raw.routing.as_ref().unwrap_or(&Default::default()),
+            &u.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(),
+        ))
     });
-    let spend = super::spend::validate(&raw)?;
-    let mut telemetry =
-        super::telemetry::validate(raw.telemetry.as_ref().unwrap_or(&Default::default()))?;
-    telemetry.allow_loopback |= env_loopback;
-    if !telemetry.destinations.is_empty() && listen.public_url.is_none() {
-        tracing::warn!(
-            "telemetry.forward_to is set without listen.public_url: clients are not told to send OTLP here"
-        );
-    }
-    let policies = match &raw.managed {
-        Some(m) => super::managed::validate(m, ctx.env)?,
-        None => Vec::new(),
+    let inference_limits = issues.take(super::limits::validate(
+        &raw.rate_limits.inference,
+        raw.rate_limits.client_key_concurrency,
+    ));
+    let idempotency = issues.take(super::limits::validate_idempotency(
+        raw.idempotency.as_ref(),
+    ));
+    let metrics_listen = issues.take(super::limits::validate_metrics(raw.metrics.as_ref()));
+    let load_test = issues.take(super::load_test::validate(raw.load_test_mode.as_ref()));
+    let readiness_grace = issues.take(readiness_grace(raw.store.readiness_grace_seconds));
+    issues.finish()?;
+    let (
+        Some(listen),
+        Some(store),
+        Some(upstreams),
+        Some(models),
+        Some(client_keys),
+        Some(pricing),
+        Some(logging),
+        Some(identity),
+        Some(workload),
+        Some(webhook),
+        Some(spend),
+        Some(telemetry),
+        Some(policies),
+        Some(timeouts),
+        Some(limits),
+        Some(routing),
+        Some(inference_limits),
+        Some(idempotency),
+        Some(metrics_listen),
+        Some(load_test),
+        Some(readiness_grace),
+    ) = (
+        listen,
+        store,
+        upstreams,
+        models,
+        client_keys,
+        pricing,
+        logging,
+        identity,
+        workload,
+        webhook,
+        spend,
+        telemetry,
+        policies,
+        timeouts,
+        limits,
+        routing,
+        inference_limits,
+        idempotency,
+        metrics_listen,
+        load_test,
+        readiness_grace,
+    )
+    else {
+        // Unreachable: a section is `None` only when its problems were kept above.
+        return Err(ConfigError::at("", "the configuration is invalid"));
     };
-    let public_url = listen.public_url.as_ref().map(url::Url::as_str);
-    let managed_ctx = super::managed_warnings::Context {
-        public_url: public_url.map(|u| u.trim_end_matches('/')),
-        bedrock_without_guardrail: upstreams
-            .iter()
-            .any(|u| matches!(&u.provider, super::Provider::Bedrock(b) if b.guardrail.is_none())),
-    };
-    for (path, message) in super::managed_warnings::warnings(&policies, &managed_ctx) {
-        tracing::warn!("{path}: {message}");
-    }
-    let mut timeouts = timeouts(&raw.timeouts)?;
-    if raw.timeouts.shutdown_drain_ms.is_none()
-        && let Some(ms) = drain_from_env(ctx.env)?
-    {
-        timeouts.shutdown_drain = ms;
-    }
-    let l = &raw.limits;
-    let limits = Limits {
-        max_request_bytes: positive(
-            l.max_request_bytes,
-            DEFAULT_MAX_REQUEST_BYTES,
-            "limits.max_request_bytes",
-        )?,
-        max_header_bytes: positive(
-            l.max_request_header_bytes.map(|v| v as u64),
-            DEFAULT_MAX_HEADER_BYTES as u64,
-            "limits.max_request_header_bytes",
-        )? as usize,
-        max_url_length: positive(
-            l.max_url_length.map(|v| v as u64),
-            DEFAULT_MAX_URL_LENGTH as u64,
-            "limits.max_url_length",
-        )? as usize,
-    };
-    let routing = super::routing::validate(
-        raw.routing.as_ref().unwrap_or(&Default::default()),
-        &upstreams
-            .iter()
-            .map(|u| u.name.as_str())
-            .collect::<Vec<_>>(),
-    )?;
-    if upstreams.is_empty() {
-        return Err(ConfigError::at(
-            "upstreams",
-            "at least one upstream is required",
-        ));
-    }
-    Ok(Config {
+    let mut config = Config {
         listen,
         access: AccessControl {
             allow: raw.access_control.allow_cidrs.clone(),
@@ -131,14 +214,36 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             .and_then(|d| d.public)
             .unwrap_or(false),
         routing,
-        inference_limits: super::limits::validate(
-            &raw.rate_limits.inference,
-            raw.rate_limits.client_key_concurrency,
+        inference_limits,
+        idempotency,
+        metrics_listen,
+        load_test,
+        readiness_grace,
+        warnings: Vec::new(),
+    };
+    config.warnings = super::warnings::of_file(&raw, &config, ctx.env);
+    Ok(config)
+}
+
+/// `limits`: each a positive number, with its default.
+fn limits(raw: &RawConfig) -> Result<Limits, ConfigError> {
+    let l = &raw.limits;
+    Ok(Limits {
+        max_request_bytes: positive(
+            l.max_request_bytes,
+            DEFAULT_MAX_REQUEST_BYTES,
+            "limits.max_request_bytes",
         )?,
-        idempotency: super::limits::validate_idempotency(raw.idempotency.as_ref())?,
-        metrics_listen: super::limits::validate_metrics(raw.metrics.as_ref())?,
-        load_test: super::load_test::validate(raw.load_test_mode.as_ref())?,
-        readiness_grace: readiness_grace(raw.store.readiness_grace_seconds)?,
+        max_header_bytes: positive(
+            l.max_request_header_bytes.map(|v| v as u64),
+            DEFAULT_MAX_HEADER_BYTES as u64,
+            "limits.max_request_header_bytes",
+        )? as usize,
+        max_url_length: positive(
+            l.max_url_length.map(|v| v as u64),
+            DEFAULT_MAX_URL_LENGTH as u64,
+            "limits.max_url_length",
+        )? as usize,
     })
 }
 

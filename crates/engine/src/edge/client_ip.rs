@@ -22,6 +22,13 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     let peer = canonical(peer);
     if trusted.is_empty() || !in_any(peer, trusted) {
+        static UNTRUSTED_FORWARD: crate::once::Once = crate::once::Once::new();
+        if headers.contains_key("x-forwarded-for") && UNTRUSTED_FORWARD.first() {
+            tracing::warn!(
+                peer = %peer,
+                "X-Forwarded-For came from {peer}, which is not in listen.trusted_proxies: the header is ignored and the peer's address is used for access_control and rate limits. If the gateway is behind a proxy or load balancer, add its address to listen.trusted_proxies (logged once)"
+            );
+        }
         return peer;
     }
     let mut hops: Vec<IpAddr> = Vec::new();
@@ -42,6 +49,29 @@ pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
         .unwrap_or(peer)
 }
 
+/// An address on the public internet: not loopback, private, link-local, shared
+/// (100.64/10), unique-local or unspecified.
+pub fn is_public(ip: IpAddr) -> bool {
+    match canonical(ip) {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || (a == 100 && (64..128).contains(&b)))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -57,6 +87,27 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn public_addresses_are_told_from_private_ones() {
+        for public in ["203.0.113.9", "8.8.8.8", "2001:db8::1", "::ffff:8.8.8.8"] {
+            assert!(is_public(ip(public)), "{public}");
+        }
+        for private in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "127.0.0.1",
+            "169.254.1.1",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public(ip(private)), "{private}");
+        }
     }
 
     #[test]

@@ -203,7 +203,10 @@ pub async fn rate_check(
         .kv_incr(&key, limit.window, gw.deps.clock.now())
         .await
     {
-        Ok(n) if n > u64::from(limit.limit) => RateCheck::Over,
+        Ok(n) if n > u64::from(limit.limit) => {
+            warn_limited_once(bucket, limit);
+            RateCheck::Over
+        }
         Ok(_) => RateCheck::Allowed,
         Err(e) => {
             tracing::error!(error = %e, bucket, "rate counter unavailable; refusing the request");
@@ -214,6 +217,24 @@ pub async fn rate_check(
             );
             RateCheck::Unavailable
         }
+    }
+}
+
+/// The first refusal of each sign-in limit, naming the key that sets it.
+fn warn_limited_once(bucket: &str, limit: crate::config::RateLimit) {
+    static AUTHORIZATION: crate::once::Once = crate::once::Once::new();
+    static VERIFY: crate::once::Once = crate::once::Once::new();
+    let once = if bucket == "device_authorization" {
+        &AUTHORIZATION
+    } else {
+        &VERIFY
+    };
+    if once.first() {
+        tracing::warn!(
+            "rate_limits.{bucket}.max ({} per {} s per client address) refused a request. If many people share one address (NAT, a proxy not in listen.trusted_proxies), raise rate_limits.{bucket}.max (logged once)",
+            limit.limit,
+            limit.window.as_secs()
+        );
     }
 }
 

@@ -106,6 +106,12 @@ impl Oidc {
                 .await
                 .map_err(fail)?,
         };
+        let scopes_supported: Option<Vec<String>> = metadata
+            .scopes_supported()
+            .map(|s| s.iter().map(|s| s.as_str().to_owned()).collect());
+        for w in crate::config::warnings::after_discovery(cfg, scopes_supported.as_deref()) {
+            tracing::warn!("{w}");
+        }
         let auth_url = metadata.authorization_endpoint().url().clone();
         let userinfo_url = metadata.userinfo_endpoint().map(|u| u.url().to_string());
         let token_endpoint = metadata.token_endpoint().map(|u| u.url().to_string());

@@ -12,6 +12,7 @@
 //! is reported to its upstream's health as a failure, once. The stream itself is never cut
 //! or delayed for it.
 
+pub mod price_warnings;
 pub mod pricing;
 pub mod recorder;
 pub mod usage;

@@ -98,6 +98,15 @@ impl Pricing {
         as_requested
     }
 
+    /// The index in `pricing.overrides` of the override that prices `at`, if any.
+    pub fn override_index(&self, at: &PricedAs<'_>) -> Option<usize> {
+        let found = self.find_override(at)?;
+        self.config
+            .overrides
+            .iter()
+            .position(|o| std::ptr::eq(o, found))
+    }
+
     fn find_override(&self, at: &PricedAs<'_>) -> Option<&PriceOverride> {
         let norm = models::normalize(at.model);
         let scoped =
@@ -158,7 +167,7 @@ impl Pricing {
 
 /// A Claude model under any provider's spelling (`claude-…`, Bedrock's
 /// `us.anthropic.claude-…-v1:0`, Vertex's `claude-…@date`).
-fn looks_like_claude(id: &str) -> bool {
+pub(crate) fn looks_like_claude(id: &str) -> bool {
     models::family(id).is_some() || id.to_ascii_lowercase().contains("claude")
 }
 

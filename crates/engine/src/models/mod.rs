@@ -10,6 +10,7 @@
 //! operator can tell which list said no.
 
 pub mod provider_ids;
+pub mod warnings;
 
 use std::collections::BTreeMap;
 

@@ -133,14 +133,6 @@ impl Policies {
     /// Merges and checks every policy.
     pub fn new(configs: &[PolicyConfig], extras: &Extras) -> Result<Self, ConfigError> {
         let base = configs.iter().find(|p| p.is_catch_all());
-        if let Some(pos) = configs.iter().position(PolicyConfig::is_catch_all)
-            && pos + 1 < configs.len()
-        {
-            tracing::warn!(
-                index = pos,
-                "managed.policies[{pos}] matches everyone but is not last: the policies after it are never matched (it is still merged under them as the base)"
-            );
-        }
         let mut list = Vec::with_capacity(configs.len());
         for (i, p) in configs.iter().enumerate() {
             let (cli, desktop) = match base.filter(|_| !p.is_catch_all()) {
