@@ -97,11 +97,6 @@ fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
                 "admin.pooled_conflict_rule (shared group budgets are not built yet)",
             ));
         }
-        if admin.billing_group_tag.is_some() {
-            return Err(ConfigError::not_supported(
-                "admin.billing_group_tag (billing-group request tags are not built yet)",
-            ));
-        }
     }
     if let Some(l) = &raw.load_test_mode {
         if l.reply_tokens.is_some_and(|t| !(1..=100_000).contains(&t)) {
