@@ -443,6 +443,11 @@ pub struct SignInOptions<'a> {
     /// `oidc` lines (indented two spaces) that replace `client_secret`, e.g. a
     /// `private_key_jwt` client assertion.
     pub client_auth: Option<&'a str>,
+    /// The gateway's environment (variables and files), default empty.
+    pub gateway_env: Option<MapEnvironment>,
+    /// Changes to the loaded config before the gateway starts (seams that are not config
+    /// keys, e.g. the Google directory's URL).
+    pub configure: Option<&'a (dyn Fn(&mut Config) + Sync)>,
 }
 
 /// [`sign_in_gateway`] with its SQLite file at `db` (e.g. on a small disk).
@@ -464,7 +469,7 @@ pub async fn sign_in_gateway_opts(
         let ups = format!(
             "  - {{name: primary, provider: anthropic, base_url: \"{fake_url}\", auth: {{api_key: \"{OPERATOR_KEY}\"}}}}"
         );
-        (ups, MapEnvironment::default())
+        (ups, opts.gateway_env.clone().unwrap_or_default())
     };
     start_sign_in_gateway(secrets, extra, &setup, opts).await
 }
@@ -497,7 +502,10 @@ async fn start_sign_in_gateway(
     if let Some(auth) = opts.client_auth {
         yaml = yaml.replace(&format!("  client_secret: {IDP_CLIENT_SECRET}\n"), auth);
     }
-    let config = load(&yaml, dir.path());
+    let mut config = load(&yaml, dir.path());
+    if let Some(configure) = opts.configure {
+        configure(&mut config);
+    }
     let clock = Arc::new(OffsetClock::default());
     let events = Arc::new(MemoryEventSink::default());
     let deps = Deps {

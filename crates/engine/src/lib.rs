@@ -18,6 +18,7 @@ pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod google;
 pub mod identity;
 pub mod inference;
 pub mod limits;

@@ -99,6 +99,24 @@ impl SafeFetch {
         }
     }
 
+    /// [`SafeFetch::try_with_roots`] sending through `proxy` (an http(s) forward proxy)
+    /// except to hosts `no_proxy` matches. Proxied requests hand the proxy the host name:
+    /// the proxy is the egress boundary for them, and only literal-IP URLs are checked here.
+    pub fn try_with_proxy(
+        policy: FetchPolicy,
+        extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+        proxy: Option<(&Url, &str)>,
+    ) -> Result<Self, FetchError> {
+        let client = build_client_via(policy, extra_roots, proxy)
+            .map_err(|e| FetchError::Http(e.without_url().to_string()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                policy,
+                client: Ok(client),
+            }),
+        })
+    }
+
     /// Like [`SafeFetch::new`], but reports a client that cannot be built.
     pub fn try_new(policy: FetchPolicy) -> Result<Self, FetchError> {
         Self::try_with_roots(policy, &[])
@@ -210,7 +228,20 @@ fn build_client(
     policy: FetchPolicy,
     extra_roots: &[rustls_pki_types::CertificateDer<'_>],
 ) -> Result<reqwest::Client, reqwest::Error> {
-    let mut builder = reqwest::Client::builder();
+    build_client_via(policy, extra_roots, None)
+}
+
+fn build_client_via(
+    policy: FetchPolicy,
+    extra_roots: &[rustls_pki_types::CertificateDer<'_>],
+    proxy: Option<(&Url, &str)>,
+) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = match proxy {
+        None => reqwest::Client::builder().no_proxy(),
+        Some((url, no_proxy)) => reqwest::Client::builder().proxy(
+            reqwest::Proxy::all(url.as_str())?.no_proxy(reqwest::NoProxy::from_string(no_proxy)),
+        ),
+    };
     for der in extra_roots {
         builder = builder.add_root_certificate(reqwest::Certificate::from_der(der)?);
     }
@@ -218,7 +249,6 @@ fn build_client(
         .dns_resolver(Arc::new(CheckedResolver {
             allow_loopback: policy.allow_loopback,
         }))
-        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(policy.timeout)
         .connect_timeout(policy.timeout)

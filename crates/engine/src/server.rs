@@ -171,20 +171,32 @@ pub async fn start_on(
         })
         .map_err(|e| StartError::Client(e.to_string()))
     };
+    // IdP traffic: the extra CAs of `oidc.ca_cert_pem`, and the proxy `oidc.use_proxy` picks.
+    let idp_fetch = |cfg: &crate::config::IdentityConfig, env: &dyn crate::deps::Environment| {
+        let choice = crate::identity::proxy::decide(cfg.oidc.extras.use_proxy, env);
+        for w in &choice.warnings {
+            tracing::warn!("{w}");
+        }
+        if let Some((url, _)) = &choice.proxy {
+            tracing::info!(proxy = %crate::outbound::redact_url(url), "oidc: IdP requests use the proxy; hosts in NO_PROXY go direct");
+        }
+        SafeFetch::try_with_proxy(
+            FetchPolicy {
+                allow_loopback: cfg.oidc.allow_loopback,
+                timeout: Duration::from_secs(10),
+            },
+            &cfg.oidc.extras.ca_certs,
+            choice.proxy.as_ref().map(|(u, n)| (u, n.as_str())),
+        )
+        .map_err(|e| StartError::Client(e.to_string()))
+    };
     let identity = match &config.identity {
         Some(cfg) => Some(
             crate::identity::Identity::start(
                 cfg.clone(),
                 store.as_ref(),
-                deps.clock.now(),
-                SafeFetch::try_with_roots(
-                    FetchPolicy {
-                        allow_loopback: cfg.oidc.allow_loopback,
-                        timeout: Duration::from_secs(10),
-                    },
-                    &cfg.oidc.extras.ca_certs,
-                )
-                .map_err(|e| StartError::Client(e.to_string()))?,
+                &deps,
+                idp_fetch(cfg, deps.env.as_ref())?,
             )
             .await?,
         ),

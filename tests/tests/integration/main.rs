@@ -4,6 +4,7 @@
 
 mod admin_reference;
 mod backup;
+mod billing_tags;
 mod chat_door;
 mod claude_login;
 mod clients;
@@ -18,10 +19,12 @@ mod edge;
 mod failover;
 mod flood;
 mod fuzz_corpus;
+mod google_groups;
 mod hostile;
 mod idempotency;
 mod identity;
 mod idp_outage;
+mod idp_proxy;
 mod idp_reference;
 mod inference;
 mod inference_limits;

@@ -20,6 +20,8 @@ pub enum Principal {
     Session {
         user: crate::identity::UserIdentity,
         jti: String,
+        /// The token's `billing_group_tag` claim (`admin.billing_group_tag` at sign-in).
+        billing_group_tag: Option<String>,
     },
     /// A machine caller with a workload token (inference only).
     Workload(crate::workload::Workload),
@@ -122,6 +124,7 @@ pub async fn admit(a: &Admission<'_>, headers: &HeaderMap) -> Result<Principal, 
                     return Ok(Principal::Session {
                         user: claims.identity(),
                         jti: claims.jti,
+                        billing_group_tag: claims.billing_group_tag,
                     });
                 }
                 Err(e) => session_error = Some(e),

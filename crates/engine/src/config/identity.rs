@@ -170,6 +170,7 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
             600,
             "rate_limits.device_verify",
         )?,
+        billing_group_tag: raw.admin.as_ref().and_then(|a| a.billing_group_tag.clone()),
     }))
 }
 

@@ -288,6 +288,9 @@ pub struct IdentityConfig {
     pub oidc: OidcConfig,
     pub device_authorization_limit: RateLimit,
     pub device_verify_limit: RateLimit,
+    /// `admin.billing_group_tag`: the request-tag name put in session tokens as the
+    /// `billing_group_tag` claim (checked by `config::spend`).
+    pub billing_group_tag: Option<String>,
 }
 
 #[derive(Debug, Clone)]

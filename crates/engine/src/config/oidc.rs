@@ -104,43 +104,56 @@ pub struct OidcExtras {
     pub groups_jsonpath: Option<crate::config::jsonpath::JsonPath>,
     /// Extra trust anchors for IdP traffic (DER).
     pub ca_certs: Vec<CertificateDer<'static>>,
+    /// `google_groups`: a person's groups come from Google Workspace's directory.
+    pub google_groups: Option<GoogleGroupsConfig>,
+    /// `use_proxy`: IdP traffic through HTTPS_PROXY/HTTP_PROXY (unset: only when
+    /// CLAUDE_GATEWAY_PROXY_IS_EGRESS_BOUNDARY applies; decided at start from the
+    /// environment).
+    pub use_proxy: Option<bool>,
+}
+
+/// The Admin SDK Directory API's group listing.
+pub const GOOGLE_DIRECTORY_GROUPS: &str = "https://admin.googleapis.com/admin/directory/v1/groups";
+
+/// Validated `oidc.google_groups`.
+#[derive(Debug, Clone)]
+pub struct GoogleGroupsConfig {
+    /// The service-account key file (read at start).
+    pub key_path: std::path::PathBuf,
+    /// The Workspace admin the service account acts as (`sub` of its JWT assertion).
+    pub admin_email: String,
+    /// The Directory API's groups endpoint: Google's; not a config key (tests inject a
+    /// fake here after loading).
+    pub directory_url: url::Url,
+}
+
+fn google_groups(g: &RawGoogleGroups) -> Result<GoogleGroupsConfig, ConfigError> {
+    if g.service_account_json_path.trim().is_empty() {
+        return Err(ConfigError::at(
+            "oidc.google_groups.service_account_json_path",
+            "must not be empty",
+        ));
+    }
+    let at = g.admin_email.split_once('@');
+    if !at.is_some_and(|(l, d)| {
+        !l.is_empty() && d.contains('.') && !d.starts_with('.') && !d.ends_with('.')
+    }) || g.admin_email.chars().any(char::is_whitespace)
+    {
+        return Err(ConfigError::at(
+            "oidc.google_groups.admin_email",
+            "must be an email address",
+        ));
+    }
+    Ok(GoogleGroupsConfig {
+        key_path: std::path::PathBuf::from(g.service_account_json_path.trim()),
+        admin_email: g.admin_email.clone(),
+        directory_url: url::Url::parse(GOOGLE_DIRECTORY_GROUPS)
+            .map_err(|e| ConfigError::at("oidc.google_groups", e.to_string()))?,
+    })
 }
 
 pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
-    if let Some(g) = &o.google_groups {
-        if g.service_account_json_path.is_empty() {
-            return Err(ConfigError::at(
-                "oidc.google_groups.service_account_json_path",
-                "must not be empty",
-            ));
-        }
-        let at = g.admin_email.split_once('@');
-        if !at.is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.')) {
-            return Err(ConfigError::at(
-                "oidc.google_groups.admin_email",
-                "must be an email address",
-            ));
-        }
-    }
-    for (set, path, why) in [
-        (
-            o.use_proxy == Some(true),
-            "oidc.use_proxy",
-            "IdP traffic through HTTPS_PROXY/HTTP_PROXY is not implemented; remove the key or set it to false",
-        ),
-        (
-            o.google_groups.is_some(),
-            "oidc.google_groups",
-            "the Admin SDK Directory lookup is not implemented yet",
-        ),
-    ] {
-        if set {
-            return Err(ConfigError::at(
-                "",
-                format!("not supported yet: {path}: {why}"),
-            ));
-        }
-    }
+    let google_groups = o.google_groups.as_ref().map(google_groups).transpose()?;
     let groups_jsonpath = match &o.groups_jsonpath {
         None => None,
         Some(p) => {
@@ -195,6 +208,8 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
             None => Vec::new(),
             Some(pem) => ca_certs(pem)?,
         },
+        google_groups,
+        use_proxy: o.use_proxy,
     })
 }
 

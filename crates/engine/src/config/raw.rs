@@ -527,7 +527,8 @@ pub struct RawOidc {
     pub additional_authorized_parties: Option<Vec<String>>,
     /// Explicit discovery document URL (must contain `/.well-known/`).
     pub discovery_url: Option<String>,
-    /// Send IdP traffic through HTTPS_PROXY/HTTP_PROXY (default off).
+    /// Send IdP traffic through HTTPS_PROXY/HTTP_PROXY, except NO_PROXY hosts (default: on
+    /// only when CLAUDE_GATEWAY_PROXY_IS_EGRESS_BOUNDARY is set with a usable proxy).
     pub use_proxy: Option<bool>,
     /// Send `scope` on refresh-token grants (default false).
     pub scope_on_refresh: Option<bool>,
@@ -536,7 +537,8 @@ pub struct RawOidc {
     /// Groups from nested claims: `.name`, `['name']`, `[*]`, `[?@.f=='v']` (only with the
     /// default `groups_claim`).
     pub groups_jsonpath: Option<String>,
-    /// Google Workspace groups through the Admin SDK Directory API.
+    /// Google Workspace groups through the Admin SDK Directory API (service account with
+    /// domain-wide delegation); they replace the ID token's groups.
     pub google_groups: Option<super::oidc::RawGoogleGroups>,
     /// Default: openid, profile, email, offline_access.
     pub scopes: Option<Vec<String>>,
@@ -672,7 +674,10 @@ pub struct RawAdmin {
     /// Group names in pool priority order (at most 50, unique), required with
     /// `priority_list`.
     pub pooled_priority_order: Option<Vec<String>>,
-    /// The request-tag name that carries a person's billing group (not supported yet).
+    /// The request-tag name that carries a person's billing group: put in session tokens as
+    /// the `billing_group_tag` claim (Claude Code then sends `tags: {<name>: <group>}`); the
+    /// group is recorded on the `inference` event when the person is in it, and `tags` and
+    /// the `request-tags-2026-08-21` beta are removed before any upstream.
     pub billing_group_tag: Option<String>,
 }
 

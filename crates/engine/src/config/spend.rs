@@ -82,9 +82,9 @@ fn pool_rule(admin: &super::raw::RawAdmin) -> Result<PoolRule, ConfigError> {
     })
 }
 
-/// `admin.billing_group_tag`: checked as the reference checks it (so a mistake names the
-/// same path), then refused, since the feature behind it does not exist here yet.
-fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
+/// `admin.pooled_*` and `admin.billing_group_tag`, checked as the reference checks them
+/// (so a mistake names the same path).
+fn admin_rules(raw: &RawConfig) -> Result<(), ConfigError> {
     if let Some(admin) = &raw.admin {
         pool_rule(admin)?;
         if let Some(tag) = &admin.billing_group_tag
@@ -101,17 +101,12 @@ fn not_yet(raw: &RawConfig) -> Result<(), ConfigError> {
                  - @, and must not start with \"anthropic\" in any letter case",
             ));
         }
-        if admin.billing_group_tag.is_some() {
-            return Err(ConfigError::not_supported(
-                "admin.billing_group_tag (billing-group request tags are not built yet)",
-            ));
-        }
     }
     Ok(())
 }
 
 pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
-    not_yet(raw)?;
+    admin_rules(raw)?;
     let Some(admin) = &raw.admin else {
         // As the reference: the block is inert without caps, and only `true` is a mistake.
         if raw

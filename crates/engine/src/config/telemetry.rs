@@ -62,6 +62,25 @@ pub struct RawDestination {
     pub logs: Option<bool>,
     /// Forward traces (default false).
     pub traces: Option<bool>,
+    /// How the relay authenticates to the collector.
+    pub auth: Option<RawCollectorAuth>,
+}
+
+/// `telemetry.forward_to[].auth`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCollectorAuth {
+    /// A Google access token on each export (e.g. `https://telemetry.googleapis.com`): the
+    /// url must be an https `*.googleapis.com` host and `headers` may not set Authorization.
+    pub google: RawGoogleCollectorAuth,
+}
+
+/// `telemetry.forward_to[].auth.google`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGoogleCollectorAuth {
+    /// Path of a service-account key file; without it, Application Default Credentials.
+    pub service_account_json: Option<String>,
 }
 
 /// Validated `telemetry`.
@@ -84,6 +103,8 @@ pub struct Destination {
     pub metrics: bool,
     pub logs: bool,
     pub traces: bool,
+    /// `auth.google`: a Google access token (cloud-platform scope) on each export.
+    pub google: Option<super::GoogleAuth>,
 }
 
 pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
@@ -155,9 +176,14 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
         headers.push((parsed, Secret::new(value.clone())));
     }
 
+    let google = match &raw.auth {
+        None => None,
+        Some(auth) => Some(google_auth(&auth.google, &url, &raw.headers, path)?),
+    };
     let d = Destination {
         url,
         headers,
+        google,
         metrics: raw.metrics.unwrap_or(true),
         logs: raw.logs.unwrap_or(false),
         traces: raw.traces.unwrap_or(false),
@@ -169,6 +195,53 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
         ));
     }
     Ok(d)
+}
+
+/// `auth.google`: the token goes only to Google over https, and it is the only
+/// Authorization.
+fn google_auth(
+    raw: &RawGoogleCollectorAuth,
+    url: &Url,
+    headers: &BTreeMap<String, String>,
+    path: &str,
+) -> Result<super::GoogleAuth, ConfigError> {
+    let at = format!("{path}.auth.google");
+    if url.scheme() != "https" {
+        return Err(ConfigError::at(
+            &at,
+            "needs an https:// url: over http:// the access token would cross the network unencrypted",
+        ));
+    }
+    let host = url.host_str().unwrap_or_default().trim_end_matches('.');
+    let google = host == "googleapis.com"
+        || (host.ends_with(".googleapis.com") && !host.split('.').any(str::is_empty));
+    if !google {
+        return Err(ConfigError::at(
+            &at,
+            format!(
+                "sends a Google access token, so url must be a googleapis.com host such as https://telemetry.googleapis.com (got {host})"
+            ),
+        ));
+    }
+    if headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(ConfigError::at(
+            &at,
+            "sets the Authorization header on each export: remove Authorization from headers, or remove auth",
+        ));
+    }
+    Ok(match raw.service_account_json.as_deref().map(str::trim) {
+        None => super::GoogleAuth::ApplicationDefault,
+        Some("") => {
+            return Err(ConfigError::at(
+                &format!("{at}.service_account_json"),
+                "must not be empty (leave it out for Application Default Credentials)",
+            ));
+        }
+        Some(p) => super::GoogleAuth::ServiceAccountFile(std::path::PathBuf::from(p)),
+    })
 }
 
 #[cfg(test)]
@@ -236,6 +309,50 @@ mod tests {
         assert!(e.message.contains("set by the relay"), "{e}");
         let e = err("forward_to: [{url: 'https://a', headers: {X-A: '1', x-a: '2'}}]");
         assert!(e.message.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn google_auth_only_to_google_over_https() {
+        let ok = validate(&parse(
+            "forward_to: [{url: 'https://telemetry.googleapis.com', auth: {google: {service_account_json: /k.json}}}, {url: 'https://telemetry.googleapis.com', auth: {google: {}}}]",
+        ))
+        .unwrap();
+        assert!(matches!(
+            ok.destinations[0].google,
+            Some(crate::config::GoogleAuth::ServiceAccountFile(_))
+        ));
+        assert!(matches!(
+            ok.destinations[1].google,
+            Some(crate::config::GoogleAuth::ApplicationDefault)
+        ));
+        for (yaml, says) in [
+            (
+                "forward_to: [{url: 'http://telemetry.googleapis.com', auth: {google: {}}}]",
+                "https",
+            ),
+            (
+                "forward_to: [{url: 'https://otel.corp.example', auth: {google: {}}}]",
+                "googleapis.com host",
+            ),
+            (
+                "forward_to: [{url: 'https://evilgoogleapis.com', auth: {google: {}}}]",
+                "googleapis.com host",
+            ),
+            (
+                "forward_to: [{url: 'https://telemetry.googleapis.com', headers: {Authorization: x}, auth: {google: {}}}]",
+                "Authorization",
+            ),
+        ] {
+            let e = err(yaml);
+            assert_eq!(e.path, "telemetry.forward_to[0].auth.google", "{yaml}");
+            assert!(e.message.contains(says), "{yaml}: {e}");
+        }
+        assert!(
+            serde_yaml_ng::from_str::<RawTelemetry>(
+                "forward_to: [{url: 'https://a', auth: {aws: {}}}]"
+            )
+            .is_err()
+        );
     }
 
     #[test]

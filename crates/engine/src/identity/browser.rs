@@ -306,7 +306,7 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
                     "the identity provider did not confirm the sign-in".to_owned(),
                 ))
             }
-            Ok(tokens) => match super::claims::admit(&tokens.claims, &id.cfg.oidc) {
+            Ok(tokens) => match id.admit(&tokens.claims).await {
                 Err(g) => Err((g.reason(), g.to_string())),
                 Ok(who) => match issue(id, &who, tokens.refresh_token, now) {
                     None => Err(("mint_failed", "the session could not be created".to_owned())),

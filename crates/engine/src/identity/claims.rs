@@ -85,6 +85,16 @@ pub fn groups(claims: &Map<String, Value>, cfg: &OidcConfig) -> Option<Vec<Strin
 
 /// Builds the identity and applies the gates.
 pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdentity, GateError> {
+    admit_with(claims, cfg, None)
+}
+
+/// [`admit`] with the person's groups from elsewhere (`oidc.google_groups`' directory)
+/// in place of the claims'.
+pub fn admit_with(
+    claims: &Map<String, Value>,
+    cfg: &OidcConfig,
+    directory_groups: Option<Vec<String>>,
+) -> Result<UserIdentity, GateError> {
     let sub = claims
         .get(cfg.extras.user_id_claim.as_str())
         .and_then(Value::as_str)
@@ -109,7 +119,10 @@ pub fn admit(claims: &Map<String, Value>, cfg: &OidcConfig) -> Result<UserIdenti
             return Err(GateError::DomainNotAllowed);
         }
     }
-    let groups = groups(claims, cfg).unwrap_or_default();
+    let groups = match directory_groups {
+        Some(g) => g,
+        None => groups(claims, cfg).unwrap_or_default(),
+    };
     if !cfg.allowed_groups.is_empty() && !groups.iter().any(|g| cfg.allowed_groups.contains(g)) {
         return Err(GateError::GroupNotAllowed);
     }
@@ -144,6 +157,8 @@ pub fn test_config() -> OidcConfig {
             form_action_origins: vec![],
             groups_jsonpath: None,
             ca_certs: vec![],
+            google_groups: None,
+            use_proxy: None,
         },
         scopes: vec!["openid".into()],
         use_pkce: true,

@@ -571,7 +571,14 @@ pub fn issue(
     now: DateTime<Utc>,
 ) -> Option<(IssuedTokens, session::SessionClaims)> {
     let ttl = id.cfg.session_ttl.as_secs() as i64;
-    let (access, claims) = session::mint(&id.keys, &id.origin(), ttl, now, who)?;
+    let (access, claims) = session::mint_tagged(
+        &id.keys,
+        &id.origin(),
+        ttl,
+        now,
+        who,
+        id.cfg.billing_group_tag.as_deref(),
+    )?;
     let refresh = id.keys.seal(
         SealKind::RefreshToken,
         &RefreshPayload {
@@ -652,7 +659,7 @@ async fn refresh_grant(
             );
         }
     };
-    let who = match super::claims::admit(&tokens.claims, &id.cfg.oidc) {
+    let who = match id.admit(&tokens.claims).await {
         Ok(w) if w.sub == payload.sub => w,
         Ok(_) => return invalid("subject_changed"),
         Err(e) => return invalid(e.reason()),

@@ -10,10 +10,12 @@ pub mod browser;
 pub mod claims;
 pub mod device;
 pub mod directory;
+pub mod google_groups;
 pub mod idp_client;
 pub mod keys;
 pub mod oidc;
 mod pages;
+pub mod proxy;
 pub mod session;
 pub mod user;
 
@@ -82,11 +84,33 @@ pub struct RefreshPayload {
     pub id: String,
 }
 
+/// Why a sign-in (or refresh) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    #[error(transparent)]
+    Gate(claims::GateError),
+    /// `oidc.google_groups` could not tell the person's groups.
+    #[error("{0}")]
+    Groups(String),
+}
+
+impl AdmitError {
+    /// Stable strings for events and pages.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AdmitError::Gate(g) => g.reason(),
+            AdmitError::Groups(_) => "google_groups_unavailable",
+        }
+    }
+}
+
 /// The running sign-in service.
 pub struct Identity {
     pub cfg: IdentityConfig,
     pub keys: KeyRing,
     pub oidc: oidc::Oidc,
+    /// `oidc.google_groups`: groups from Google Workspace's directory.
+    google_groups: Option<google_groups::GoogleGroups>,
     /// Revoked session ids -> their expiry (Unix seconds); mirrored in the store.
     revoked: RwLock<HashMap<String, i64>>,
 }
@@ -122,9 +146,22 @@ impl Identity {
     pub async fn start(
         cfg: IdentityConfig,
         store: &dyn Store,
-        now: DateTime<Utc>,
+        deps: &crate::deps::Deps,
         http: crate::outbound::SafeFetch,
     ) -> Result<Self, oidc::OidcError> {
+        let now = deps.clock.now();
+        let google_groups = match &cfg.oidc.extras.google_groups {
+            Some(g) => Some(
+                google_groups::GoogleGroups::load(
+                    g,
+                    deps.env.as_ref(),
+                    http.clone(),
+                    deps.clock.clone(),
+                )
+                .map_err(oidc::OidcError::GoogleGroups)?,
+            ),
+            None => None,
+        };
         let redirect = format!(
             "{}/oauth/callback",
             cfg.public_url.origin().ascii_serialization()
@@ -141,8 +178,30 @@ impl Identity {
             keys: KeyRing::new(&cfg.session_secrets),
             cfg,
             oidc,
+            google_groups,
             revoked: RwLock::new(revoked),
         })
+    }
+
+    /// The person the IdP's claims describe, through the sign-in gates; with
+    /// `oidc.google_groups` their groups are the directory's (a failed lookup refuses).
+    pub async fn admit(
+        &self,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<UserIdentity, AdmitError> {
+        let Some(directory) = &self.google_groups else {
+            return claims::admit(claims, &self.cfg.oidc).map_err(AdmitError::Gate);
+        };
+        let Some(email) = claims::email(claims, &self.cfg.oidc) else {
+            return Err(AdmitError::Groups(
+                "oidc.google_groups is configured but the ID token has no email: check oidc.email_claim and that the email scope is requested".into(),
+            ));
+        };
+        let groups = directory.groups(&email).await.map_err(|e| {
+            tracing::warn!(error = %e, "google_groups lookup failed");
+            AdmitError::Groups(format!("google_groups lookup failed: {e}"))
+        })?;
+        claims::admit_with(claims, &self.cfg.oidc, Some(groups)).map_err(AdmitError::Gate)
     }
 
     /// Picks up sessions other replicas revoked (a shared store); every few seconds.

@@ -55,6 +55,8 @@ pub enum OidcError {
     IdToken(String),
     #[error("userinfo failed: {0}")]
     UserInfo(String),
+    #[error("{0}")]
+    GoogleGroups(String),
 }
 
 /// How a refresh at the IdP failed.

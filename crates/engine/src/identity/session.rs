@@ -31,6 +31,10 @@ pub struct SessionClaims {
     pub nbf: Option<i64>,
     pub exp: i64,
     pub jti: String,
+    /// `admin.billing_group_tag` when the session was minted: the request-tag name Claude
+    /// Code puts the person's billing group under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_group_tag: Option<String>,
 }
 
 impl SessionClaims {
@@ -90,6 +94,18 @@ pub fn mint(
     now: DateTime<Utc>,
     who: &UserIdentity,
 ) -> Option<(String, SessionClaims)> {
+    mint_tagged(keys, issuer, ttl_secs, now, who, None)
+}
+
+/// [`mint`] with the `billing_group_tag` claim.
+pub fn mint_tagged(
+    keys: &KeyRing,
+    issuer: &str,
+    ttl_secs: i64,
+    now: DateTime<Utc>,
+    who: &UserIdentity,
+    billing_group_tag: Option<&str>,
+) -> Option<(String, SessionClaims)> {
     let (kid, key) = keys.signing()?;
     let iat = now.timestamp();
     let claims = SessionClaims {
@@ -103,6 +119,7 @@ pub fn mint(
         nbf: None,
         exp: iat + ttl_secs,
         jti: uuid::Uuid::new_v4().to_string(),
+        billing_group_tag: billing_group_tag.map(str::to_owned),
     };
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some(kid.to_owned());

@@ -2,7 +2,8 @@
 //! `/v1/chat/completions`, as named steps in the order they run ([`handle`]):
 //!
 //! ```text
-//! not paused -> read body (bounded) -> [chat: OpenAI body -> Messages body] -> JSON head
+//! not paused -> read body (bounded) -> [chat: OpenAI body -> Messages body]
+//!  -> billing tags (signed-in callers: `tags`, request-tags beta out) -> JSON head
 //!  -> policy webhook -> model allowed -> routing rule -> legs (operator catalog)
 //!  -> routing plan -> traffic limits -> spend reservation
 //!  -> route (strategy, health, failover) -> relay (metered) -> [chat: answer -> OpenAI shape]
@@ -11,6 +12,7 @@
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
 //! answer is relayed by [`relay`], which meters it on the side and settles the reservation.
 
+pub mod billing;
 pub mod blocks;
 pub mod body;
 pub mod chat;
@@ -160,6 +162,7 @@ async fn answer(
     let (gw, request_id, principal, endpoint) =
         (call.gw, call.request_id, call.principal, call.endpoint);
     let (bytes, chat) = call.openai_in(&mut parts.headers, bytes)?;
+    let (bytes, billing_group) = call.billing_tags(&mut parts.headers, bytes);
     // What can raise the cost is read only when caps will price it.
     let mut head = body::parse_head(&bytes, gw.config.spend.is_some())?;
     if let Some(d) = head.drivers.as_mut() {
@@ -188,6 +191,7 @@ async fn answer(
         stream: head.stream,
         charge: None,
         abandoned_micro: 0,
+        billing_group,
     };
     let caller = match principal {
         Principal::Session { user, .. } => Some(Caller {
@@ -311,6 +315,32 @@ impl Call<'_> {
         let (translated, ctx) = chat::request(&bytes, self.gw.deps.clock.now().timestamp())?;
         headers.remove(http::header::ACCEPT_ENCODING);
         Ok((translated, Some(ctx)))
+    }
+
+    /// `admin.billing_group_tag`: a signed-in person's request tags and the request-tags
+    /// beta never reach an upstream (nor the webhook); the billing group they name is kept
+    /// for the `inference` event.
+    fn billing_tags(
+        &self,
+        headers: &mut http::HeaderMap,
+        bytes: Bytes,
+    ) -> (Bytes, Option<crate::metering::BillingGroup>) {
+        let configured = self
+            .gw
+            .config
+            .identity
+            .as_ref()
+            .and_then(|i| i.billing_group_tag.as_deref());
+        let Some(tag) = billing::tag_for(self.principal, configured) else {
+            return (bytes, None);
+        };
+        billing::strip_beta(headers);
+        let groups = match self.principal {
+            Principal::Session { user, .. } => user.groups.as_slice(),
+            _ => &[],
+        };
+        let (bytes, group) = billing::strip_tags(bytes, tag, groups);
+        (bytes, group.filter(|_| self.endpoint == Endpoint::Messages))
     }
 
     /// The policy webhook sees the parsed request before any routing decision.

@@ -104,6 +104,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         stream: false,
         charge: None,
         abandoned_micro: 0,
+        billing_group: None,
     };
     let route = |status: u16, reason: String| RouteFacts {
         upstream: Some(up.name.clone()),

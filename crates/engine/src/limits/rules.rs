@@ -124,6 +124,7 @@ mod tests {
                 groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             },
             jti: "j".into(),
+            billing_group_tag: None,
         }
     }
 

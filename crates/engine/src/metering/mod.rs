@@ -77,6 +77,19 @@ pub struct RequestFacts {
     /// Worst case of attempts given up at the first-byte timeout (the upstream may have
     /// served them): added to the cost, which is then flagged `estimated`.
     pub abandoned_micro: u64,
+    /// What the request's `tags` said under `admin.billing_group_tag` (Messages only).
+    pub billing_group: Option<BillingGroup>,
+}
+
+/// The billing group a signed-in person's request named under `admin.billing_group_tag`,
+/// recorded on the `inference` event as the reference records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BillingGroup {
+    /// The person is in this group (`billing_group`).
+    Group(String),
+    /// The tag named a group the person is not in, or was not a string
+    /// (`billing_group_ignored: true`).
+    Ignored,
 }
 
 /// Facts about the upstream leg that answered.

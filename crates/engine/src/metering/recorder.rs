@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Finished;
 use super::pricing::{PriceSource, Pricing};
+use super::{BillingGroup, Finished};
 use crate::events::{Event, EventSink};
 use crate::store::{Store, UsageRecord};
 
@@ -199,30 +199,33 @@ fn price(
     if let Some(charge) = f.request.charge {
         charges.push((charge, rec.cost_micro_usd));
     }
-    events.push(
-        Event::new("inference")
-            .with("request_id", rec.request_id.clone())
-            .with("principal", rec.principal.clone())
-            .with("endpoint", rec.endpoint.clone())
-            .with("model", rec.model.clone())
-            .with("upstream", rec.upstream.clone())
-            .with("upstream_model", rec.upstream_model.clone())
-            .with("status", rec.status)
-            .with("route_reason", rec.route_reason.clone())
-            .with("attempts", f.route.attempts)
-            .with("stream", rec.stream)
-            .with("input_tokens", rec.input_tokens)
-            .with("output_tokens", rec.output_tokens)
-            .with("cache_read_tokens", rec.cache_read_tokens)
-            .with("cache_write_5m_tokens", rec.cache_write_5m_tokens)
-            .with("cache_write_1h_tokens", rec.cache_write_1h_tokens)
-            .with("web_search_requests", rec.web_search_requests)
-            .with("cost_micro_usd", rec.cost_micro_usd)
-            .with("usage_source", rec.usage_source.clone())
-            .with("latency_ms", rec.latency_ms)
-            .with("ttfb_ms", rec.ttfb_ms)
-            .with("client_disconnected", rec.client_disconnected)
-            .with("upstream_error", f.upstream_error),
-    );
+    let event = Event::new("inference")
+        .with("request_id", rec.request_id.clone())
+        .with("principal", rec.principal.clone())
+        .with("endpoint", rec.endpoint.clone())
+        .with("model", rec.model.clone())
+        .with("upstream", rec.upstream.clone())
+        .with("upstream_model", rec.upstream_model.clone())
+        .with("status", rec.status)
+        .with("route_reason", rec.route_reason.clone())
+        .with("attempts", f.route.attempts)
+        .with("stream", rec.stream)
+        .with("input_tokens", rec.input_tokens)
+        .with("output_tokens", rec.output_tokens)
+        .with("cache_read_tokens", rec.cache_read_tokens)
+        .with("cache_write_5m_tokens", rec.cache_write_5m_tokens)
+        .with("cache_write_1h_tokens", rec.cache_write_1h_tokens)
+        .with("web_search_requests", rec.web_search_requests)
+        .with("cost_micro_usd", rec.cost_micro_usd)
+        .with("usage_source", rec.usage_source.clone())
+        .with("latency_ms", rec.latency_ms)
+        .with("ttfb_ms", rec.ttfb_ms)
+        .with("client_disconnected", rec.client_disconnected)
+        .with("upstream_error", f.upstream_error);
+    events.push(match &f.request.billing_group {
+        None => event,
+        Some(BillingGroup::Group(g)) => event.with("billing_group", g.clone()),
+        Some(BillingGroup::Ignored) => event.with("billing_group_ignored", true),
+    });
     rec
 }

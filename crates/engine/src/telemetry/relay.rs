@@ -14,6 +14,7 @@ use url::Url;
 use super::{Signal, TelemetryConfig, endpoint};
 use crate::breaker::{Admit, Breaker};
 use crate::events::{Event, EventSink};
+use crate::google::Tokens;
 use crate::outbound::{SafeFetch, redact_url};
 
 /// Payloads in flight at most (counted per incoming payload, not per destination).
@@ -28,6 +29,8 @@ pub const DESTINATION_TIMEOUT: Duration = Duration::from_secs(10);
 const DROP_REPORT_EVERY: Duration = Duration::from_secs(10);
 /// Response bytes read (and discarded) from a collector so the connection can be reused.
 const MAX_RESPONSE_READ: usize = 64 * 1024;
+/// Bound on finding Google credentials and on fetching one access token.
+const GOOGLE_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What [`Relay::submit`] did with a payload. The client gets 200 in every case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,12 @@ struct Target {
     /// Indexed by [`Signal::index`]; `None` when the destination does not take the signal.
     endpoints: [Option<Url>; 3],
     headers: HeaderMap,
+    /// `auth.google`: where the access token comes from, and the token source once made
+    /// (made again after a failure, as the reference does).
+    google: Option<(
+        crate::config::GoogleAuth,
+        tokio::sync::Mutex<Option<Arc<Tokens>>>,
+    )>,
     breaker: Mutex<Breaker>,
 }
 
@@ -137,6 +146,7 @@ impl Relay {
                     redacted,
                     endpoints,
                     headers,
+                    google: d.google.clone().map(|g| (g, tokio::sync::Mutex::new(None))),
                     breaker: Mutex::new(Breaker::new(limits.breaker_failures, limits.breaker_open)),
                 }
             })
@@ -292,6 +302,42 @@ impl Drop for InFlight {
     }
 }
 
+/// `Authorization: Bearer <Google access token>` for a destination with `auth.google`.
+async fn google_header(target: &Target) -> Result<Option<HeaderValue>, String> {
+    let Some((auth, cell)) = &target.google else {
+        return Ok(None);
+    };
+    let tokens = {
+        let mut made = cell.lock().await;
+        match made.as_ref() {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(
+                    tokio::time::timeout(GOOGLE_TOKEN_TIMEOUT, Tokens::for_auth(auth))
+                        .await
+                        .map_err(|_| "no Google credentials within 10 s".to_owned())??,
+                );
+                *made = Some(t.clone());
+                t
+            }
+        }
+    };
+    let token = match tokio::time::timeout(GOOGLE_TOKEN_TIMEOUT, tokens.current()).await {
+        Ok(Ok(t)) => t,
+        failed => {
+            *cell.lock().await = None;
+            return Err(match failed {
+                Ok(Err(e)) => format!("no Google access token: {e}"),
+                _ => "no Google access token within 10 s".to_owned(),
+            });
+        }
+    };
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+        .map_err(|_| "the Google access token is not a valid header value".to_owned())?;
+    v.set_sensitive(true);
+    Ok(Some(v))
+}
+
 impl Shared {
     async fn forward(&self, index: usize, signal: Signal, base: &HeaderMap, body: Bytes) {
         let Some(target) = self.targets.get(index) else {
@@ -302,7 +348,15 @@ impl Shared {
         };
         let mut headers = base.clone();
         headers.extend(target.headers.clone());
-        let outcome = match self.fetch.post(url, headers, body).await {
+        let outcome = match google_header(target).await {
+            Ok(Some(v)) => {
+                headers.insert(http::header::AUTHORIZATION, v);
+                self.fetch.post(url, headers, body).await
+            }
+            Ok(None) => self.fetch.post(url, headers, body).await,
+            Err(e) => Err(crate::outbound::FetchError::Http(e)),
+        };
+        let outcome = match outcome {
             Ok(mut resp) if resp.status().is_success() => {
                 let mut read = 0;
                 while let Ok(Some(chunk)) = resp.chunk().await {

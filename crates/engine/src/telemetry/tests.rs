@@ -201,3 +201,115 @@ fn submit_outside_a_runtime_drops() {
     );
     assert_eq!(relay.stats().in_flight, 0);
 }
+
+/// `auth.google`: each export carries the access token a service account gets from its
+/// key file's `token_uri` (here a loopback token endpoint), replacing nothing the operator
+/// set. The url rule (https `*.googleapis.com`) is the config's and is tested there; this
+/// destination is built past it to reach a loopback collector.
+#[tokio::test]
+async fn google_auth_puts_a_service_account_token_on_each_export() {
+    use axum::routing::post;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key.pem");
+    let out = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let tokens: Arc<AtomicU64> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (seen2, tokens2) = (seen.clone(), tokens.clone());
+    let app = axum::Router::new()
+        .route(
+            "/token",
+            post(move |body: String| {
+                let tokens = tokens2.clone();
+                async move {
+                    assert!(body.contains("jwt-bearer"), "{body}");
+                    tokens.fetch_add(1, Ordering::SeqCst);
+                    axum::Json(serde_json::json!({"access_token": "ya29.otlp-token", "expires_in": 3600, "token_type": "Bearer"}))
+                }
+            }),
+        )
+        .route(
+            "/otlp/v1/metrics",
+            post(move |headers: http::HeaderMap| {
+                let seen = seen2.clone();
+                async move {
+                    let auth = headers
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    seen.lock().unwrap().push(auth);
+                    "ok"
+                }
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let sa = dir.path().join("sa.json");
+    std::fs::write(
+        &sa,
+        serde_json::json!({
+            "type": "service_account",
+            "client_email": "otel@proj.iam.gserviceaccount.com",
+            "private_key": std::fs::read_to_string(&key).unwrap(),
+            "private_key_id": "k1",
+            "project_id": "proj",
+            "token_uri": format!("{base}/token"),
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut cfg = config(
+        serde_json::json!({"forward_to": [{"url": format!("{base}/otlp"), "headers": {"x-goog-user-project": "proj"}}]}),
+    );
+    cfg.destinations[0].google = Some(crate::config::GoogleAuth::ServiceAccountFile(sa));
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(5),
+    });
+    let relay = Relay::new(cfg, fetch, Arc::new(MemoryEventSink::default()));
+    for _ in 0..2 {
+        assert_eq!(
+            relay.submit(Signal::Metrics, None, None, Bytes::from_static(b"x")),
+            Submitted::Queued
+        );
+        relay.drain(Duration::from_secs(10)).await;
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec!["Bearer ya29.otlp-token".to_owned(); 2]
+    );
+    assert_eq!(tokens.load(Ordering::SeqCst), 1, "the token is cached");
+    assert_eq!(relay.stats().forwarded_ok, 2);
+}
+
+/// Without usable Google credentials the export fails (counted, never sent bare).
+#[tokio::test]
+async fn google_auth_without_credentials_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(serde_json::json!({"forward_to": [{"url": "http://127.0.0.1:9/otlp"}]}));
+    cfg.destinations[0].google = Some(crate::config::GoogleAuth::ServiceAccountFile(
+        dir.path().join("missing.json"),
+    ));
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(5),
+    });
+    let relay = Relay::new(cfg, fetch, Arc::new(MemoryEventSink::default()));
+    relay.submit(Signal::Metrics, None, None, Bytes::from_static(b"x"));
+    relay.drain(Duration::from_secs(10)).await;
+    let stats = relay.stats();
+    assert_eq!((stats.forwarded_ok, stats.forwarded_failed), (0, 1));
+}

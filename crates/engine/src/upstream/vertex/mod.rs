@@ -4,16 +4,16 @@
 //! `anthropic_version: vertex-2023-10-16` and keeps `stream`, the betas stay in the header
 //! except those the capability table drops. Answers are Anthropic's shape already (SSE or
 //! JSON); errors are cleaned ([`super::errors`]). Access tokens come from a fixed token or
-//! from Google credentials ([`google`]), cached and refreshed before they expire.
+//! from Google credentials ([`crate::google`]), cached and refreshed before they expire.
 
-mod google;
+use crate::google;
 
 use async_trait::async_trait;
 use http::{HeaderMap, HeaderValue, Method, header};
 use url::Url;
 
 use super::{Answer, Call, Operation, SendError, Upstream, body, capabilities, errors};
-use crate::config::{GoogleAuth, UpstreamConfig, VertexConfig};
+use crate::config::{UpstreamConfig, VertexConfig};
 
 const VERSION: &str = "vertex-2023-10-16";
 
@@ -39,12 +39,7 @@ impl Vertex {
         );
         let mut models_url = config.base_url.clone();
         models_url.set_path(&path);
-        let tokens = match &vertex.auth {
-            GoogleAuth::AccessToken(t) => google::Tokens::fixed(t.clone()),
-            GoogleAuth::ServiceAccountFile(path) => google::Tokens::service_account(path)?,
-            GoogleAuth::ServiceAccountJson(json) => google::Tokens::service_account_json(json)?,
-            GoogleAuth::ApplicationDefault => google::Tokens::application_default().await?,
-        };
+        let tokens = google::Tokens::for_auth(&vertex.auth).await?;
         Ok(Self {
             client,
             name: config.name.clone(),

@@ -1,4 +1,5 @@
-//! Google OAuth access tokens for Vertex through `gcp_auth`: a fixed token, a
+//! Google OAuth access tokens (cloud-platform scope) through `gcp_auth`, for Vertex
+//! upstreams and OTLP destinations with `auth.google`: a fixed token, a
 //! service-account key file (the JWT-bearer grant sent to the file's own `token_uri`), or
 //! Application Default Credentials. `gcp_auth` caches each token and fetches a new one
 //! shortly before it expires.
@@ -18,6 +19,17 @@ pub enum Tokens {
 }
 
 impl Tokens {
+    /// The token source `auth` names (a key file is read now, ADC found now).
+    pub async fn for_auth(auth: &crate::config::GoogleAuth) -> Result<Self, String> {
+        use crate::config::GoogleAuth;
+        Ok(match auth {
+            GoogleAuth::AccessToken(t) => Self::fixed(t.clone()),
+            GoogleAuth::ServiceAccountFile(path) => Self::service_account(path)?,
+            GoogleAuth::ServiceAccountJson(json) => Self::service_account_json(json)?,
+            GoogleAuth::ApplicationDefault => Self::application_default().await?,
+        })
+    }
+
     pub fn fixed(token: Secret) -> Self {
         Tokens::Fixed(token)
     }
