@@ -35,12 +35,17 @@ pub fn principal<'a>(
             ))
         })?;
     let renamed = match principal {
-        Principal::Session { user, jti } => {
+        Principal::Session {
+            user,
+            jti,
+            billing_group_tag,
+        } => {
             let mut user = user.clone();
             user.sub = format!("{}+loadtest-{n}", user.sub);
             Principal::Session {
                 user,
                 jti: jti.clone(),
+                billing_group_tag: billing_group_tag.clone(),
             }
         }
         Principal::ClientKey { id } => Principal::ClientKey {
