@@ -325,11 +325,11 @@ mod tests {
             ok.destinations[1].google,
             Some(crate::config::GoogleAuth::ApplicationDefault)
         ));
+        // Plain http to a non-loopback host is refused at the URL before the auth rule.
+        let e = err("forward_to: [{url: 'http://telemetry.googleapis.com', auth: {google: {}}}]");
+        assert_eq!(e.path, "telemetry.forward_to[0].url");
+        assert!(e.message.contains("https"), "{e}");
         for (yaml, says) in [
-            (
-                "forward_to: [{url: 'http://telemetry.googleapis.com', auth: {google: {}}}]",
-                "https",
-            ),
             (
                 "forward_to: [{url: 'https://otel.corp.example', auth: {google: {}}}]",
                 "googleapis.com host",
