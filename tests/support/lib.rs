@@ -604,6 +604,19 @@ pub async fn device_sign_in(s: &SignInGateway, login: &str) -> (u16, serde_json:
     (status, body)
 }
 
+/// Runs `openssl` with `args` (test keys and certificates); panics with its stderr.
+pub fn openssl(args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A session token for `sub` signed with [`SESSION_SECRET_A`], as the gateway at `origin`
 /// would mint it (for tests that need a signed-in person without the browser flow).
 pub fn session_token(origin: &str, sub: &str, email: &str, groups: &[&str]) -> String {

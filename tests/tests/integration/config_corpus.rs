@@ -29,12 +29,12 @@ use gatehouse_engine::config::LoadContext;
 use gatehouse_engine::deps::{Environment, NoCredentialStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn corpus_dir() -> PathBuf {
+pub(crate) fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config-corpus")
 }
 
 /// Every corpus file, sorted.
-fn corpus() -> Vec<PathBuf> {
+pub(crate) fn corpus() -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![corpus_dir()];
     while let Some(dir) = dirs.pop() {
@@ -76,7 +76,7 @@ fn header(text: &str) -> Header {
 }
 
 /// `a.0.b` (the reference's dotted form) as `a[0].b`.
-fn bracketed(path: &str) -> String {
+pub(crate) fn bracketed(path: &str) -> String {
     let mut out = String::new();
     for part in path.split('.') {
         if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
@@ -92,7 +92,7 @@ fn bracketed(path: &str) -> String {
 }
 
 /// The header's variables and the real file system.
-struct CorpusEnv(HashMap<String, String>);
+pub(crate) struct CorpusEnv(pub(crate) HashMap<String, String>);
 
 impl Environment for CorpusEnv {
     fn var(&self, name: &str) -> Option<String> {
@@ -105,14 +105,14 @@ impl Environment for CorpusEnv {
 
 /// What one side said about a file.
 #[derive(Debug)]
-enum Verdict {
+pub(crate) enum Verdict {
     Accepted,
     /// Refused; the paths it named and its whole message.
     Refused(Vec<String>, String),
 }
 
 /// Gatehouse: load and validate, then the startup checks `check-config` runs.
-fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict {
+pub(crate) fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict {
     let env = CorpusEnv(env.clone());
     let ctx = LoadContext {
         env: &env,

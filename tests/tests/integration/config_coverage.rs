@@ -8,13 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
 
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config-corpus")
-}
+use super::config_corpus::{corpus, corpus_dir};
 
 fn keys() -> BTreeSet<String> {
     std::fs::read_to_string(corpus_dir().join("KEYS.txt"))
@@ -64,23 +61,11 @@ fn walk(v: &Value, prefix: &str, keys: &BTreeSet<String>, out: &mut BTreeSet<Str
     }
 }
 
-fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            corpus_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "yaml") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn every_reference_key_path_is_in_the_corpus() {
     let keys = keys();
     assert_eq!(keys.len(), 211, "the reference's 211 key paths");
-    let mut files = Vec::new();
-    corpus_files(&corpus_dir(), &mut files);
+    let files = corpus();
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();

@@ -87,18 +87,7 @@ async fn groups(State(s): State<Shared>, headers: HeaderMap, uri: Uri) -> Respon
 fn key_pair(dir: &std::path::Path) -> (String, Vec<u8>) {
     let key = dir.join("sa-key.pem");
     let public = dir.join("sa-pub.der");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
+    gatehouse_tests::openssl(&[
         "genpkey",
         "-algorithm",
         "RSA",
@@ -107,7 +96,7 @@ fn key_pair(dir: &std::path::Path) -> (String, Vec<u8>) {
         "-out",
         key.to_str().unwrap(),
     ]);
-    run(&[
+    gatehouse_tests::openssl(&[
         "rsa",
         "-in",
         key.to_str().unwrap(),

@@ -14,18 +14,7 @@ use serde_json::Value;
 fn key_and_cert(dir: &std::path::Path) -> (String, String, std::path::PathBuf) {
     let key = dir.join("client-key.pem");
     let cert = dir.join("client-cert.pem");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
+    gatehouse_tests::openssl(&[
         "genpkey",
         "-algorithm",
         "RSA",
@@ -34,7 +23,7 @@ fn key_and_cert(dir: &std::path::Path) -> (String, String, std::path::PathBuf) {
         "-out",
         key.to_str().unwrap(),
     ]);
-    run(&[
+    gatehouse_tests::openssl(&[
         "req",
         "-x509",
         "-key",

@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use gatehouse_engine::Config;
-use gatehouse_engine::config::LoadContext;
-use gatehouse_engine::deps::{Environment, NoCredentialStore};
 use gatehouse_tests::postgres::TestDatabase;
 use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::config_corpus::{Verdict, bracketed, gatehouse};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config-corpus-db")
@@ -38,56 +37,6 @@ fn corpus() -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
-}
-
-/// `a.0.b` (the reference's dotted issue paths) as `a[0].b`.
-fn bracketed(path: &str) -> String {
-    let mut out = String::new();
-    for part in path.split('.') {
-        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
-            out.push_str(&format!("[{part}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(part);
-        }
-    }
-    out
-}
-
-struct CorpusEnv(HashMap<String, String>);
-
-impl Environment for CorpusEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        self.0.get(name).cloned()
-    }
-    fn read_file(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
-
-#[derive(Debug)]
-enum Verdict {
-    Accepted,
-    /// Refused: the full paths of the issues, and the whole text.
-    Refused(Vec<String>, String),
-}
-
-fn gatehouse(text: &str, env: &HashMap<String, String>, data: &Path) -> Verdict {
-    let env = CorpusEnv(env.clone());
-    let ctx = LoadContext {
-        env: &env,
-        credentials: &NoCredentialStore,
-        default_data_dir: data.to_owned(),
-    };
-    match Config::from_yaml(text, &ctx).and_then(|c| gatehouse_engine::check_config(&c)) {
-        Ok(_) => Verdict::Accepted,
-        Err(e) => Verdict::Refused(
-            e.issues().into_iter().map(|i| i.path).collect(),
-            e.to_string(),
-        ),
-    }
 }
 
 /// The issue paths of a reference refusal: `<head> invalid:` then `  <issue>: ...` lines,

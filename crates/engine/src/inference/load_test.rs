@@ -18,10 +18,11 @@ pub fn principal<'a>(
     principal: &'a Principal,
     headers: &http::HeaderMap,
 ) -> Result<Cow<'a, Principal>, ApiError> {
-    if gw.config.load_test.is_none() || matches!(principal, Principal::Workload(_)) {
-        return Ok(Cow::Borrowed(principal));
-    }
-    let Some(value) = headers.get(HEADER) else {
+    let renamable = !matches!(principal, Principal::Workload(_));
+    let Some(value) = headers
+        .get(HEADER)
+        .filter(|_| renamable && gw.config.load_test.is_some())
+    else {
         return Ok(Cow::Borrowed(principal));
     };
     let n = value
