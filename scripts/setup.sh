@@ -20,6 +20,8 @@ if ! $build_only; then
   # Desktop tests: a virtual display, screenshots, a Secret Service and a notification daemon.
   # curl sends requests through the tray in its session test.
   apt_packages+=(xvfb xauth imagemagick x11-utils dbus-x11 dunst libnotify-bin fonts-dejavu-core curl)
+  # python3-xlib closes the tray's window as a window manager would (tests/desktop/close_window.py).
+  apt_packages+=(python3-xlib)
   # Keychain tests: a Secret Service (gnome-keyring) in `dbus-run-session`, checked with secret-tool.
   apt_packages+=(gnome-keyring libsecret-tools)
   # Deployment checks: systemd-analyze for the unit, a Python venv for the pinned validators.

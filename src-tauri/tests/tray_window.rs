@@ -2,7 +2,8 @@
 //! (virtual display, session bus, unlocked gnome-keyring Secret Service, dunst), opens its
 //! dashboard window, and the window is screenshotted. The page must have drawn (a blank
 //! webview has a handful of colours; the dashboard has hundreds), and the local token must
-//! be in the Secret Service. With an IT bootstrap file naming an unreachable central
+//! be in the Secret Service. Closing the window ends its web view (the tray keeps running,
+//! with less memory) and a second launch opens a new one. With an IT bootstrap file naming an unreachable central
 //! server, the notification daemon receives "Central Gatehouse unreachable". See
 //! `tests/desktop/tray_session.sh`.
 
@@ -108,6 +109,19 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
     );
     assert_eq!(s.field("windows").as_deref(), Some("1"));
     assert_eq!(s.field("first_alive").as_deref(), Some("yes"));
+    // The close button ends the window and its web view; the tray and the gateway stay,
+    // with less memory; a later launch opens a new window.
+    assert_eq!(s.field("windows_after_close").as_deref(), Some("0"));
+    assert_eq!(s.field("alive_after_close").as_deref(), Some("yes"));
+    assert_eq!(s.field("health_after_close").as_deref(), Some("200"));
+    assert_eq!(s.field("windows_after_reopen").as_deref(), Some("1"));
+    let kib = |k: &str| -> u64 { s.field(k).unwrap().parse().unwrap() };
+    let (open, closed) = (kib("rss_window_open_kib"), kib("rss_window_closed_kib"));
+    assert!(
+        closed + 32 * 1024 < open,
+        "closing the window should give back the web view's memory: {open} KiB open, {closed} KiB closed"
+    );
+    eprintln!("tray RSS: {open} KiB with the window open, {closed} KiB with it closed");
     // Keep the screenshot for people (and the docs).
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
     std::fs::create_dir_all(&shots).unwrap();

@@ -76,6 +76,39 @@ if timeout 20 "$bin" --data-dir "$work/data" tray --port "${url##*:}" >"$work/se
 fi
 echo "windows=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
 kill -0 "$app_pid" 2>/dev/null && echo "first_alive=yes"
+# Memory (KiB of resident pages, the app and every process it started) with the window
+# open, then after its close button: the web view ends, the tray and gateway stay up.
+tree_rss() {
+  local total=0 pids=$1 next
+  while [ -n "$pids" ]; do
+    next=""
+    for p in $pids; do
+      total=$((total + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
+      next="$next $(ps -o pid= --ppid "$p" | tr '\n' ' ')"
+    done
+    pids=$(echo $next)
+  done
+  echo "$total"
+}
+sleep 2
+echo "rss_window_open_kib=$(tree_rss "$app_pid")"
+/usr/bin/python3 "$(dirname "$0")/close_window.py" "$win"
+for _ in $(seq 100); do
+  xwininfo -root -tree 2>/dev/null | grep -q '"Gatehouse":' || break
+  sleep 0.1
+done
+sleep 3
+echo "windows_after_close=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
+kill -0 "$app_pid" 2>/dev/null && echo "alive_after_close=yes"
+echo "rss_window_closed_kib=$(tree_rss "$app_pid")"
+curl -s -o /dev/null -w 'health_after_close=%{http_code}\n' -m 10 "$url/healthz" || true
+# A second launch opens a new window on the first.
+timeout 20 "$bin" --data-dir "$work/data" tray --port "${url##*:}" >/dev/null 2>&1 || true
+for _ in $(seq 100); do
+  xwininfo -root -tree 2>/dev/null | grep -q '"Gatehouse":' && break
+  sleep 0.1
+done
+echo "windows_after_reopen=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
 # The local token is in the Secret Service (looked up by its attributes); the app may
 # still be writing it on a busy machine, so look for up to 5 s.
 for _ in $(seq 20); do

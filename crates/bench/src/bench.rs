@@ -295,6 +295,7 @@ impl Run<'_> {
             reservations,
             faults,
             peers,
+            tray: None,
         })
     }
 

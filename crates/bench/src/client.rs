@@ -193,7 +193,21 @@ impl Conn {
         path: &str,
         json: Bytes,
     ) -> anyhow::Result<(StatusCode, String)> {
-        let req = self.request(Method::POST, path, json)?;
+        self.collect(Method::POST, path, json).await
+    }
+
+    /// Sends `GET path` and reads the whole response (a control request).
+    pub async fn get_collect(&mut self, path: &str) -> anyhow::Result<(StatusCode, String)> {
+        self.collect(Method::GET, path, Bytes::new()).await
+    }
+
+    async fn collect(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> anyhow::Result<(StatusCode, String)> {
+        let req = self.request(method, path, body)?;
         let fut = async {
             self.sender.ready().await?;
             let resp = self.sender.send_request(req).await?;

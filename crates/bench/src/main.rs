@@ -6,6 +6,7 @@
 //! ```text
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
+//!                 [--tray PATH]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! ```
 //!
@@ -14,7 +15,8 @@
 //! path on SQLite and, given a server, on PostgreSQL (see `reservation`), then
 //! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
 //! With `--peers`, a last phase measures nginx, the reference gateway and
-//! LiteLLM's proxy beside Gatehouse (see `peers`).
+//! LiteLLM's proxy beside Gatehouse (see `peers`). With `--tray`, the desktop tray's
+//! memory with its window open and closed (see `tray`).
 
 mod bench;
 mod client;
@@ -29,6 +31,8 @@ mod proxy;
 mod report;
 mod reservation;
 mod stack;
+mod store_ops;
+mod tray;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,6 +85,11 @@ struct Cli {
         requires = "peers"
     )]
     litellm: PathBuf,
+    /// Also measure the desktop tray's memory with its window open and closed: the
+    /// `gatehouse` binary built with the desktop feature (needs Xvfb, dbus-run-session and
+    /// gnome-keyring, as the tray test does).
+    #[arg(long)]
+    tray: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -155,7 +164,8 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let results = rt.block_on(bench::run(&opts, meta))?;
+    let mut results = rt.block_on(bench::run(&opts, meta))?;
+    results.tray = cli.tray.as_deref().map(tray::measure);
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());

@@ -103,6 +103,9 @@ impl Results {
         if let Some(p) = &self.peers {
             out.push_str(&p.markdown());
         }
+        if let Some(t) = &self.tray {
+            out.push_str(&t.markdown());
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

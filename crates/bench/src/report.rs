@@ -90,6 +90,8 @@ pub struct Results {
     pub faults: crate::faults::Faults,
     /// `--peers`: nginx, the reference gateway and LiteLLM beside Gatehouse.
     pub peers: Option<crate::peers::Peers>,
+    /// `--tray`: the desktop tray's memory with its window open and closed.
+    pub tray: Option<crate::tray::TrayMemory>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

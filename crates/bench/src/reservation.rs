@@ -23,6 +23,7 @@ use crate::client::{Auth, CLIENT_KEY, Conn, messages_body, parse_url};
 use crate::discovery::Issuer;
 use crate::load::{self, Percentiles, Sequential};
 use crate::procs::Children;
+use crate::store_ops;
 
 /// The origin Gatehouse is told it is reached at (tokens are minted for it).
 const PUBLIC: &str = "http://localhost:1";
@@ -46,6 +47,9 @@ pub struct StoreRow {
     /// c=16 throughput (answers per second): caps off, and caps on with a binding cap.
     pub off_rps: f64,
     pub capped_rps: f64,
+    /// What the store did during the capped caller's c=1 run (its `/metrics`), or why
+    /// that was not read.
+    pub capped_ops: Option<Result<Vec<store_ops::OpStats>, String>>,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +203,12 @@ impl Gateways<'_> {
                         "  {store}, {case}: processes still busy after {waited:?}; measured anyway"
                     );
                 }
+                let capped_run = std::ptr::eq(auth, &capped);
+                let before = if capped_run {
+                    Some(store_ops::scrape(on, WRITE_KEY).await)
+                } else {
+                    None
+                };
                 let s = load::sequential_as(
                     addr,
                     auth.clone(),
@@ -215,6 +225,12 @@ impl Gateways<'_> {
                 );
                 children.check_alive()?;
                 *slot = s;
+                if let Some(before) = before {
+                    row.capped_ops = Some(match (before, store_ops::scrape(on, WRITE_KEY).await) {
+                        (Ok(b), Ok(a)) => Ok(store_ops::between(&b, &a)),
+                        (Err(e), _) | (_, Err(e)) => Err(format!("{e:#}")),
+                    });
+                }
             }
             for (case, addr, auth, slot) in [
                 ("caps off", off, &free, &mut row.off_rps),
@@ -385,6 +401,25 @@ impl Reservations {
                 "| {} | {:.0} | {:.0} | {ratio:.2}× | ≥ 0.8× ({verdict}) |",
                 r.store, r.off_rps, r.capped_rps
             );
+        }
+        out.push_str(
+            "\nStore operations during the capped caller's c=1 run, from Gatehouse's own \
+             `/metrics` (`gatehouse_store_operation_seconds`, read before and after the run; \
+             each operation is timed by its caller, so waiting for the store's thread or pool \
+             is included; p50/p99 are the upper bounds of the histogram buckets they fall in). \
+             A p99 these times do not explain comes from elsewhere (scheduling, the upstream \
+             client).\n\n\
+             | store | operation | count | per request | p50 ≤ (µs) | p99 ≤ (µs) |\n\
+             |---|---|---:|---:|---:|---:|\n",
+        );
+        for r in &self.rows {
+            match &r.capped_ops {
+                None => {}
+                Some(Ok(ops)) => out.push_str(&store_ops::rows(r.store, ops, self.n)),
+                Some(Err(e)) => {
+                    let _ = writeln!(out, "| {} | not read: {e} | | | | |", r.store);
+                }
+            }
         }
         for s in &self.skipped {
             let _ = writeln!(out, "\n- {s}.");

@@ -2,7 +2,8 @@
 //!
 //! It starts the app service (which runs the engine on 127.0.0.1), then Tauri with a tray
 //! icon and menu ([`tray`]) and one window showing the dashboard the engine serves, opened
-//! with this launch's app token. Closing the window keeps the tray; a second launch
+//! with this launch's app token. Closing the window ends its web view and keeps the tray
+//! (Open makes a new window); a second launch
 //! focuses the first (single-instance plugin); Quit drains the engine and exits.
 
 mod tray;
@@ -15,7 +16,7 @@ use gatehouse_desktop::keychain::KeyringStore;
 use gatehouse_desktop::notifier::SystemNotifier;
 use gatehouse_engine::deps::{CredentialStore, ProcessEnvironment};
 use gatehouse_engine::events::StderrEventSink;
-use tauri::{Manager, RunEvent, WebviewUrl, WebviewWindowBuilder, WindowEvent};
+use tauri::{Manager, RunEvent, WebviewUrl, WebviewWindowBuilder};
 
 /// Is there a display to put a tray on?
 pub fn display_present() -> bool {
@@ -87,23 +88,9 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
             println!("gatehouse: tray running; gateway on {}", app.base_url());
             let handle = tauri_app.handle().clone();
             tray::install(&handle, app.clone())?;
-            let url = app
-                .dashboard_url()
-                .parse()
-                .map_err(|e| format!("bad dashboard URL: {e}"))?;
-            WebviewWindowBuilder::new(&handle, "main", WebviewUrl::External(url))
-                .title("Gatehouse")
-                .inner_size(1120.0, 780.0)
-                .build()?;
+            open_dashboard(&handle, &app)?;
             tauri_app.manage(app);
             Ok(())
-        })
-        .on_window_event(|window, event| {
-            // Closing the window keeps the tray (and the gateway) running.
-            if let WindowEvent::CloseRequested { api, .. } = event {
-                api.prevent_close();
-                let _ = window.hide();
-            }
         })
         .build(tauri::generate_context!())
         .map_err(|e| format!("cannot start the tray: {e}"))?;
@@ -123,11 +110,34 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
     Ok(())
 }
 
-/// Shows and focuses the dashboard window.
+/// Shows and focuses the dashboard window, opening a new one when it was closed.
 pub fn show_dashboard<R: tauri::Runtime>(handle: &tauri::AppHandle<R>) {
     if let Some(w) = handle.get_webview_window("main") {
         let _ = w.unminimize();
         let _ = w.show();
         let _ = w.set_focus();
+    } else if let Some(app) = handle.try_state::<App>()
+        && let Err(e) = open_dashboard(handle, &app)
+    {
+        eprintln!("gatehouse: cannot open the dashboard window: {e}");
     }
+}
+
+/// Opens the dashboard window. Closing it ends its web view, so WebKit's web process
+/// (most of the tray's memory) exits while the tray and the gateway keep running; the
+/// tray's Open (or a second launch) makes a new one with the same launch token.
+fn open_dashboard<R: tauri::Runtime>(
+    handle: &tauri::AppHandle<R>,
+    app: &App,
+) -> Result<(), String> {
+    let url = app
+        .dashboard_url()
+        .parse()
+        .map_err(|e| format!("bad dashboard URL: {e}"))?;
+    WebviewWindowBuilder::new(handle, "main", WebviewUrl::External(url))
+        .title("Gatehouse")
+        .inner_size(1120.0, 780.0)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
