@@ -160,7 +160,7 @@ fn cost_drivers(top: &TopLevel<'_>) -> CostDrivers {
     d.fetched_input = top.contains_key("mcp_servers")
         || ["messages", "system"]
             .iter()
-            .filter_map(|k| top.get(*k))
+            .filter_map(|k| top.get(k))
             .any(|raw| fetches(raw.get()));
     d
 }
