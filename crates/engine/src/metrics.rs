@@ -234,7 +234,7 @@ impl Metrics {
         }
     }
 
-    fn inference(&self, f: &serde_json::Map<String, Value>) {
+    fn inference(&self, f: &crate::events::Fields) {
         let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
         let number = |k: &str| f.get(k).and_then(Value::as_u64).unwrap_or_default();
         let model = self.model_label(text("model"));

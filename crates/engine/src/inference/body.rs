@@ -5,9 +5,9 @@
 //! names it differently copies the other fields byte for byte, in their order.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use bytes::Bytes;
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
@@ -24,17 +24,32 @@ pub struct Head {
     pub drivers: Option<CostDrivers>,
 }
 
-type TopLevel<'a> = IndexMap<Cow<'a, str>, &'a RawValue>;
-
 /// The top-level fields in order, duplicates refused: the gateway's policy and an upstream
-/// must never read different values of the same key (`model` twice, say).
-struct Fields<'a>(TopLevel<'a>);
+/// must never read different values of the same key (`model` twice, say). A body has a
+/// handful of top-level keys, so they are kept in a list; past [`INDEXED`] keys duplicates
+/// are found through a set, so a hostile body cannot make the check quadratic.
+struct TopLevel<'a> {
+    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
 
-impl<'de> serde::Deserialize<'de> for Fields<'de> {
+/// Keys checked for duplicates by a scan of the list; more go through a set.
+const INDEXED: usize = 16;
+
+impl<'a> TopLevel<'a> {
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visit;
         impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Fields<'de>;
+            type Value = TopLevel<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
@@ -42,14 +57,22 @@ impl<'de> serde::Deserialize<'de> for Fields<'de> {
                 self,
                 mut m: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut out = TopLevel::new();
+                let mut fields: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::with_capacity(8);
+                let mut seen: Option<HashSet<Cow<'de, str>>> = None;
                 while let Some((k, v)) = m.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-                    if out.contains_key(&k) {
+                    let duplicate = match seen.as_mut() {
+                        Some(set) => !set.insert(k.clone()),
+                        None => fields.iter().any(|(seen, _)| *seen == k),
+                    };
+                    if duplicate {
                         return Err(serde::de::Error::custom(format!("duplicate key `{k}`")));
                     }
-                    out.insert(k, v);
+                    fields.push((k, v));
+                    if seen.is_none() && fields.len() > INDEXED {
+                        seen = Some(fields.iter().map(|(k, _)| k.clone()).collect());
+                    }
                 }
-                Ok(Fields(out))
+                Ok(TopLevel { fields })
             }
         }
         d.deserialize_map(Visit)
@@ -57,18 +80,16 @@ impl<'de> serde::Deserialize<'de> for Fields<'de> {
 }
 
 fn top_level(bytes: &[u8]) -> Result<TopLevel<'_>, ApiError> {
-    serde_json::from_slice::<Fields<'_>>(bytes)
-        .map(|f| f.0)
-        .map_err(|e| {
-            let text = e.to_string();
-            if text.starts_with("duplicate key") {
-                ApiError::InvalidRequest(format!("request body has a {text}"))
-            } else if e.is_data() {
-                ApiError::InvalidRequest("request body must be a JSON object".into())
-            } else {
-                ApiError::InvalidRequest(format!("request body is not valid JSON: {e}"))
-            }
-        })
+    serde_json::from_slice::<TopLevel<'_>>(bytes).map_err(|e| {
+        let text = e.to_string();
+        if text.starts_with("duplicate key") {
+            ApiError::InvalidRequest(format!("request body has a {text}"))
+        } else if e.is_data() {
+            ApiError::InvalidRequest("request body must be a JSON object".into())
+        } else {
+            ApiError::InvalidRequest(format!("request body is not valid JSON: {e}"))
+        }
+    })
 }
 
 /// The head; `costs` also reads the [`CostDrivers`].
@@ -139,7 +160,7 @@ fn cost_drivers(top: &TopLevel<'_>) -> CostDrivers {
     d.fetched_input = top.contains_key("mcp_servers")
         || ["messages", "system"]
             .iter()
-            .filter_map(|k| top.get(*k))
+            .filter_map(|k| top.get(k))
             .any(|raw| fetches(raw.get()));
     d
 }
@@ -328,6 +349,18 @@ mod tests {
         assert!(e.to_string().contains("duplicate key `model`"), "{e}");
         // Nested objects may repeat keys of the top level.
         assert!(parse_head(br#"{"model":"m","metadata":{"model":"x"}}"#, false).is_ok());
+        // Past the keys checked by a scan, the set finds them (early and late keys alike).
+        let many: String = (0..40).map(|i| format!(",\"k{i}\":{i}")).collect();
+        for dup in ["model", "k3", "k30"] {
+            let body = format!("{{\"model\":\"m\"{many},\"{dup}\":1}}");
+            let e = parse_head(body.as_bytes(), false).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("duplicate key `{dup}`")),
+                "{e}"
+            );
+        }
+        let body = format!("{{\"model\":\"m\"{many}}}");
+        assert!(parse_head(body.as_bytes(), false).is_ok());
     }
 
     #[test]

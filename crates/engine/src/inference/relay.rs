@@ -4,7 +4,7 @@
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::Call;
 use super::refusal::{Layer, keep};
@@ -177,13 +177,12 @@ async fn relay(
 }
 
 fn add_route_headers(h: &mut HeaderMap, upstream: Option<&str>, attempts: usize) {
+    const UPSTREAM: HeaderName = HeaderName::from_static("x-gatehouse-upstream");
+    const FAILOVERS: HeaderName = HeaderName::from_static("x-gatehouse-failover-count");
     if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
-        h.insert("x-gatehouse-upstream", v);
+        h.insert(UPSTREAM, v);
     }
-    h.insert(
-        "x-gatehouse-failover-count",
-        HeaderValue::from(attempts.saturating_sub(1)),
-    );
+    h.insert(FAILOVERS, HeaderValue::from(attempts.saturating_sub(1)));
 }
 
 fn record_without_body(

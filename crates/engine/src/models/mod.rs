@@ -478,7 +478,9 @@ impl Catalog {
             .iter()
             .find(|r| r.id == requested)
             .or_else(|| self.config.rows.iter().find(|r| normalize(&r.id) == norm));
-        let builtin_ok = self.config.auto_include_builtin && family(requested).is_some();
+        // Read once: it normalises the id and scans the built-in table.
+        let fam = family(requested);
+        let builtin_ok = self.config.auto_include_builtin && fam.is_some();
         if row.is_none() && !builtin_ok {
             return Err(ModelError::NotInOperatorAllowlist(requested.to_owned()));
         }
@@ -500,13 +502,12 @@ impl Catalog {
                 res.not_configured.push(up.name.clone());
                 continue;
             }
-            let mapped = family(requested)
-                .and_then(|f| up.model_map.get(f).or_else(|| up.model_map.get("*")));
+            let mapped = fam.and_then(|f| up.model_map.get(f).or_else(|| up.model_map.get("*")));
             if let Some(target) = row.and_then(|r| r.upstream_model.get(&up.name)) {
                 res.targets.push((i, target.clone()));
             } else if let Some(target) = mapped {
                 res.targets.push((i, target.clone()));
-            } else if builtin_ok || row.is_some_and(|_| family(requested).is_some()) {
+            } else if builtin_ok || row.is_some() && fam.is_some() {
                 res.targets.push((i, up.style.id_for(requested)));
             } else {
                 res.not_configured.push(up.name.clone());
