@@ -31,6 +31,7 @@ use http::{HeaderMap, StatusCode};
 use super::health::Admission;
 use super::strategy::Plan;
 use super::{Answer, Call, Operation, SendError, Upstreams};
+use crate::config::CredentialSource;
 use crate::error::ApiError;
 
 /// A request ready to be sent, per candidate upstream.
@@ -193,6 +194,8 @@ async fn attempt(
         // The credential's value is read once per attempt (the desktop's may change).
         let value = match &up.credential {
             None => None,
+            // The link exchanges and applies a federated token itself.
+            Some(c) if matches!(c.source, CredentialSource::Federation(_)) => None,
             Some(c) => match c.current() {
                 Some(v) => Some((c.scheme, v)),
                 None => {
