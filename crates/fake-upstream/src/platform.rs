@@ -200,7 +200,13 @@ fn exchange(shared: &Shared, headers: &HeaderMap, body: &Value) -> Response<Fake
         );
     }
     let token = shared.issued.issue();
-    let answer = json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600});
+    // A rule id starting `fdrl_short` gets a token with a minute to live (a test knob: a
+    // client refreshes such a token before every use).
+    let short = body["federation_rule_id"]
+        .as_str()
+        .is_some_and(|r| r.starts_with("fdrl_short"));
+    let life = if short { 60 } else { 3600 };
+    let answer = json!({"access_token": token, "token_type": "Bearer", "expires_in": life});
     json_response(StatusCode::OK, Bytes::from(answer.to_string()))
 }
 

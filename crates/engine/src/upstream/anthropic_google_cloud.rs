@@ -69,3 +69,31 @@ impl Upstream for AnthropicGoogleCloud {
         Ok(errors::clean(&self.name, answer).await)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn paths_are_the_first_party_ones_under_the_workspace() {
+        let base = Url::parse(
+            "https://claude.googleapis.com/v1/projects/p-1/locations/global/workspaces/w_1/invoke/",
+        )
+        .unwrap();
+        assert_eq!(
+            anthropic::url(&base, Operation::Messages, Some("beta=true")).as_str(),
+            "https://claude.googleapis.com/v1/projects/p-1/locations/global/workspaces/w_1/invoke/v1/messages?beta=true"
+        );
+        assert_eq!(
+            anthropic::url(&base, Operation::CountTokens, None).as_str(),
+            "https://claude.googleapis.com/v1/projects/p-1/locations/global/workspaces/w_1/invoke/v1/messages/count_tokens"
+        );
+        assert!(
+            capabilities::plan(CAPS, &["claude-code-20250219".into()])
+                .header
+                .len()
+                == 1
+        );
+    }
+}

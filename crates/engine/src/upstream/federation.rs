@@ -212,3 +212,71 @@ impl Federated {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::deps::SystemClock;
+
+    fn federated(file: &std::path::Path, base: &str) -> Federated {
+        let config = Federation {
+            rule_id: "fdrl_1".into(),
+            organization_id: "org-1".into(),
+            identity_token_file: file.to_owned(),
+            service_account_id: Some("svac_1".into()),
+            workspace_id: Some("wrkspc_1".into()),
+        };
+        Federated::new(
+            reqwest::Client::new(),
+            &Url::parse(base).unwrap(),
+            Arc::new(config),
+            Arc::new(SystemClock),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_exchange_is_the_sdks_and_rereads_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "  a.b.c\n").unwrap();
+        let f = federated(&file, "https://proxy.example/anthropic/");
+        assert_eq!(
+            f.token_url.as_str(),
+            "https://proxy.example/anthropic/v1/oauth/token"
+        );
+        assert_eq!(
+            f.request_body().await.unwrap(),
+            serde_json::json!({
+                "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                "assertion": "a.b.c",
+                "federation_rule_id": "fdrl_1",
+                "organization_id": "org-1",
+                "service_account_id": "svac_1",
+                "workspace_id": "wrkspc_1",
+            })
+        );
+        std::fs::write(&file, "d.e.f").unwrap();
+        assert_eq!(f.request_body().await.unwrap()["assertion"], "d.e.f");
+        std::fs::write(&file, "\n").unwrap();
+        let e = f.request_body().await.unwrap_err();
+        assert!(e.contains("is empty"), "{e}");
+        std::fs::write(&file, "x".repeat(MAX_ASSERTION + 1)).unwrap();
+        let e = f.request_body().await.unwrap_err();
+        assert!(e.contains("16 KiB") && !e.contains("xxx"), "{e}");
+        std::fs::remove_file(&file).unwrap();
+        let e = f.request_body().await.unwrap_err();
+        assert!(e.contains("cannot read the identity token file"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_exchange_is_a_clean_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "a.b.c").unwrap();
+        // Port 1 on loopback: nothing listens.
+        let f = federated(&file, "http://127.0.0.1:1/");
+        let e = f.token().await.unwrap_err();
+        assert!(e.contains("unreachable") && !e.contains("a.b.c"), "{e}");
+    }
+}
