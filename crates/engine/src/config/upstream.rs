@@ -312,6 +312,12 @@ impl UpstreamCredential {
         }
     }
 
+    /// The upstream's link gets and applies the value itself (a federation exchange):
+    /// callers of the link send none.
+    pub fn applied_by_link(&self) -> bool {
+        matches!(self.source, CredentialSource::Federation(_))
+    }
+
     /// The value to send now, if there is one.
     pub fn current(&self) -> Option<Secret> {
         match &self.source {

@@ -31,7 +31,6 @@ use http::{HeaderMap, StatusCode};
 use super::health::Admission;
 use super::strategy::Plan;
 use super::{Answer, Call, Operation, SendError, Upstreams};
-use crate::config::CredentialSource;
 use crate::error::ApiError;
 
 /// A request ready to be sent, per candidate upstream.
@@ -195,7 +194,7 @@ async fn attempt(
         let value = match &up.credential {
             None => None,
             // The link exchanges and applies a federated token itself.
-            Some(c) if matches!(c.source, CredentialSource::Federation(_)) => None,
+            Some(c) if c.applied_by_link() => None,
             Some(c) => match c.current() {
                 Some(v) => Some((c.scheme, v)),
                 None => {
