@@ -3,7 +3,9 @@
 //!
 //! It serves `POST /v1/messages` (SSE or JSON), `POST /v1/messages/count_tokens`
 //! and `GET /v1/models`, an OpenAI-compatible `POST /v1/chat/completions` that scripts a
-//! tool call (the `openai` module), and cloud faces; everything else gets a 404 Anthropic error envelope.
+//! tool call (the `openai` module), cloud faces (the `clouds` module) and the Anthropic
+//! platform faces (Claude Platform on Google Cloud, the federation token exchange: the
+//! `platform` module); everything else gets a 404 Anthropic error envelope.
 //! Answers are shaped by a [`FakeConfig`], one-shot failures are injected with
 //! [`Fault`]s, and every request is recorded ([`RecordedRequest`],
 //! [`StreamRecord`]). Out-of-process users drive the same knobs through the
@@ -26,6 +28,7 @@ mod clouds;
 mod config;
 mod control;
 mod openai;
+mod platform;
 mod record;
 mod render;
 mod server;
@@ -41,6 +44,7 @@ use tokio_util::task::TaskTracker;
 
 pub use config::{FakeConfig, Fault, ToolUse, default_error_type};
 pub use openai::{TEXT_ANSWER, TOOL_COMMAND, TOOL_OUTPUT};
+pub use platform::FEDERATED_PREFIX;
 pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
 
 use server::Shared;

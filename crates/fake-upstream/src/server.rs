@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) records: RecordStore,
     recording: AtomicBool,
     next_id: AtomicU64,
+    /// Tokens the federation exchange issued.
+    pub(crate) issued: crate::platform::Issued,
 }
 
 impl Shared {
@@ -57,6 +59,7 @@ impl Shared {
             records: RecordStore::default(),
             recording: AtomicBool::new(true),
             next_id: AtomicU64::new(0),
+            issued: crate::platform::Issued::default(),
         }
     }
 
@@ -244,6 +247,16 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     }
     if parts.method == Method::POST
         && let Some(resp) = shared.key_refusal(&parts.headers)
+    {
+        return Ok(resp);
+    }
+    if parts.method == Method::POST
+        && let Some(face) = crate::platform::classify(path)
+    {
+        return crate::platform::serve(&shared, face, &parts.headers, &bytes, index).await;
+    }
+    if parts.method == Method::POST
+        && let Some(resp) = crate::platform::federated_refusal(&shared, &parts.headers)
     {
         return Ok(resp);
     }

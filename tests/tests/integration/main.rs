@@ -34,6 +34,7 @@ mod managed_corpus;
 mod metrics;
 mod openai_upstream;
 mod otlp;
+mod platform_upstreams;
 mod policy;
 mod postgres;
 mod postgres_tls;

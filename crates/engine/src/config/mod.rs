@@ -52,8 +52,9 @@ pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
     AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource,
-    FoundryConfig, GoogleAuth, Guardrail, InputTagging, OpenAiConfig, Provider, SessionName,
-    TokenField, UpstreamConfig, UpstreamCredential, VertexConfig,
+    Federation, FoundryConfig, GoogleAuth, GoogleCloudConfig, Guardrail, InputTagging,
+    OpenAiConfig, Provider, SessionName, TokenField, UpstreamConfig, UpstreamCredential,
+    VertexConfig,
 };
 
 /// One problem in a configuration file: where, and what is wrong there.

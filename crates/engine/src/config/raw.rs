@@ -248,13 +248,14 @@ pub struct RawUpstream {
     pub base_url: Option<String>,
     /// AWS region (bedrock) or Vertex region (`global`, `us`, `eu` or a region).
     pub region: Option<String>,
-    /// GCP project (vertex).
+    /// GCP project (vertex, anthropicGoogleCloud).
     pub project_id: Option<String>,
     /// Azure resource name (foundry): `https://<resource>.services.ai.azure.com/anthropic`.
     pub resource: Option<String>,
-    /// Anthropic workspace (anthropicAws, anthropicGoogleCloud; refused as not supported yet).
+    /// Anthropic workspace (anthropicGoogleCloud: required; anthropicAws: refused as not
+    /// supported yet).
     pub workspace_id: Option<String>,
-    /// GCP location (anthropicGoogleCloud; refused as not supported yet).
+    /// GCP location (anthropicGoogleCloud; default `global`).
     pub location: Option<String>,
     #[serde(default)]
     pub auth: RawUpstreamAuth,
@@ -366,11 +367,16 @@ pub struct RawUpstreamAuth {
     pub auth_token: Option<String>,
     /// An Anthropic OAuth token: Bearer plus the `oauth-2025-04-20` beta.
     pub oauth_token: Option<String>,
-    /// Workload-identity federation with Anthropic (not supported yet).
+    /// Workload-identity federation with Anthropic (anthropic): the rule the identity
+    /// token is exchanged under.
     pub federation_rule_id: Option<String>,
+    /// Federation: the Anthropic organization.
     pub organization_id: Option<String>,
+    /// Federation: the path of the identity (OIDC JWT) token file, read at each exchange.
     pub identity_token_file: Option<String>,
+    /// Federation: the Anthropic service account to act as.
     pub service_account_id: Option<String>,
+    /// Federation: the workspace the exchanged token is scoped to.
     pub workspace_id: Option<String>,
     /// Bedrock SigV4 key pair and optional session token.
     pub aws_access_key_id: Option<String>,
@@ -378,9 +384,9 @@ pub struct RawUpstreamAuth {
     pub aws_session_token: Option<String>,
     /// A Bedrock API key, sent as Bearer.
     pub aws_bearer_token: Option<String>,
-    /// Vertex: the path of a service-account key file.
+    /// Vertex, anthropicGoogleCloud: the path of a service-account key file.
     pub service_account_json: Option<String>,
-    /// Vertex: a fixed OAuth access token.
+    /// Vertex, anthropicGoogleCloud: a fixed OAuth access token.
     pub access_token: Option<String>,
     /// Foundry: Entra ID tokens instead of an API key.
     pub use_azure_ad: Option<bool>,

@@ -729,11 +729,6 @@ fn later_blocks_are_refused_not_ignored() {
             "@anthropic-ai/aws-sdk",
         ),
         (
-            "{name: g, provider: anthropicGoogleCloud, project_id: p1, workspace_id: ws1, location: global, auth: {access_token: t}}",
-            "anthropicGoogleCloud",
-            "@anthropic-ai/google-cloud-sdk",
-        ),
-        (
             "{name: m, provider: mantle, region: us-east-1, models: [claude-opus-4-8], assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r'}}",
             "mantle",
             "no Anthropic SDK package",
@@ -754,6 +749,79 @@ fn later_blocks_are_refused_not_ignored() {
     assert!(
         at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")
             .starts_with("not supported yet: upstreams[0].auth.use_azure_ad")
+    );
+}
+
+#[test]
+fn anthropic_google_cloud_and_federation_are_validated() {
+    let ok = |u: &str| load(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]")).unwrap();
+    let c = ok(
+        "{name: g, provider: anthropicGoogleCloud, project_id: p-1, workspace_id: ws_1, auth: {access_token: t}}",
+    );
+    let Provider::AnthropicGoogleCloud(g) = &c.upstreams[0].provider else {
+        panic!("not anthropicGoogleCloud")
+    };
+    assert_eq!(
+        (g.project_id.as_str(), g.location.as_str()),
+        ("p-1", "global")
+    );
+    assert!(matches!(g.auth, crate::config::GoogleAuth::AccessToken(_)));
+    assert_eq!(
+        c.upstreams[0].base_url.as_str(),
+        "https://claude.googleapis.com/v1/projects/p-1/locations/global/workspaces/ws_1/invoke/"
+    );
+    assert!(c.upstreams[0].credential.is_none());
+    let c = ok(
+        "{name: a, provider: anthropic, auth: {federation_rule_id: fdrl_1, organization_id: org-1, identity_token_file: /run/token, workspace_id: wrk_1}}",
+    );
+    let cred = c.upstreams[0].credential.as_ref().unwrap();
+    let CredentialSource::Federation(f) = &cred.source else {
+        panic!("not federation")
+    };
+    assert_eq!(f.identity_token_file, std::path::Path::new("/run/token"));
+    assert_eq!(
+        (f.workspace_id.as_deref(), f.service_account_id.as_deref()),
+        (Some("wrk_1"), None)
+    );
+    assert!(
+        c.upstreams[0].missing_credential().is_none(),
+        "a missing token file is a runtime error, as in the reference"
+    );
+    let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
+    for (up, want) in [
+        (
+            "{name: g, provider: anthropicGoogleCloud, project_id: 'bad project'}",
+            "upstreams[0].project_id: must be a GCP project id",
+        ),
+        (
+            "{name: g, provider: anthropicGoogleCloud, project_id: p, workspace_id: w, location: 'us east'}",
+            "upstreams[0].location: must be a GCP location",
+        ),
+        (
+            "{name: g, provider: anthropicGoogleCloud, project_id: p, workspace_id: w, region: us}",
+            "upstreams[0].region: not a key of this provider",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {federation_rule_id: r, organization_id: o}}",
+            "upstreams[0].auth.identity_token_file: required for workload-identity federation",
+        ),
+        (
+            "{name: a, provider: anthropic, auth: {federation_rule_id: r, organization_id: o, identity_token_file: f, api_key: k}}",
+            "upstreams[0].auth.api_key: not together with workload-identity federation",
+        ),
+        (
+            "{name: v, provider: vertex, region: global, project_id: p, auth: {federation_rule_id: r}}",
+            "upstreams[0].auth.federation_rule_id: only anthropic upstreams take it",
+        ),
+    ] {
+        let e = at(up);
+        assert!(e.starts_with(want), "{up}: {e}");
+    }
+    // Both missing ids are named at once.
+    let e = at("{name: g, provider: anthropicGoogleCloud}");
+    assert!(
+        e.contains("upstreams[0].project_id") && e.contains("upstreams[0].workspace_id"),
+        "{e}"
     );
 }
 

@@ -22,6 +22,9 @@ use super::raw::{
 use crate::deps::TokenSource;
 use crate::secret::Secret;
 
+mod platform;
+pub use platform::{Federation, GoogleCloudConfig};
+
 /// Which API an upstream speaks, with what it needs beyond `base_url`.
 #[derive(Debug, Clone)]
 pub enum Provider {
@@ -35,6 +38,9 @@ pub enum Provider {
     Foundry(FoundryConfig),
     /// Any OpenAI-compatible Chat Completions API, translated both ways.
     OpenAi(OpenAiConfig),
+    /// Claude Platform on Google Cloud: the Messages API under a workspace's `/invoke`
+    /// base, with a Google access token.
+    AnthropicGoogleCloud(GoogleCloudConfig),
 }
 
 impl Provider {
@@ -45,6 +51,7 @@ impl Provider {
             Provider::Vertex(_) => "vertex",
             Provider::Foundry(_) => "foundry",
             Provider::OpenAi(_) => "openai",
+            Provider::AnthropicGoogleCloud(_) => "anthropicGoogleCloud",
         }
     }
 }
@@ -218,7 +225,9 @@ impl UpstreamConfig {
     pub fn missing_credential(&self) -> Option<&str> {
         let c = self.credential.as_ref()?;
         match &c.source {
-            CredentialSource::Static(_) | CredentialSource::Pool(_) => None,
+            CredentialSource::Static(_)
+            | CredentialSource::Pool(_)
+            | CredentialSource::Federation(_) => None,
             CredentialSource::Dynamic(source) if source.current().is_some() => None,
             _ => Some(&c.missing_hint),
         }
@@ -249,6 +258,9 @@ pub enum CredentialSource {
     /// `auth.api_keys`: the upstream's link takes one in turn per attempt
     /// (`upstream::keys`); [`UpstreamCredential::current`] gives the first.
     Pool(Arc<[PoolKey]>),
+    /// Workload-identity federation: the upstream's link exchanges the identity token
+    /// for short-lived Anthropic tokens (`upstream::federation`); the router sends none.
+    Federation(Arc<Federation>),
 }
 
 /// One key of a pool: its id (shown in events and the dashboard) and its value.
@@ -265,6 +277,7 @@ impl std::fmt::Debug for CredentialSource {
             CredentialSource::Dynamic(_) => "Dynamic(..)",
             CredentialSource::Missing => "Missing",
             CredentialSource::Pool(_) => "Pool(..)",
+            CredentialSource::Federation(_) => "Federation(..)",
         })
     }
 }
@@ -299,12 +312,18 @@ impl UpstreamCredential {
         }
     }
 
+    /// The upstream's link gets and applies the value itself (a federation exchange):
+    /// callers of the link send none.
+    pub fn applied_by_link(&self) -> bool {
+        matches!(self.source, CredentialSource::Federation(_))
+    }
+
     /// The value to send now, if there is one.
     pub fn current(&self) -> Option<Secret> {
         match &self.source {
             CredentialSource::Static(s) => Some(s.clone()),
             CredentialSource::Dynamic(source) => source.current(),
-            CredentialSource::Missing => None,
+            CredentialSource::Missing | CredentialSource::Federation(_) => None,
             CredentialSource::Pool(keys) => keys.first().map(|k| k.value.clone()),
         }
     }
@@ -349,17 +368,16 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
             "is required for provider mantle (the models this upstream serves)",
         ));
     }
-    if matches!(
-        u.provider,
-        RawProvider::AnthropicAws | RawProvider::AnthropicGoogleCloud | RawProvider::Mantle
-    ) {
+    if matches!(u.provider, RawProvider::AnthropicAws | RawProvider::Mantle) {
         return Err(unsupported_provider(u.provider, &at));
     }
     let cloud_only = [
         ("workspace_id", u.workspace_id.is_some()),
         ("location", u.location.is_some()),
     ];
-    if let Some((key, _)) = cloud_only.iter().find(|(_, set)| *set) {
+    if let Some((key, _)) = cloud_only.iter().find(|(_, set)| *set)
+        && u.provider != RawProvider::AnthropicGoogleCloud
+    {
         return Err(ConfigError::at(
             &at(key),
             "only anthropicAws and anthropicGoogleCloud upstreams take it",
@@ -384,18 +402,7 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
     {
         return Err(ConfigError::at(&at(key), "only bedrock upstreams take it"));
     }
-    let a = &u.auth;
-    if a.federation_rule_id.is_some()
-        || a.organization_id.is_some()
-        || a.identity_token_file.is_some()
-        || a.service_account_id.is_some()
-        || a.workspace_id.is_some()
-    {
-        return Err(ConfigError::not_supported(&format!(
-            "{} (workload-identity federation with Anthropic)",
-            at("auth.federation_rule_id")
-        )));
-    }
+    platform::federation_only_on_anthropic(u, &at)?;
     let (provider, default_base, credential) = provider(u, &at)?;
     let base_url = base_url(
         u.base_url.as_deref().unwrap_or(&default_base),
@@ -465,7 +472,8 @@ fn provider(
         RawProvider::Vertex => vertex(u, &keys, at)?,
         RawProvider::Foundry => foundry(u, &keys, at)?,
         RawProvider::OpenAi => openai(u, &keys, at)?,
-        RawProvider::AnthropicAws | RawProvider::AnthropicGoogleCloud | RawProvider::Mantle => {
+        RawProvider::AnthropicGoogleCloud => platform::google_cloud(u, &keys, at)?,
+        RawProvider::AnthropicAws | RawProvider::Mantle => {
             return Err(unsupported_provider(u.provider, at));
         }
     })
@@ -476,9 +484,6 @@ fn unsupported_provider(p: RawProvider, at: &dyn Fn(&str) -> String) -> ConfigEr
     let why = match p {
         RawProvider::AnthropicAws => {
             "Claude Platform on AWS (aws-external-anthropic, npm @anthropic-ai/aws-sdk) is not implemented in Gatehouse"
-        }
-        RawProvider::AnthropicGoogleCloud => {
-            "Claude Platform on Google Cloud (claude.googleapis.com, npm @anthropic-ai/google-cloud-sdk) is not implemented in Gatehouse"
         }
         _ => {
             "Bedrock Mantle has no Anthropic SDK package to establish its wire from; use provider bedrock"
@@ -550,7 +555,22 @@ fn vertex(
     let region = required_name(u.region.as_deref(), &at("region"))?;
     let project_id = required_name(u.project_id.as_deref(), &at("project_id"))?;
     let base = vertex_base(&region);
-    let auth = match (&u.auth.service_account_json, &u.auth.access_token) {
+    let auth = google_auth(&u.auth, at)?;
+    let cfg = VertexConfig {
+        region,
+        project_id,
+        auth,
+    };
+    Ok((Provider::Vertex(cfg), base, None))
+}
+
+/// Google credentials (vertex, anthropicGoogleCloud): a key file's path, a fixed token,
+/// or Application Default Credentials.
+fn google_auth(
+    a: &RawUpstreamAuth,
+    at: &dyn Fn(&str) -> String,
+) -> Result<GoogleAuth, ConfigError> {
+    Ok(match (&a.service_account_json, &a.access_token) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::at(
                 &at("auth"),
@@ -562,13 +582,7 @@ fn vertex(
         }
         (None, Some(t)) => GoogleAuth::AccessToken(non_empty_secret(t, &at("auth.access_token"))?),
         _ => GoogleAuth::ApplicationDefault,
-    };
-    let cfg = VertexConfig {
-        region,
-        project_id,
-        auth,
-    };
-    Ok((Provider::Vertex(cfg), base, None))
+    })
 }
 
 /// `provider: foundry`: the Azure resource and its key.
@@ -814,6 +828,9 @@ fn anthropic_credential(
     at: &dyn Fn(&str) -> String,
 ) -> Result<Option<UpstreamCredential>, ConfigError> {
     let a = &u.auth;
+    if let Some(federation) = platform::federation(u, at)? {
+        return Ok(Some(federation));
+    }
     let given = [
         (&a.api_key, "api_key", CredentialScheme::ApiKey),
         (&a.auth_token, "auth_token", CredentialScheme::Bearer),

@@ -68,6 +68,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
     };
     let value = match &up.credential {
         None => None,
+        Some(c) if c.applied_by_link() => None,
         Some(c) => match c.current() {
             Some(v) => Some((c.scheme, v)),
             None => return,

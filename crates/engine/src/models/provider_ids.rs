@@ -25,6 +25,8 @@ impl IdStyle {
             // OpenAI-compatible upstreams get the requested id as is; operators map it with
             // `models[].upstream_model`.
             Provider::Anthropic | Provider::OpenAi(_) => IdStyle::Anthropic,
+            // Claude Platform on Google Cloud takes Anthropic's own ids.
+            Provider::AnthropicGoogleCloud(_) => IdStyle::Anthropic,
             Provider::Bedrock(b) => IdStyle::Bedrock {
                 profile: profile(&b.region),
             },

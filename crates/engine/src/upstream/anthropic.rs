@@ -1,27 +1,63 @@
 //! The Anthropic Messages API upstream (and Anthropic-compatible proxies): raw HTTP, the
 //! caller's allowed headers and query string, bodies and SSE passed through as bytes.
+//! With workload-identity federation the token comes from [`super::federation`]; a 401
+//! drops it and the request is sent once more with a fresh one.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use http::Method;
+use http::{Method, StatusCode};
 use url::Url;
 
+use super::federation::Federated;
 use super::{Answer, Call, Operation, SendError, Upstream, headers};
-use crate::config::UpstreamConfig;
+use crate::config::{CredentialScheme, CredentialSource, UpstreamConfig};
+use crate::deps::Clock;
+use crate::secret::Secret;
 
 pub struct Anthropic {
     client: reqwest::Client,
     base_url: Url,
     /// `forward_user_identity`: the person's identity headers go along.
     forward_identity: bool,
+    /// Workload-identity federation: the token exchange and its cache.
+    federation: Option<Federated>,
 }
 
 impl Anthropic {
-    pub fn new(client: reqwest::Client, config: &UpstreamConfig) -> Self {
+    pub fn new(client: reqwest::Client, config: &UpstreamConfig, clock: Arc<dyn Clock>) -> Self {
+        let federation = match config.credential.as_ref().map(|c| &c.source) {
+            Some(CredentialSource::Federation(f)) => Some(Federated::new(
+                client.clone(),
+                &config.base_url,
+                f.clone(),
+                clock,
+            )),
+            _ => None,
+        };
         Self {
             client,
             base_url: config.base_url.clone(),
             forward_identity: config.forward_user_identity,
+            federation,
         }
+    }
+
+    /// One attempt with the federated token `token`.
+    async fn federated(&self, call: &Call<'_>, token: &Secret) -> Result<Answer, SendError> {
+        let attempt = Call {
+            op: call.op,
+            query: call.query,
+            headers: call.headers,
+            model: call.model,
+            body: call.body.clone(),
+            stream: call.stream,
+            credential: Some((CredentialScheme::OAuth, token)),
+            extra_headers: call.extra_headers,
+            caller: call.caller,
+        };
+        let url = url(&self.base_url, call.op, call.query);
+        post(&self.client, url, attempt, self.forward_identity).await
     }
 }
 
@@ -69,7 +105,18 @@ pub async fn post(
 #[async_trait]
 impl Upstream for Anthropic {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
-        let url = url(&self.base_url, call.op, call.query);
-        post(&self.client, url, call, self.forward_identity).await
+        let Some(federation) = &self.federation else {
+            let url = url(&self.base_url, call.op, call.query);
+            return post(&self.client, url, call, self.forward_identity).await;
+        };
+        let token = federation.token().await.map_err(SendError::Credential)?;
+        let answer = self.federated(&call, &token).await?;
+        if answer.status != StatusCode::UNAUTHORIZED {
+            return Ok(answer);
+        }
+        // The token was refused before it expired: exchange again, once.
+        federation.invalidate(&token).await;
+        let token = federation.token().await.map_err(SendError::Credential)?;
+        self.federated(&call, &token).await
     }
 }

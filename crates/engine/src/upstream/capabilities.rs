@@ -221,7 +221,13 @@ mod tests {
     fn the_table_parses_and_is_versioned() {
         let t = table().unwrap();
         assert!(!t.version.is_empty());
-        for p in ["anthropic", "bedrock", "vertex", "foundry"] {
+        for p in [
+            "anthropic",
+            "bedrock",
+            "vertex",
+            "foundry",
+            "anthropicGoogleCloud",
+        ] {
             assert!(t.providers.contains_key(p), "{p}");
         }
     }

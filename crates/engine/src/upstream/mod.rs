@@ -5,18 +5,21 @@
 //! upstream's model id) and gets back an [`Answer`]: Anthropic-shaped status, headers and a
 //! JSON or SSE body, whatever the provider speaks on its wire ([`anthropic`] and
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
-//! [`vertex`]: rawPredict; [`openai`]: Chat Completions, translated both ways; [`canned`]:
+//! [`vertex`]: rawPredict; [`anthropic_google_cloud`]: the Messages API under a Google Cloud
+//! workspace, Google tokens; [`openai`]: Chat Completions, translated both ways; [`canned`]:
 //! `load_test_mode`'s canned replies in place of every upstream). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
 //! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
 //! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
 
 pub mod anthropic;
+pub mod anthropic_google_cloud;
 pub mod bedrock;
 pub mod body;
 pub mod canned;
 pub mod capabilities;
 pub mod errors;
+pub mod federation;
 pub mod foundry;
 pub mod headers;
 pub mod health;
@@ -38,7 +41,8 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, StatusCode};
 
-use crate::config::{Config, CredentialScheme, CredentialSource, Provider, UpstreamConfig};
+pub(crate) use crate::config::CredentialScheme;
+use crate::config::{Config, CredentialSource, Provider, UpstreamConfig};
 use crate::deps::Deps;
 use crate::secret::Secret;
 
@@ -222,7 +226,16 @@ impl Upstreams {
                 message,
             };
             let link: Arc<dyn Upstream> = match &up.provider {
-                Provider::Anthropic => Arc::new(anthropic::Anthropic::new(client.clone(), up)),
+                Provider::Anthropic => Arc::new(anthropic::Anthropic::new(
+                    client.clone(),
+                    up,
+                    deps.clock.clone(),
+                )),
+                Provider::AnthropicGoogleCloud(g) => Arc::new(
+                    anthropic_google_cloud::AnthropicGoogleCloud::new(client.clone(), up, g)
+                        .await
+                        .map_err(fail)?,
+                ),
                 Provider::Foundry(_) => Arc::new(foundry::Foundry::new(client.clone(), up)),
                 Provider::OpenAi(o) => Arc::new(openai::OpenAi::new(
                     client.clone(),

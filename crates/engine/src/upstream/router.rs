@@ -193,6 +193,8 @@ async fn attempt(
         // The credential's value is read once per attempt (the desktop's may change).
         let value = match &up.credential {
             None => None,
+            // The link exchanges and applies a federated token itself.
+            Some(c) if c.applied_by_link() => None,
             Some(c) => match c.current() {
                 Some(v) => Some((c.scheme, v)),
                 None => {

@@ -1,0 +1,57 @@
+// Validates the fake upstream's Anthropic-platform faces with Anthropic's official SDKs,
+// talking to the fake directly (no Gatehouse in between): if an SDK cannot use the fake,
+// the fake is wrong. `AnthropicGoogleCloud` (@anthropic-ai/google-cloud-sdk) with a
+// static Google token, and the Anthropic SDK 1.x with workload-identity federation (its
+// `oidc_federation` config: the identity token file exchanged at /v1/oauth/token). Prints
+// one JSON summary per SDK on stdout for the Rust test that runs this.
+// Env: FAKE_URL (the fake's origin), IDENTITY_TOKEN_FILE (a file holding a JWT).
+import { AnthropicGoogleCloud } from '@anthropic-ai/google-cloud-sdk';
+import Anthropic from 'anthropic-sdk-1';
+
+const base = process.env.FAKE_URL;
+const ask = { max_tokens: 64, messages: [{ role: 'user', content: 'say hello' }] };
+const model = 'claude-opus-4-8';
+
+async function exercise(client) {
+  const message = await client.messages.create({ model, ...ask });
+  const events = [];
+  let text = '';
+  const stream = client.messages.stream({ model, ...ask });
+  stream.on('streamEvent', (e) => events.push(e.type));
+  stream.on('text', (t) => { text += t; });
+  const final = await stream.finalMessage();
+  const count = await client.messages.countTokens({ model, messages: ask.messages });
+  return {
+    json_text: message.content.map((b) => b.text ?? '').join(''),
+    stream_text: text,
+    events,
+    stream_usage: final.usage,
+    count,
+  };
+}
+
+const out = {};
+const google = new AnthropicGoogleCloud({
+  baseURL: `${base}/v1/projects/fake-project/locations/global/workspaces/wrk-fake/invoke`,
+  bearerTokenProvider: async () => 'ya29.fake-google-token',
+  maxRetries: 0,
+});
+out.google_cloud = await exercise(google);
+
+// maxRetries 1: the SDK's one retry after a 401 (a refused token) re-exchanges.
+const federated = new Anthropic({
+  baseURL: base,
+  config: {
+    organization_id: '00000000-0000-4000-8000-000000000000',
+    workspace_id: 'wrkspc_fake',
+    authentication: {
+      type: 'oidc_federation',
+      federation_rule_id: 'fdrl_fake',
+      identity_token: { source: 'file', path: process.env.IDENTITY_TOKEN_FILE },
+    },
+  },
+  maxRetries: 1,
+});
+out.federation = await exercise(federated);
+
+console.log(JSON.stringify(out));
