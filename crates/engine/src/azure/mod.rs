@@ -147,14 +147,12 @@ impl Setup {
                 client_id: Some(client_id.clone()),
                 tenant_id: Some(tenant_id.clone()),
                 token_file_path: Some(token_file.clone()),
-                ..Default::default()
             }))
             .map(|c| c as Arc<dyn TokenCredential>),
             Source::ManagedIdentity { client_id } => {
                 ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
                     user_assigned_id: client_id.clone().map(UserAssignedId::ClientId),
                     client_options,
-                    ..Default::default()
                 }))
                 .map(|c| c as Arc<dyn TokenCredential>)
             }
