@@ -7,6 +7,7 @@
 //! [`pipeline`].
 
 pub mod auth;
+pub mod azure;
 pub mod breaker;
 pub mod config;
 pub mod dashboard;

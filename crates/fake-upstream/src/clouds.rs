@@ -4,7 +4,8 @@
 //! `:streamRawPredict`, `count-tokens:rawPredict`, and a service-account token endpoint at
 //! `/token`) and Microsoft Foundry (`/anthropic/v1/messages`). Each checks what its real
 //! service requires before answering: a SigV4 `Authorization` or a bearer token (Bedrock),
-//! a bearer token (Vertex), `x-api-key` (Foundry), and the body shape (no `model`, an
+//! a bearer token (Vertex), `x-api-key` or an Entra ID token the fake issued
+//! ([`crate::entra`]) (Foundry), and the body shape (no `model`, an
 //! `anthropic_version`). Answers are the same rendered messages as the Anthropic face.
 
 use std::pin::Pin;
@@ -162,13 +163,19 @@ pub(crate) async fn serve(
         Cloud::Token => Ok(token(shared)),
         Cloud::Sts => Ok(assume_role(headers, raw)),
         Cloud::Foundry { count } => {
-            if header(headers, "x-api-key").is_empty()
-                && !header(headers, "authorization").starts_with("Bearer ")
-            {
+            let bearer = header(headers, "authorization").strip_prefix("Bearer ");
+            let why = match (header(headers, "x-api-key"), bearer) {
+                ("", None) => Some("missing x-api-key"),
+                ("", Some(t)) if !crate::entra::issued_for_foundry(shared, t) => {
+                    Some("the Entra ID token was not issued for this resource")
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
                 return Ok(error_response(
                     StatusCode::UNAUTHORIZED,
                     "authentication_error",
-                    "missing x-api-key",
+                    why,
                 ));
             }
             let probe = Probe::of(body);

@@ -3,9 +3,10 @@
 //!
 //! It serves `POST /v1/messages` (SSE or JSON), `POST /v1/messages/count_tokens`
 //! and `GET /v1/models`, an OpenAI-compatible `POST /v1/chat/completions` that scripts a
-//! tool call (the `openai` module), cloud faces (the `clouds` module) and the Anthropic
+//! tool call (the `openai` module), cloud faces (the `clouds` module), the Anthropic
 //! platform faces (Claude Platform on Google Cloud, the federation token exchange: the
-//! `platform` module); everything else gets a 404 Anthropic error envelope.
+//! `platform` module) and an Entra ID token endpoint (over https with
+//! [`FakeUpstream::serve_tls`]); everything else gets a 404 Anthropic error envelope.
 //! Answers are shaped by a [`FakeConfig`], one-shot failures are injected with
 //! [`Fault`]s, and every request is recorded ([`RecordedRequest`],
 //! [`StreamRecord`]). Out-of-process users drive the same knobs through the
@@ -27,6 +28,7 @@
 mod clouds;
 mod config;
 mod control;
+mod entra;
 mod openai;
 mod platform;
 mod record;
@@ -43,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{FakeConfig, Fault, ToolUse, default_error_type};
+pub use entra::FOUNDRY_SCOPE;
 pub use openai::{TEXT_ANSWER, TOOL_COMMAND, TOOL_OUTPUT};
 pub use platform::FEDERATED_PREFIX;
 pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
@@ -80,6 +83,7 @@ impl FakeUpstream {
             shared.clone(),
             token.clone(),
             tracker.clone(),
+            None,
         ));
         Ok(FakeUpstream {
             addr,
@@ -98,6 +102,44 @@ impl FakeUpstream {
     /// Base URL, e.g. `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Serves the same fake over https as well, on another loopback port, with the PEM
+    /// certificate chain and key given (Entra ID's token endpoint must be https). Returns
+    /// the https origin; the listener stops with the fake.
+    pub async fn serve_tls(&self, cert_chain_pem: &str, key_pem: &str) -> anyhow::Result<String> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(cert_chain_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        self.tracker.spawn(server::accept_loop(
+            listener,
+            self.shared.clone(),
+            self.token.clone(),
+            self.tracker.clone(),
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(tls))),
+        ));
+        Ok(format!("https://{addr}"))
+    }
+
+    /// Entra ID access tokens the fake issued, oldest first.
+    pub fn entra_tokens(&self) -> Vec<String> {
+        self.shared
+            .entra_tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 
     /// Replaces the config; requests already being answered keep the old one.

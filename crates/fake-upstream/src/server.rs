@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// Tokens the federation exchange issued.
     pub(crate) issued: crate::platform::Issued,
+    /// Entra ID tokens issued by the fake, with their scope, oldest first.
+    pub(crate) entra_tokens: Mutex<Vec<(String, String)>>,
 }
 
 impl Shared {
@@ -60,6 +62,7 @@ impl Shared {
             recording: AtomicBool::new(true),
             next_id: AtomicU64::new(0),
             issued: crate::platform::Issued::default(),
+            entra_tokens: Mutex::new(Vec::new()),
         }
     }
 
@@ -130,6 +133,7 @@ pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     token: CancellationToken,
     tracker: TaskTracker,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
     loop {
@@ -148,11 +152,23 @@ pub(crate) async fn accept_loop(
         let shared = shared.clone();
         let token = token.clone();
         let builder = builder.clone();
+        let tls = tls.clone();
         tracker.spawn(async move {
             let svc = service_fn(move |req| handle(shared.clone(), req));
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            let served = async {
+                match tls {
+                    None => {
+                        let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+                    }
+                    Some(tls) => {
+                        if let Ok(stream) = tls.accept(stream).await {
+                            let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+                        }
+                    }
+                }
+            };
             tokio::select! {
-                _ = conn => {}
+                () = served => {}
                 () = token.cancelled() => {}
             }
         });
@@ -249,6 +265,15 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         && let Some(resp) = shared.key_refusal(&parts.headers)
     {
         return Ok(resp);
+    }
+    if let Some(entra) = crate::entra::classify(&parts.method, path) {
+        let host = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+            .unwrap_or_default();
+        return Ok(crate::entra::serve(&shared, entra, host, &bytes));
     }
     if parts.method == Method::POST
         && let Some(face) = crate::platform::classify(path)

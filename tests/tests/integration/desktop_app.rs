@@ -602,3 +602,39 @@ async fn an_upgrade_keeps_the_keychain_entries_and_the_settings() {
     assert_eq!(key.as_deref(), Some(OPERATOR_KEY));
     app.shutdown().await;
 }
+
+/// Foundry with Microsoft Entra ID from the app: no key is asked for or stored (the
+/// engine's Azure credential comes from the environment), and a key beside it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foundry_with_entra_id_is_added_without_a_stored_key() {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = standalone_env(&fake, dir.path());
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    let desk = Desk::new(&app);
+    let base = format!("{}/anthropic", fake.url());
+    let (status, v) = desk
+        .post(
+            "providers",
+            json!({"kind": "foundry", "resource": "corp-ai", "base_url": base,
+                   "api_key": "abcdefghijk", "use_azure_ad": true}),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let (status, state) = desk
+        .post(
+            "providers",
+            json!({"kind": "foundry", "resource": "corp-ai", "base_url": base, "use_azure_ad": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    active_providers(&desk, 1).await;
+    assert!(
+        parts
+            .keychain
+            .get("gatehouse", "provider:foundry")
+            .unwrap()
+            .is_none()
+    );
+}

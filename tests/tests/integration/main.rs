@@ -18,6 +18,7 @@ mod desktop_presets;
 mod edge;
 mod failover;
 mod flood;
+mod foundry_entra;
 mod fuzz_corpus;
 mod google_groups;
 mod hostile;

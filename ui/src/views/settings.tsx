@@ -283,7 +283,7 @@ function PresetProvider({ app, act }: { app: AppState; act: Act }) {
 
 type CloudKind = 'bedrock' | 'vertex' | 'foundry';
 
-type Field = { name: string; label: string; secret?: boolean; multiline?: boolean };
+type Field = { name: string; label: string; secret?: boolean; multiline?: boolean; flag?: boolean };
 
 /** The form fields each cloud provider takes; `secret` ones are sent once and forgotten. */
 const CLOUD_FIELDS: Record<CloudKind, Field[]> = {
@@ -305,6 +305,11 @@ const CLOUD_FIELDS: Record<CloudKind, Field[]> = {
   foundry: [
     { name: 'resource', label: 'Azure resource' },
     { name: 'api_key', label: 'API key', secret: true },
+    {
+      name: 'use_azure_ad',
+      label: 'or sign in with Microsoft Entra ID (no key stored: the Azure credential of this computer\'s environment)',
+      flag: true,
+    },
     { name: 'base_url', label: 'Endpoint URL (optional)' },
   ],
 };
@@ -317,10 +322,12 @@ function CloudProvider({ app, act }: { app: AppState; act: Act }) {
   const set = (name: string, v: string) => setValues({ ...values, [name]: v });
   const add = async (e: Event) => {
     e.preventDefault();
-    const body: Record<string, string> = { kind };
+    const body: Record<string, string | boolean> = { kind };
     for (const f of CLOUD_FIELDS[kind]) {
       const v = (values[f.name] ?? '').trim();
-      if (v !== '') body[f.name] = v;
+      if (f.flag) {
+        if (v === 'true') body[f.name] = true;
+      } else if (v !== '') body[f.name] = v;
     }
     // Secrets are not kept in the page, whatever the answer.
     setValues({});
@@ -347,7 +354,15 @@ function CloudProvider({ app, act }: { app: AppState; act: Act }) {
       {CLOUD_FIELDS[kind].map((f) => (
         <label key={`${kind}-${f.name}`}>
           {f.label}
-          {f.multiline ? (
+          {f.flag ? (
+            <input
+              type="checkbox"
+              disabled={locked}
+              data-testid={`cloud-${f.name}`}
+              checked={values[f.name] === 'true'}
+              onChange={(e) => set(f.name, e.currentTarget.checked ? 'true' : '')}
+            />
+          ) : f.multiline ? (
             <textarea
               rows={3}
               spellcheck={false}

@@ -1,6 +1,7 @@
-//! The user's model providers: Anthropic and Foundry (an API key), Bedrock (AWS keys, a
-//! Bedrock API key or an AWS profile) and Vertex (a service-account key's JSON or an access
-//! token). Secrets go to the keychain only (`provider:<name>`, JSON for the cloud kinds);
+//! The user's model providers: Anthropic and Foundry (an API key; Foundry also Microsoft
+//! Entra ID, with no secret stored: the credential comes from the environment, see
+//! `gatehouse_engine::azure`), Bedrock (AWS keys, a Bedrock API key or an AWS profile) and
+//! Vertex (a service-account key's JSON or an access token). Secrets go to the keychain only (`provider:<name>`, JSON for the cloud kinds);
 //! the non-secret fields (region, project, resource, profile, base URL) to the settings.
 //! A cloud provider becomes an engine upstream validated by the server's own rules
 //! (`config::upstream::from_raw`), so a bad region or resource is refused here the way
@@ -60,7 +61,14 @@ pub fn parse(body: &Value) -> Result<(ProviderEntry, Option<Secret>), AppError> 
         preset: None,
         model_map: None,
     };
+    let entra = body.get("use_azure_ad").and_then(Value::as_bool) == Some(true);
     let secret = match kind {
+        "foundry" if entra && field(body, "api_key").is_none() => None,
+        "foundry" if entra => {
+            return Err(AppError::BadInput(
+                "Foundry takes an API key or Entra ID sign-in, not both".into(),
+            ));
+        }
         "anthropic" | "foundry" => Some(api_key(body)?),
         "bedrock" => {
             let keys = (
@@ -201,7 +209,9 @@ pub fn upstream(
             RawProvider::Vertex
         }
         "foundry" => {
+            // No stored key: Entra ID with the environment's Azure credential.
             auth.api_key = secret.map(|k| k.expose().to_owned());
+            auth.use_azure_ad = secret.is_none().then_some(true);
             RawProvider::Foundry
         }
         "preset" => {

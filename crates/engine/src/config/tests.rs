@@ -746,10 +746,38 @@ fn later_blocks_are_refused_not_ignored() {
         at("{name: a, provider: anthropic, workspace_id: ws1}"),
         "upstreams[0].workspace_id: only anthropicAws and anthropicGoogleCloud upstreams take it"
     );
-    assert!(
-        at("{name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}")
-            .starts_with("not supported yet: upstreams[0].auth.use_azure_ad")
+}
+
+#[test]
+fn foundry_with_entra_id_keeps_no_credential_and_takes_no_key_beside_it() {
+    let c = load(
+        "listen: {host: 127.0.0.1}\nupstreams:\n  - {name: f, provider: foundry, resource: corp, auth: {use_azure_ad: true}}\n",
+    )
+    .unwrap();
+    let Provider::Foundry(f) = &c.upstreams[0].provider else {
+        panic!("foundry")
+    };
+    assert!(f.use_azure_ad);
+    assert!(c.upstreams[0].credential.is_none());
+    assert_eq!(
+        c.upstreams[0].base_url.as_str(),
+        "https://corp.services.ai.azure.com/anthropic/"
     );
+    for up in [
+        "{name: f, provider: foundry, resource: corp, auth: {api_key: k, use_azure_ad: true}}",
+        "{name: f, provider: foundry, resource: corp, auth: {api_keys: [{id: a, key: k}], use_azure_ad: true}}",
+    ] {
+        let e = load(&format!(
+            "listen: {{host: 127.0.0.1}}\nupstreams:\n  - {up}\n"
+        ))
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("upstreams[0].auth: set exactly one of api_key or use_azure_ad"),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -135,11 +135,13 @@ pub enum GoogleAuth {
     AccessToken(Secret),
 }
 
-/// Foundry's key is the upstream's `credential` (sent as `x-api-key`); Entra ID sign-in
-/// (`use_azure_ad`) is refused as not supported yet.
+/// Foundry's key is the upstream's `credential` (sent as `x-api-key`); with
+/// `use_azure_ad` there is none and Entra ID tokens from the environment's Azure
+/// credential are sent as `Authorization: Bearer` ([`crate::azure`]).
 #[derive(Debug, Clone)]
 pub struct FoundryConfig {
     pub resource: String,
+    pub use_azure_ad: bool,
 }
 
 /// `provider: openai`: the key is the upstream's `credential` (sent as
@@ -585,7 +587,7 @@ fn google_auth(
     })
 }
 
-/// `provider: foundry`: the Azure resource and its key.
+/// `provider: foundry`: the Azure resource and its key, or Entra ID (`use_azure_ad`).
 fn foundry(
     u: &RawUpstream,
     keys: &Keys,
@@ -594,24 +596,21 @@ fn foundry(
     keys.only(at, &["resource", "api_key", "api_keys", "use_azure_ad"])?;
     let resource = foundry_resource(u.resource.as_deref(), &at("resource"))?;
     let base = format!("https://{resource}.services.ai.azure.com/anthropic");
+    let settings = |use_azure_ad| {
+        Provider::Foundry(FoundryConfig {
+            resource: resource.clone(),
+            use_azure_ad,
+        })
+    };
     if u.auth.api_key.is_none()
         && u.auth.use_azure_ad != Some(true)
         && let Some(pool) = key_pool(&u.auth, CredentialScheme::ApiKey, at)?
     {
-        return Ok((
-            Provider::Foundry(FoundryConfig { resource }),
-            base,
-            Some(pool),
-        ));
+        return Ok((settings(false), base, Some(pool)));
     }
     let key = match (&u.auth.api_key, u.auth.use_azure_ad) {
         (Some(k), None | Some(false)) => non_empty_secret(k, &at("auth.api_key"))?,
-        (None, Some(true)) => {
-            return Err(ConfigError::not_supported(&format!(
-                "{} (Entra ID sign-in for Foundry; use auth.api_key)",
-                at("auth.use_azure_ad")
-            )));
-        }
+        (None, Some(true)) if u.auth.api_keys.is_none() => return Ok((settings(true), base, None)),
         _ => {
             return Err(ConfigError::at(
                 &at("auth"),
@@ -620,11 +619,7 @@ fn foundry(
         }
     };
     let credential = UpstreamCredential::fixed(CredentialScheme::ApiKey, key);
-    Ok((
-        Provider::Foundry(FoundryConfig { resource }),
-        base,
-        Some(credential),
-    ))
+    Ok((settings(false), base, Some(credential)))
 }
 
 /// `provider: openai`: a Chat Completions base URL (required: there is no default

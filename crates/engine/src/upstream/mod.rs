@@ -208,7 +208,8 @@ pub enum SetupError {
 
 impl Upstreams {
     /// `deps.events` receives `upstream.state` on every change of an upstream's state;
-    /// `deps.env` may point STS elsewhere (`AWS_ENDPOINT_URL_STS`).
+    /// `deps.env` may point STS elsewhere (`AWS_ENDPOINT_URL_STS`) and holds the Azure
+    /// credential settings of Foundry with Entra ID.
     pub async fn new(config: &Config, deps: &Deps) -> Result<Self, SetupError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeouts.upstream_connect)
@@ -236,7 +237,10 @@ impl Upstreams {
                         .await
                         .map_err(fail)?,
                 ),
-                Provider::Foundry(_) => Arc::new(foundry::Foundry::new(client.clone(), up)),
+                Provider::Foundry(f) => Arc::new(
+                    foundry::Foundry::new(client.clone(), up, f, deps.env.as_ref())
+                        .map_err(fail)?,
+                ),
                 Provider::OpenAi(o) => Arc::new(openai::OpenAi::new(
                     client.clone(),
                     up,
