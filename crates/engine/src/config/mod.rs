@@ -51,7 +51,7 @@ use crate::secret::Secret;
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
-    AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource,
+    AnthropicAwsConfig, AssumeRole, AwsAuth, BedrockConfig, MantleConfig, CredentialRole, CredentialScheme, CredentialSource,
     FoundryConfig, GoogleAuth, Guardrail, InputTagging, OpenAiConfig, Provider, SessionName,
     TokenField, UpstreamConfig, UpstreamCredential, VertexConfig,
 };
