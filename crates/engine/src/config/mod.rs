@@ -51,9 +51,10 @@ use crate::secret::Secret;
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
-    AnthropicAwsConfig, AssumeRole, AwsAuth, BedrockConfig, MantleConfig, CredentialRole, CredentialScheme, CredentialSource,
-    FoundryConfig, GoogleAuth, Guardrail, InputTagging, OpenAiConfig, Provider, SessionName,
-    TokenField, UpstreamConfig, UpstreamCredential, VertexConfig,
+    AnthropicAwsConfig, AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme,
+    CredentialSource, FoundryConfig, GoogleAuth, Guardrail, InputTagging, MantleConfig,
+    OpenAiConfig, Provider, SessionName, TokenField, UpstreamConfig, UpstreamCredential,
+    VertexConfig,
 };
 
 /// One problem in a configuration file: where, and what is wrong there.

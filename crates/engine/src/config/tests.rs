@@ -775,9 +775,12 @@ fn mantle_and_anthropic_aws_take_the_references_keys() {
     let Provider::AnthropicAws(o) = &u[2].provider else {
         panic!("not anthropicAws")
     };
-    assert_eq!((o.workspace_id.as_str(), o.sigv4.is_none()), ("wrkspc_1", true));
+    assert_eq!(
+        (o.workspace_id.as_str(), o.sigv4.is_none()),
+        ("wrkspc_1", true)
+    );
     let cred = u[2].credential.as_ref().unwrap();
-    assert_eq!(cred.scheme, CredentialScheme::ApiKey);
+    assert_eq!(cred.scheme, CredentialScheme::Bearer);
     let Provider::AnthropicAws(os) = &u[3].provider else {
         panic!("not anthropicAws")
     };

@@ -76,7 +76,8 @@ pub struct MantleConfig {
 }
 
 /// `provider: anthropicAws`: the workspace every request names; `sigv4` is `None` when
-/// the upstream's `credential` (an API key, `x-api-key`) authenticates instead.
+/// the upstream's `credential` (an API key, sent as `Authorization: Bearer`) authenticates
+/// instead.
 #[derive(Debug, Clone)]
 pub struct AnthropicAwsConfig {
     pub region: String,
@@ -630,10 +631,11 @@ fn anthropic_aws(
     let sigv4 = aws_auth(&u.auth, at)?;
     let (sigv4, credential) = match (&u.auth.api_key, sigv4) {
         (Some(k), AwsAuth::DefaultChain) => {
+            // `Authorization: Bearer`, as `AnthropicAws` sends an API key.
             let key = non_empty_secret(k, &at("auth.api_key"))?;
             (
                 None,
-                Some(UpstreamCredential::fixed(CredentialScheme::ApiKey, key)),
+                Some(UpstreamCredential::fixed(CredentialScheme::Bearer, key)),
             )
         }
         (Some(_), _) => {
@@ -658,8 +660,7 @@ fn aws_region(v: Option<&str>, path: &str) -> Result<String, ConfigError> {
         None => Err(ConfigError::at(path, "required for this provider")),
         Some(r)
             if !r.is_empty()
-                && r
-                    .bytes()
+                && r.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
         {
             Ok(r.to_owned())

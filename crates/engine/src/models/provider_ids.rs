@@ -175,7 +175,10 @@ mod tests {
             "anthropic.claude-haiku-4-5"
         );
         assert!(IdStyle::Mantle.serves("claude-opus-4-8[1m]"));
-        assert!(IdStyle::Mantle.serves("claude-opus-9"), "newer than the table");
+        assert!(
+            IdStyle::Mantle.serves("claude-opus-9"),
+            "newer than the table"
+        );
         assert!(!IdStyle::Mantle.serves("claude-sonnet-4-20250514"));
         assert!(!IdStyle::Mantle.serves("claude-sonnet-4-6"));
         assert!(IdStyle::Foundry.serves("claude-sonnet-4-20250514"));

@@ -4,8 +4,10 @@
 //! `@anthropic-ai/aws-sdk`, `AnthropicAws`) speaks it: every request names the workspace in
 //! `anthropic-workspace-id` and is signed with SigV4 for the service
 //! `aws-external-anthropic` (the workspace header among the signed ones), or carries the
-//! upstream's API key as `x-api-key`. Model ids and betas are Anthropic's, the
-//! `anthropic-beta` header kept as sent; the rest of the wire is [`super::aws_http`].
+//! upstream's API key as `Authorization: Bearer` (as `AnthropicAws` 1.1.2 on the Anthropic
+//! SDK 1.x sends it; the reference's bundled, older client sends `X-Api-Key`). Model ids
+//! and betas are Anthropic's, the `anthropic-beta` header kept as sent; the rest of the
+//! wire is [`super::aws_http`].
 
 use std::time::Duration;
 

@@ -26,7 +26,7 @@ pub enum Auth {
     SigV4(Signer),
     /// A Bedrock API key, `Authorization: Bearer`.
     Bearer(Secret),
-    /// The upstream's `credential`, as the call carries it (`x-api-key`).
+    /// The upstream's `credential`, as the call carries it.
     Credential,
 }
 

@@ -35,7 +35,10 @@ fn caller_headers() -> HeaderMap {
         "anthropic-beta",
         HeaderValue::from_static("claude-code-20250219,request-tags-2026-08-21"),
     );
-    h.insert("authorization", HeaderValue::from_static("Bearer caller-token"));
+    h.insert(
+        "authorization",
+        HeaderValue::from_static("Bearer caller-token"),
+    );
     h.insert("x-api-key", HeaderValue::from_static("caller-key"));
     h.insert("x-stainless-lang", HeaderValue::from_static("js"));
     h.insert("cookie", HeaderValue::from_static("session=1"));
@@ -52,7 +55,7 @@ fn call<'a>(headers: &'a HeaderMap, key: Option<&'a Secret>) -> Call<'a> {
         model: "anthropic.claude-opus-4-8",
         body: Bytes::from_static(BODY.as_bytes()),
         stream: false,
-        credential: key.map(|k| (CredentialScheme::ApiKey, k)),
+        credential: key.map(|k| (CredentialScheme::Bearer, k)),
         extra_headers: &[],
         caller: None,
     }
@@ -60,7 +63,11 @@ fn call<'a>(headers: &'a HeaderMap, key: Option<&'a Secret>) -> Call<'a> {
 
 #[test]
 fn mantle_drops_request_tags_and_sends_its_bearer_key() {
-    let l = link("mantle", Auth::Bearer(Secret::new("bedrock-key")), Vec::new());
+    let l = link(
+        "mantle",
+        Auth::Bearer(Secret::new("bedrock-key")),
+        Vec::new(),
+    );
     let headers = caller_headers();
     let c = call(&headers, None);
     let plan = capabilities::plan("mantle", &capabilities::betas(c.headers));
@@ -109,9 +116,9 @@ fn anthropic_aws_keeps_betas_and_body_and_names_the_workspace() {
         out["anthropic-beta"],
         "claude-code-20250219,request-tags-2026-08-21"
     );
-    assert_eq!(out["x-api-key"], "platform-key");
+    assert_eq!(out["authorization"], "Bearer platform-key");
     assert_eq!(out["anthropic-workspace-id"], "wrkspc_1");
-    assert!(out.get("authorization").is_none());
+    assert!(out.get("x-api-key").is_none());
     let (body, dropped) = AwsHttp::payload(&c, &plan).unwrap();
     assert_eq!(body, BODY.as_bytes());
     assert!(dropped.is_empty() && plan.notes(&dropped).is_empty());
@@ -126,7 +133,10 @@ fn sigv4_signs_every_header_for_the_service_and_region() {
     let fresh = || {
         let mut h = HeaderMap::new();
         h.insert("content-type", HeaderValue::from_static("application/json"));
-        h.insert("anthropic-workspace-id", HeaderValue::from_static("wrkspc_1"));
+        h.insert(
+            "anthropic-workspace-id",
+            HeaderValue::from_static("wrkspc_1"),
+        );
         h.insert("user-agent", HeaderValue::from_static("claude-cli/2"));
         h
     };

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use aws_config::SdkConfig;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{
-    ProvideCredentials, SharedCredentialsProvider, future, error::CredentialsError,
+    ProvideCredentials, SharedCredentialsProvider, error::CredentialsError, future,
 };
 use aws_sdk_bedrockruntime::config::{
     Region, StalledStreamProtectionConfig, retry::RetryConfig, timeout::TimeoutConfig,

@@ -141,9 +141,7 @@ pub fn sign_with(
         SignableBody::Bytes(body),
     )
     .map_err(|e| failed(&e))?;
-    let (instructions, _) = sign(request, &params)
-        .map_err(|e| failed(&e))?
-        .into_parts();
+    let (instructions, _) = sign(request, &params).map_err(|e| failed(&e))?.into_parts();
     let (added, _) = instructions.into_parts();
     for h in added {
         let mut value = HeaderValue::from_str(h.value()).map_err(|e| failed(&e))?;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::Token;
 
-use crate::upstream::aws::{self, roles::Roles};
 use crate::config::{AwsAuth, BedrockConfig};
+use crate::upstream::aws::{self, roles::Roles};
 
 /// What a client is built from.
 pub struct Setup {
