@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+mod aws_faces;
 mod clouds;
 mod config;
 mod control;
