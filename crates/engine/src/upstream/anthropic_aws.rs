@@ -30,7 +30,7 @@ pub async fn new(
 ) -> Result<AwsHttp, String> {
     let auth = match &aws.sigv4 {
         None => Auth::Credential,
-        Some(auth) => Auth::SigV4(
+        Some(auth) => Auth::SigV4(Box::new(
             Signer::new(Setup {
                 service: SERVICE,
                 region: aws.region.clone(),
@@ -40,7 +40,7 @@ pub async fn new(
                 sts_endpoint: None,
             })
             .await,
-        ),
+        )),
     };
     let workspace = HeaderValue::from_str(&aws.workspace_id)
         .map_err(|_| "workspace_id is not a header value".to_owned())?;

@@ -23,7 +23,7 @@ use crate::secret::Secret;
 /// How requests are authenticated.
 pub enum Auth {
     /// SigV4 with the upstream's AWS credentials.
-    SigV4(Signer),
+    SigV4(Box<Signer>),
     /// A Bedrock API key, `Authorization: Bearer`.
     Bearer(Secret),
     /// The upstream's `credential`, as the call carries it.

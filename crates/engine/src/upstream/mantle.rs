@@ -26,7 +26,7 @@ pub async fn new(
 ) -> AwsHttp {
     let auth = match &mantle.auth {
         AwsAuth::Bearer(key) => Auth::Bearer(key.clone()),
-        auth => Auth::SigV4(
+        auth => Auth::SigV4(Box::new(
             Signer::new(Setup {
                 service: SERVICE,
                 region: mantle.region.clone(),
@@ -36,7 +36,7 @@ pub async fn new(
                 sts_endpoint,
             })
             .await,
-        ),
+        )),
     };
     AwsHttp {
         client,
