@@ -2,7 +2,8 @@
 //! `/model/{id}/invoke-with-response-stream` in AWS event-stream framing with CRCs,
 //! `/model/{id}/count-tokens`), Vertex AI (`.../publishers/anthropic/models/{m}:rawPredict`,
 //! `:streamRawPredict`, `count-tokens:rawPredict`, and a service-account token endpoint at
-//! `/token`) and Microsoft Foundry (`/anthropic/v1/messages`). Each checks what its real
+//! `/token`), Microsoft Foundry (`/anthropic/v1/messages`) and the Messages API on AWS
+//! ([`crate::aws_faces`]: Bedrock Mantle, Claude Platform on AWS). Each checks what its real
 //! service requires before answering: a SigV4 `Authorization` or a bearer token (Bedrock),
 //! a bearer token (Vertex), `x-api-key` or an Entra ID token the fake issued
 //! ([`crate::entra`]) (Foundry), and the body shape (no `model`, an
@@ -39,6 +40,11 @@ pub(crate) enum Cloud {
     Token,
     /// STS `AssumeRole` (form-encoded `POST /`).
     Sts,
+    /// Bedrock Mantle or Claude Platform on AWS ([`crate::aws_faces`]).
+    Aws {
+        face: crate::aws_faces::AwsFace,
+        count: bool,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -78,8 +84,11 @@ fn decode(segment: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The cloud face a path belongs to, if any.
-pub(crate) fn classify(path: &str) -> Option<Cloud> {
+/// The cloud face a path (and, for the AWS faces, its headers) belongs to, if any.
+pub(crate) fn classify(path: &str, headers: &HeaderMap) -> Option<Cloud> {
+    if let Some((face, count)) = crate::aws_faces::classify(path, headers) {
+        return Some(Cloud::Aws { face, count });
+    }
     if path == "/token" {
         return Some(Cloud::Token);
     }
@@ -162,6 +171,9 @@ pub(crate) async fn serve(
     match cloud {
         Cloud::Token => Ok(token(shared)),
         Cloud::Sts => Ok(assume_role(headers, raw)),
+        Cloud::Aws { face, count } => {
+            crate::aws_faces::serve(shared, face, count, headers, body, index).await
+        }
         Cloud::Foundry { count } => {
             let bearer = header(headers, "authorization").strip_prefix("Bearer ");
             let why = match (header(headers, "x-api-key"), bearer) {

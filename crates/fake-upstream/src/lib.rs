@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod aws_faces;
 mod clouds;
 mod config;
 mod control;

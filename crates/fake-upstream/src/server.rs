@@ -286,7 +286,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         return Ok(resp);
     }
     if parts.method == Method::POST
-        && let Some(cloud) = crate::clouds::classify(path)
+        && let Some(cloud) = crate::clouds::classify(path, &parts.headers)
     {
         return crate::clouds::serve(&shared, cloud, &parts.headers, &bytes, index).await;
     }

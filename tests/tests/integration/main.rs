@@ -9,6 +9,7 @@ mod chat_door;
 mod claude_login;
 mod clients;
 mod clouds;
+mod clouds_aws;
 mod config_corpus;
 mod config_coverage;
 mod dashboard;

@@ -51,8 +51,9 @@ use crate::secret::Secret;
 pub use default::{DEFAULT_LOCAL_PORT, embedded_default};
 use expand::Expander;
 pub use upstream::{
-    AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme, CredentialSource,
-    Federation, FoundryConfig, GoogleAuth, GoogleCloudConfig, Guardrail, InputTagging,
+    AnthropicAwsConfig, AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme,
+    CredentialSource, Federation, FoundryConfig, GoogleAuth, GoogleCloudConfig, Guardrail,
+    InputTagging, MantleConfig,
     OpenAiConfig, Provider, SessionName, TokenField, UpstreamConfig, UpstreamCredential,
     VertexConfig,
 };

@@ -719,29 +719,8 @@ fn forward_user_identity_goes_only_to_an_operators_proxy() {
 }
 
 #[test]
-fn later_blocks_are_refused_not_ignored() {
+fn only_the_platform_providers_take_a_workspace_id() {
     let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
-    // The reference's keys of these providers parse; the provider is refused with why.
-    for (up, provider, why) in [
-        (
-            "{name: o, provider: anthropicAws, region: us-east-1, workspace_id: ws1, auth: {api_key: k}}",
-            "anthropicAws",
-            "@anthropic-ai/aws-sdk",
-        ),
-        (
-            "{name: m, provider: mantle, region: us-east-1, models: [claude-opus-4-8], assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r'}}",
-            "mantle",
-            "no Anthropic SDK package",
-        ),
-    ] {
-        let e = at(up);
-        assert!(
-            e.starts_with(&format!(
-                "not supported yet: upstreams[0].provider (provider {provider}: "
-            )) && e.contains(why),
-            "{e}"
-        );
-    }
     assert_eq!(
         at("{name: a, provider: anthropic, workspace_id: ws1}"),
         "upstreams[0].workspace_id: only anthropicAws and anthropicGoogleCloud upstreams take it"
@@ -851,6 +830,98 @@ fn anthropic_google_cloud_and_federation_are_validated() {
         e.contains("upstreams[0].project_id") && e.contains("upstreams[0].workspace_id"),
         "{e}"
     );
+}
+
+#[test]
+fn mantle_and_anthropic_aws_take_the_references_keys() {
+    let c = load(
+        "listen: {host: 127.0.0.1}\nupstreams:\n  - {name: m, provider: mantle, region: us-east-1, models: [claude-opus-4-8], assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r', session_name: email}}\n  - {name: mb, provider: mantle, region: eu-west-1, models: [claude-opus-4-8], auth: {aws_bearer_token: bt}}\n  - {name: o, provider: anthropicAws, region: us-east-1, workspace_id: wrkspc_1, auth: {api_key: k}}\n  - {name: os, provider: anthropicAws, region: us-west-2, workspace_id: wrkspc_2, auth: {aws_access_key_id: AKID, aws_secret_access_key: s, aws_session_token: t}}\n  - {name: oc, provider: anthropicAws, region: us-west-2, workspace_id: wrkspc_3}\n",
+    )
+    .unwrap();
+    let u = &c.upstreams;
+    assert_eq!(
+        u[0].base_url.as_str(),
+        "https://bedrock-mantle.us-east-1.api.aws/anthropic/"
+    );
+    let Provider::Mantle(m) = &u[0].provider else {
+        panic!("not mantle")
+    };
+    assert!(matches!(m.auth, AwsAuth::DefaultChain));
+    assert_eq!(
+        m.assume_role.as_ref().unwrap().session_name,
+        Some(SessionName::Email)
+    );
+    let Provider::Mantle(mb) = &u[1].provider else {
+        panic!("not mantle")
+    };
+    assert!(matches!(&mb.auth, AwsAuth::Bearer(b) if b.expose() == "bt"));
+    assert_eq!(
+        u[2].base_url.as_str(),
+        "https://aws-external-anthropic.us-east-1.api.aws/"
+    );
+    let Provider::AnthropicAws(o) = &u[2].provider else {
+        panic!("not anthropicAws")
+    };
+    assert_eq!(
+        (o.workspace_id.as_str(), o.sigv4.is_none()),
+        ("wrkspc_1", true)
+    );
+    let cred = u[2].credential.as_ref().unwrap();
+    assert_eq!(cred.scheme, CredentialScheme::Bearer);
+    let Provider::AnthropicAws(os) = &u[3].provider else {
+        panic!("not anthropicAws")
+    };
+    assert!(matches!(os.sigv4, Some(AwsAuth::Keys { .. })) && u[3].credential.is_none());
+    let Provider::AnthropicAws(oc) = &u[4].provider else {
+        panic!("not anthropicAws")
+    };
+    assert!(matches!(oc.sigv4, Some(AwsAuth::DefaultChain)));
+
+    let at = |u: &str| err(&format!("listen: {{host: 127.0.0.1}}\nupstreams: [{u}]"));
+    for (up, want) in [
+        (
+            "{provider: anthropicAws, region: us-east-1}",
+            "upstreams[0].workspace_id: required for provider anthropicAws (the workspace on AWS)",
+        ),
+        (
+            "{provider: anthropicAws, region: us-east-1, workspace_id: 'a b'}",
+            "upstreams[0].workspace_id: printable ASCII without spaces",
+        ),
+        (
+            "{provider: anthropicAws, region: us-east-1, workspace_id: w, auth: {aws_session_token: t}}",
+            "upstreams[0].auth: aws_access_key_id and aws_secret_access_key go together (a session token needs both)",
+        ),
+        (
+            "{provider: anthropicAws, region: us-east-1, workspace_id: w, auth: {api_key: k, aws_access_key_id: a, aws_secret_access_key: s}}",
+            "upstreams[0].auth.api_key: not together with AWS access keys",
+        ),
+        (
+            "{provider: anthropicAws, region: us-east-1, workspace_id: w, auth: {aws_bearer_token: b}}",
+            "upstreams[0].auth.aws_bearer_token: not a key of this provider",
+        ),
+        (
+            "{provider: mantle, region: US-EAST-1, models: [claude-opus-4-8]}",
+            "upstreams[0].region: lower-case letters, digits and `-` only (an AWS region such as us-east-1)",
+        ),
+        (
+            "{provider: mantle, models: [claude-opus-4-8]}",
+            "upstreams[0].region: required for this provider",
+        ),
+        (
+            "{provider: mantle, region: us-east-1, models: [claude-opus-4-8], guardrail: {id: g, version: '1'}}",
+            "upstreams[0].guardrail: only bedrock upstreams take it",
+        ),
+        (
+            "{provider: mantle, region: us-east-1, models: [claude-opus-4-8], auth: {aws_bearer_token: b}, assume_role: {role_arn: 'arn:aws:iam::123456789012:role/r'}}",
+            "upstreams[0].auth.aws_bearer_token: not with assume_role",
+        ),
+        (
+            "{provider: bedrock, region: us-east-1, guardrail: {id: g, version: '1'}}, {provider: mantle, region: us-east-1, models: [claude-opus-4-8]}",
+            "upstreams[1].provider: a mantle upstream cannot stand beside a bedrock upstream with a guardrail (Mantle applies no guardrail)",
+        ),
+    ] {
+        assert_eq!(at(up), want, "{up}");
+    }
 }
 
 #[test]

@@ -41,6 +41,11 @@ pub enum Provider {
     /// Claude Platform on Google Cloud: the Messages API under a workspace's `/invoke`
     /// base, with a Google access token.
     AnthropicGoogleCloud(GoogleCloudConfig),
+    /// Bedrock Mantle: the Messages API on `bedrock-mantle`, SigV4 or a Bedrock API key.
+    Mantle(MantleConfig),
+    /// Claude Platform on AWS (`aws-external-anthropic`): the Messages API in a workspace,
+    /// SigV4 or an API key (the upstream's `credential`).
+    AnthropicAws(AnthropicAwsConfig),
 }
 
 impl Provider {
@@ -52,6 +57,8 @@ impl Provider {
             Provider::Foundry(_) => "foundry",
             Provider::OpenAi(_) => "openai",
             Provider::AnthropicGoogleCloud(_) => "anthropicGoogleCloud",
+            Provider::Mantle(_) => "mantle",
+            Provider::AnthropicAws(_) => "anthropicAws",
         }
     }
 }
@@ -65,6 +72,24 @@ pub struct BedrockConfig {
     pub guardrail: Option<Guardrail>,
     /// Ask Bedrock for the guardrail trace and log it for the operator.
     pub guardrail_trace: bool,
+}
+
+/// `provider: mantle`: AWS credentials as Bedrock's (no guardrail).
+#[derive(Debug, Clone)]
+pub struct MantleConfig {
+    pub region: String,
+    pub auth: AwsAuth,
+    pub assume_role: Option<AssumeRole>,
+}
+
+/// `provider: anthropicAws`: the workspace every request names; `sigv4` is `None` when
+/// the upstream's `credential` (an API key, sent as `Authorization: Bearer`) authenticates
+/// instead.
+#[derive(Debug, Clone)]
+pub struct AnthropicAwsConfig {
+    pub region: String,
+    pub workspace_id: String,
+    pub sigv4: Option<AwsAuth>,
 }
 
 #[derive(Debug, Clone)]
@@ -370,11 +395,11 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
             "is required for provider mantle (the models this upstream serves)",
         ));
     }
-    if matches!(u.provider, RawProvider::AnthropicAws | RawProvider::Mantle) {
-        return Err(unsupported_provider(u.provider, &at));
-    }
     let cloud_only = [
-        ("workspace_id", u.workspace_id.is_some()),
+        (
+            "workspace_id",
+            u.workspace_id.is_some() && u.provider != RawProvider::AnthropicAws,
+        ),
         ("location", u.location.is_some()),
     ];
     if let Some((key, _)) = cloud_only.iter().find(|(_, set)| *set)
@@ -401,6 +426,7 @@ pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError
     }
     if let Some((key, _)) = bedrock_only.iter().find(|(_, set)| *set)
         && u.provider != RawProvider::Bedrock
+        && !(*key == "assume_role" && u.provider == RawProvider::Mantle)
     {
         return Err(ConfigError::at(&at(key), "only bedrock upstreams take it"));
     }
@@ -475,27 +501,9 @@ fn provider(
         RawProvider::Foundry => foundry(u, &keys, at)?,
         RawProvider::OpenAi => openai(u, &keys, at)?,
         RawProvider::AnthropicGoogleCloud => platform::google_cloud(u, &keys, at)?,
-        RawProvider::AnthropicAws | RawProvider::Mantle => {
-            return Err(unsupported_provider(u.provider, at));
-        }
+        RawProvider::Mantle => mantle(u, &keys, at)?,
+        RawProvider::AnthropicAws => anthropic_aws(u, &keys, at)?,
     })
-}
-
-/// The reference's providers Gatehouse has no wire for yet: refused with the reason.
-fn unsupported_provider(p: RawProvider, at: &dyn Fn(&str) -> String) -> ConfigError {
-    let why = match p {
-        RawProvider::AnthropicAws => {
-            "Claude Platform on AWS (aws-external-anthropic, npm @anthropic-ai/aws-sdk) is not implemented in Gatehouse"
-        }
-        _ => {
-            "Bedrock Mantle has no Anthropic SDK package to establish its wire from; use provider bedrock"
-        }
-    };
-    ConfigError::not_supported(&format!(
-        "{} (provider {}: {why})",
-        at("provider"),
-        p.as_str()
-    ))
 }
 
 /// `provider: bedrock`: region, AWS credentials, an assumed role, a guardrail.
@@ -537,6 +545,123 @@ fn bedrock(
         guardrail_trace: u.guardrail_trace.unwrap_or(false),
     };
     Ok((Provider::Bedrock(cfg), base, None))
+}
+
+/// `provider: mantle`: region (`[a-z0-9-]`), AWS credentials as Bedrock's, an assumed
+/// role; `models` is required (checked before).
+fn mantle(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(
+        at,
+        &[
+            "region",
+            "aws_access_key_id",
+            "aws_secret_access_key",
+            "aws_session_token",
+            "aws_bearer_token",
+        ],
+    )?;
+    let region = aws_region(u.region.as_deref(), &at("region"))?;
+    let base = format!("https://bedrock-mantle.{region}.api.aws/anthropic");
+    let auth = aws_auth(&u.auth, at)?;
+    let assume_role = u
+        .assume_role
+        .as_ref()
+        .map(|r| assume_role(r, at))
+        .transpose()?;
+    if assume_role.is_some() && matches!(auth, AwsAuth::Bearer(_)) {
+        return Err(ConfigError::at(
+            &at("auth.aws_bearer_token"),
+            "not with assume_role",
+        ));
+    }
+    let cfg = MantleConfig {
+        region,
+        auth,
+        assume_role,
+    };
+    Ok((Provider::Mantle(cfg), base, None))
+}
+
+/// `provider: anthropicAws`: region (`[a-z0-9-]`), the workspace (printable ASCII without
+/// spaces), and an API key or AWS keys (neither: the AWS default chain).
+fn anthropic_aws(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(
+        at,
+        &[
+            "region",
+            "api_key",
+            "aws_access_key_id",
+            "aws_secret_access_key",
+            "aws_session_token",
+        ],
+    )?;
+    let region = aws_region(u.region.as_deref(), &at("region"))?;
+    let workspace_id = match u.workspace_id.as_deref() {
+        Some(w) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_graphic()) => w.to_owned(),
+        Some(_) => {
+            return Err(ConfigError::at(
+                &at("workspace_id"),
+                "printable ASCII without spaces",
+            ));
+        }
+        None => {
+            return Err(ConfigError::at(
+                &at("workspace_id"),
+                "required for provider anthropicAws (the workspace on AWS)",
+            ));
+        }
+    };
+    let base = format!("https://aws-external-anthropic.{region}.api.aws");
+    let sigv4 = aws_auth(&u.auth, at)?;
+    let (sigv4, credential) = match (&u.auth.api_key, sigv4) {
+        (Some(k), AwsAuth::DefaultChain) => {
+            // `Authorization: Bearer`, as `AnthropicAws` sends an API key.
+            let key = non_empty_secret(k, &at("auth.api_key"))?;
+            (
+                None,
+                Some(UpstreamCredential::fixed(CredentialScheme::Bearer, key)),
+            )
+        }
+        (Some(_), _) => {
+            return Err(ConfigError::at(
+                &at("auth.api_key"),
+                "not together with AWS access keys",
+            ));
+        }
+        (None, auth) => (Some(auth), None),
+    };
+    let cfg = AnthropicAwsConfig {
+        region,
+        workspace_id,
+        sigv4,
+    };
+    Ok((Provider::AnthropicAws(cfg), base, credential))
+}
+
+/// An AWS region as the reference takes it for mantle and anthropicAws: `^[a-z0-9-]+$`.
+fn aws_region(v: Option<&str>, path: &str) -> Result<String, ConfigError> {
+    match v {
+        None => Err(ConfigError::at(path, "required for this provider")),
+        Some(r)
+            if !r.is_empty()
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
+        {
+            Ok(r.to_owned())
+        }
+        Some(_) => Err(ConfigError::at(
+            path,
+            "lower-case letters, digits and `-` only (an AWS region such as us-east-1)",
+        )),
+    }
 }
 
 /// `provider: vertex`: region, project and Google credentials.
@@ -1059,6 +1184,16 @@ fn guardrails_agree(out: &[UpstreamConfig]) -> Result<(), ConfigError> {
         return Err(ConfigError::at(
             &format!("upstreams[{i}].guardrail"),
             "every bedrock upstream needs a guardrail when one has it",
+        ));
+    }
+    if bedrock.iter().any(|(_, b)| b.guardrail.is_some())
+        && let Some(i) = out
+            .iter()
+            .position(|u| matches!(u.provider, Provider::Mantle(_)))
+    {
+        return Err(ConfigError::at(
+            &format!("upstreams[{i}].provider"),
+            "a mantle upstream cannot stand beside a bedrock upstream with a guardrail (Mantle applies no guardrail)",
         ));
     }
     let taggings: HashSet<Option<InputTagging>> = bedrock

@@ -507,7 +507,7 @@ impl Catalog {
                 res.targets.push((i, target.clone()));
             } else if let Some(target) = mapped {
                 res.targets.push((i, target.clone()));
-            } else if builtin_ok || row.is_some() && fam.is_some() {
+            } else if (builtin_ok || row.is_some() && fam.is_some()) && up.style.serves(requested) {
                 res.targets.push((i, up.style.id_for(requested)));
             } else {
                 res.not_configured.push(up.name.clone());

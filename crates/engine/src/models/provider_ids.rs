@@ -1,7 +1,9 @@
 //! Built-in Claude model ids as each provider names them: the Anthropic id as is, Bedrock's
 //! `anthropic.` ids (dated ones with `-v1:0`) behind a cross-region inference profile
-//! prefix for the region's geography, Vertex's `@`-dated ids, Foundry's undated ids. An
-//! operator's `models[].upstream_model` always wins over these.
+//! prefix for the region's geography, Vertex's `@`-dated ids, Foundry's undated ids,
+//! Bedrock Mantle's undated `anthropic.` ids (only the models Mantle serves; Claude
+//! Platform on AWS takes Anthropic's ids). An operator's `models[].upstream_model` always
+//! wins over these.
 
 use crate::config::Provider;
 
@@ -17,21 +19,56 @@ pub enum IdStyle {
     },
     Vertex,
     Foundry,
+    /// `anthropic.<undated id>`, for the built-in models Mantle serves ([`MANTLE`]).
+    Mantle,
 }
+
+/// The built-in models Bedrock Mantle serves (as Claude Code 2.1.333's table lists them);
+/// a built-in model not here has no Mantle id. Ids the table does not know (newer models)
+/// are passed on as `anthropic.<id>`.
+const MANTLE: &[&str] = &[
+    "claude-haiku-4-5",
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-opus-5",
+    "claude-opus-5-5",
+    "claude-sonnet-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+    "claude-fable-5",
+    "claude-fable-5-1",
+    "claude-fable-5-2",
+];
 
 impl IdStyle {
     pub fn of(provider: &Provider) -> Self {
         match provider {
             // OpenAI-compatible upstreams get the requested id as is; operators map it with
             // `models[].upstream_model`.
-            Provider::Anthropic | Provider::OpenAi(_) => IdStyle::Anthropic,
+            Provider::Anthropic | Provider::OpenAi(_) | Provider::AnthropicAws(_) => {
+                IdStyle::Anthropic
+            }
             // Claude Platform on Google Cloud takes Anthropic's own ids.
             Provider::AnthropicGoogleCloud(_) => IdStyle::Anthropic,
+            Provider::Mantle(_) => IdStyle::Mantle,
             Provider::Bedrock(b) => IdStyle::Bedrock {
                 profile: profile(&b.region),
             },
             Provider::Vertex(_) => IdStyle::Vertex,
             Provider::Foundry(_) => IdStyle::Foundry,
+        }
+    }
+
+    /// Whether this provider has an id for `requested` (Mantle serves only some built-in
+    /// models; every other provider all of them).
+    pub fn serves(&self, requested: &str) -> bool {
+        match self {
+            IdStyle::Mantle => {
+                let (undated, date) = split(requested);
+                let known = builtin(&undated).is_some() || date.is_some();
+                !known || MANTLE.contains(&undated.as_str())
+            }
+            _ => true,
         }
     }
 
@@ -41,6 +78,7 @@ impl IdStyle {
         let (undated, date) = split(requested);
         match self {
             IdStyle::Anthropic => requested.to_owned(),
+            IdStyle::Mantle => format!("anthropic.{undated}"),
             IdStyle::Foundry => undated,
             IdStyle::Vertex => match date {
                 Some(d) => format!("{undated}@{d}"),
@@ -130,5 +168,21 @@ mod tests {
             IdStyle::Anthropic.id_for("claude-opus-4-5"),
             "claude-opus-4-5"
         );
+        assert_eq!(
+            IdStyle::Mantle.id_for("claude-opus-4-8"),
+            "anthropic.claude-opus-4-8"
+        );
+        assert_eq!(
+            IdStyle::Mantle.id_for("claude-haiku-4-5-20251001"),
+            "anthropic.claude-haiku-4-5"
+        );
+        assert!(IdStyle::Mantle.serves("claude-opus-4-8[1m]"));
+        assert!(
+            IdStyle::Mantle.serves("claude-opus-9"),
+            "newer than the table"
+        );
+        assert!(!IdStyle::Mantle.serves("claude-sonnet-4-20250514"));
+        assert!(!IdStyle::Mantle.serves("claude-sonnet-4-6"));
+        assert!(IdStyle::Foundry.serves("claude-sonnet-4-20250514"));
     }
 }

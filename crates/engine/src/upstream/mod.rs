@@ -6,14 +6,20 @@
 //! JSON or SSE body, whatever the provider speaks on its wire ([`anthropic`] and
 //! [`foundry`]: the Messages API over HTTP; [`bedrock`]: the AWS SDK and its event stream;
 //! [`vertex`]: rawPredict; [`anthropic_google_cloud`]: the Messages API under a Google Cloud
-//! workspace, Google tokens; [`openai`]: Chat Completions, translated both ways; [`canned`]:
+//! workspace, Google tokens; [`mantle`] and [`anthropic_aws`]: the Messages API on AWS with
+//! SigV4 ([`aws_http`], [`aws`]); [`openai`]: Chat Completions, translated both ways; [`canned`]:
 //! `load_test_mode`'s canned replies in place of every upstream). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
 //! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
 //! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
 
 pub mod anthropic;
+pub mod anthropic_aws;
 pub mod anthropic_google_cloud;
+pub mod aws;
+pub mod aws_http;
+#[cfg(test)]
+mod aws_http_tests;
 pub mod bedrock;
 pub mod body;
 pub mod canned;
@@ -24,6 +30,7 @@ pub mod foundry;
 pub mod headers;
 pub mod health;
 pub mod keys;
+pub mod mantle;
 pub mod openai;
 pub mod retry;
 pub mod router;
@@ -249,6 +256,21 @@ impl Upstreams {
                 )),
                 Provider::Vertex(v) => Arc::new(
                     vertex::Vertex::new(client.clone(), up, v)
+                        .await
+                        .map_err(fail)?,
+                ),
+                Provider::Mantle(m) => Arc::new(
+                    mantle::new(
+                        client.clone(),
+                        up,
+                        m,
+                        config.timeouts.upstream_connect,
+                        deps.env.var("AWS_ENDPOINT_URL_STS"),
+                    )
+                    .await,
+                ),
+                Provider::AnthropicAws(a) => Arc::new(
+                    anthropic_aws::new(client.clone(), up, a, config.timeouts.upstream_connect)
                         .await
                         .map_err(fail)?,
                 ),

@@ -1,6 +1,5 @@
-//! The AWS SDK client of a Bedrock upstream (rustls with ring, SDK retries off, no stalled
-//! stream protection: thinking pauses a stream and the gateway pings instead) and its role
-//! sessions. Credentials from the AWS chain or STS can go stale or be revoked: on a 401/403
+//! The AWS SDK client of a Bedrock upstream (its configuration from [`aws::sdk_config`])
+//! and its role sessions. Credentials from the AWS chain or STS can go stale or be revoked: on a 401/403
 //! the client and its credential caches are built anew once ([`Clients::refresh`]); static
 //! keys and Bedrock API keys cannot get better by asking again.
 
@@ -8,14 +7,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use aws_sdk_bedrockruntime::Client;
-use aws_sdk_bedrockruntime::config::{
-    Credentials, Region, StalledStreamProtectionConfig, Token, retry::RetryConfig,
-    timeout::TimeoutConfig,
-};
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_sdk_bedrockruntime::config::Token;
 
-use super::roles::Roles;
 use crate::config::{AwsAuth, BedrockConfig};
+use crate::upstream::aws::{self, roles::Roles};
 
 /// What a client is built from.
 pub struct Setup {
@@ -76,37 +71,7 @@ impl Clients {
 
 async fn build(setup: &Setup) -> Built {
     let b = &setup.bedrock;
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-        .build_https();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(http)
-        .region(Region::new(b.region.clone()))
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(setup.connect)
-                .build(),
-        )
-        .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
-    loader = match &b.auth {
-        // The chain (environment, profile, SSO, web identity, containers, instances).
-        AwsAuth::DefaultChain => loader,
-        AwsAuth::Profile(name) => loader.profile_name(name),
-        AwsAuth::Keys {
-            access_key_id,
-            secret_access_key,
-            session_token,
-        } => loader.credentials_provider(Credentials::new(
-            access_key_id.expose(),
-            secret_access_key.expose(),
-            session_token.as_ref().map(|t| t.expose().to_owned()),
-            None,
-            "gatehouse-config",
-        )),
-        AwsAuth::Bearer(_) => loader.no_credentials(),
-    };
-    let sdk = loader.load().await;
+    let sdk = aws::sdk_config(&b.region, &b.auth, setup.connect).await;
     let mut conf =
         aws_sdk_bedrockruntime::config::Builder::from(&sdk).endpoint_url(setup.endpoint.clone());
     if let AwsAuth::Bearer(key) = &b.auth {
@@ -114,10 +79,7 @@ async fn build(setup: &Setup) -> Built {
     }
     let roles = match &b.assume_role {
         Some(role) => {
-            let sts = match &setup.sts_endpoint {
-                Some(url) => sdk.to_builder().endpoint_url(url.clone()).build(),
-                None => sdk.clone(),
-            };
+            let sts = aws::sts_config(&sdk, setup.sts_endpoint.as_deref());
             let roles = Roles::new(role.clone(), sts).await;
             conf = conf.credentials_provider(roles.shared());
             Some(roles)

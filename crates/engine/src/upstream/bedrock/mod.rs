@@ -11,7 +11,6 @@
 mod client;
 mod count;
 mod guardrail;
-mod roles;
 mod stream;
 mod trace;
 

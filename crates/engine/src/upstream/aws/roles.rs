@@ -1,6 +1,7 @@
-//! STS AssumeRole for Bedrock: one shared role session (`claude-apps-gateway`), or one per
+//! STS AssumeRole for the AWS upstreams (Bedrock, Mantle): one shared role session (`claude-apps-gateway`), or one per
 //! person named from their email or `sub` (so CloudTrail shows who called), each a
-//! credentials provider kept for reuse (the SDK caches and refreshes its credentials). The
+//! credentials provider kept for reuse, its credentials cached until shortly before they
+//! expire ([`super::Cached`]). The
 //! source credentials are the upstream's keys or the AWS default chain.
 //! `AWS_ENDPOINT_URL_STS` from the gateway's environment points STS elsewhere (tests).
 
@@ -9,7 +10,7 @@ use std::sync::Mutex;
 
 use aws_config::SdkConfig;
 use aws_config::sts::AssumeRoleProvider;
-use aws_sdk_bedrockruntime::config::SharedCredentialsProvider;
+use aws_credential_types::provider::SharedCredentialsProvider;
 
 use crate::config::{AssumeRole, SessionName};
 
@@ -99,7 +100,7 @@ async fn provider(role: &AssumeRole, sts: &SdkConfig, session: &str) -> SharedCr
     if let Some(id) = &role.external_id {
         b = b.external_id(id.clone());
     }
-    SharedCredentialsProvider::new(b.build().await)
+    super::Cached::shared(SharedCredentialsProvider::new(b.build().await))
 }
 
 #[cfg(test)]
