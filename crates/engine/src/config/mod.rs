@@ -53,9 +53,8 @@ use expand::Expander;
 pub use upstream::{
     AnthropicAwsConfig, AssumeRole, AwsAuth, BedrockConfig, CredentialRole, CredentialScheme,
     CredentialSource, Federation, FoundryConfig, GoogleAuth, GoogleCloudConfig, Guardrail,
-    InputTagging, MantleConfig,
-    OpenAiConfig, Provider, SessionName, TokenField, UpstreamConfig, UpstreamCredential,
-    VertexConfig,
+    InputTagging, MantleConfig, OpenAiConfig, Provider, SessionName, TokenField, UpstreamConfig,
+    UpstreamCredential, VertexConfig,
 };
 
 /// One problem in a configuration file: where, and what is wrong there.
@@ -109,10 +108,6 @@ impl ConfigError {
             message: message.into(),
             more: Vec::new(),
         }
-    }
-
-    fn not_supported(path: &str) -> Self {
-        Self::at("", format!("not supported yet: {path}"))
     }
 
     /// Every issue, the first one first.

@@ -1,8 +1,8 @@
 //! The configuration file as written: serde structs that refuse unknown keys.
 //!
 //! Key names follow the Claude apps gateway's `gateway.yaml`, so a team can bring its file.
-//! Blocks that a later part of Gatehouse implements are accepted here as opaque values and
-//! refused by validation with `not supported yet: <path>`, never silently ignored.
+//! Every key the reference accepts has a field here; validation (`validate` and the
+//! per-section modules) turns them into the checked `Config`.
 //! The JSON schema in `config.schema.json` is generated from these types.
 
 use std::collections::BTreeMap;
@@ -60,7 +60,7 @@ pub struct RawConfig {
     pub admin: Option<RawAdmin>,
     /// What happens when the spend store cannot answer.
     pub enforcement: Option<RawEnforcement>,
-    /// Canned replies without upstream calls, for capacity tests (not supported yet).
+    /// Canned replies without upstream calls, for capacity tests.
     pub load_test_mode: Option<RawLoadTestMode>,
     /// OTLP relay: where the gateway forwards Claude Code's telemetry.
     pub telemetry: Option<super::telemetry::RawTelemetry>,
