@@ -1,7 +1,7 @@
 //! The fake's faces of Anthropic's Messages API on AWS, as Anthropic's SDKs for them speak
 //! it: Bedrock Mantle (`<prefix>/anthropic/v1/messages[/count_tokens]` signed with SigV4 for
-//! the service `bedrock-mantle`; a Bedrock API key as a bearer token is the Foundry face's
-//! check) and Claude Platform on AWS (`/v1/messages[/count_tokens]` naming its workspace in
+//! the service `bedrock-mantle`, or a Bedrock API key — `ABSK…` or `bedrock-api-key-…` — as
+//! a bearer token) and Claude Platform on AWS (`/v1/messages[/count_tokens]` naming its workspace in
 //! `anthropic-workspace-id`, with an API key — a bearer token or `x-api-key` — or SigV4 for
 //! `aws-external-anthropic` that signs the workspace header). A SigV4 `Authorization` must be well-formed: its credential
 //! scope (`<key>/<yyyymmdd>/<region>/<service>/aws4_request`) names the face's service,
@@ -41,9 +41,10 @@ pub(crate) fn classify(path: &str, headers: &HeaderMap) -> Option<(AwsFace, bool
         "/count_tokens" => Some(true),
         _ => None,
     };
-    let signed = text(headers, "authorization").starts_with("AWS4-HMAC-SHA256 ");
+    let auth = text(headers, "authorization");
+    let signed = auth.starts_with("AWS4-HMAC-SHA256 ");
     if let Some((_, rest)) = path.rsplit_once("/anthropic/v1/messages")
-        && signed
+        && (signed || bedrock_api_key(auth))
     {
         return count(rest).map(|c| (AwsFace::Mantle, c));
     }
@@ -51,6 +52,14 @@ pub(crate) fn classify(path: &str, headers: &HeaderMap) -> Option<(AwsFace, bool
     (signed || headers.contains_key(WORKSPACE))
         .then(|| count(rest).map(|c| (AwsFace::Platform, c)))
         .flatten()
+}
+
+/// A Bedrock API key as a bearer token: long-term keys start `ABSK`, short-term ones
+/// `bedrock-api-key-` (Foundry's path is the same, so the key's shape tells them apart).
+fn bedrock_api_key(authorization: &str) -> bool {
+    authorization
+        .strip_prefix("Bearer ")
+        .is_some_and(|k| k.starts_with("ABSK") || k.starts_with("bedrock-api-key-"))
 }
 
 /// A SigV4 `Authorization` parsed: the credential scope and the signed header names.
@@ -116,6 +125,9 @@ fn auth_error(face: AwsFace, headers: &HeaderMap) -> Option<String> {
     // clients (the reference's bundled one) as `x-api-key`.
     let bearer = text(headers, "authorization").starts_with("Bearer ");
     if face == AwsFace::Platform && (bearer || !text(headers, "x-api-key").is_empty()) {
+        return None;
+    }
+    if face == AwsFace::Mantle && bedrock_api_key(text(headers, "authorization")) {
         return None;
     }
     let sig = match parse_sigv4(headers) {

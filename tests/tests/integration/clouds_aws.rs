@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 const AWS_SECRET: &str = "aws-secret-never-leaks-0123456789";
 const SESSION_TOKEN: &str = "aws-session-token-never-leaks-0123";
-const BEARER: &str = "mantle-api-key-never-leaks-0123";
+const BEARER: &str = "ABSKbWFudGxlLWFwaS1rZXktbmV2ZXItbGVha3M";
 const AWS_API_KEY: &str = "aws-platform-key-never-leaks-0123";
 
 const MANTLE_KEYS: &str = "  - {name: mantle, provider: mantle, region: us-east-1, base_url: \"{fake}/anthropic\", models: [claude-opus-4-8, claude-haiku-4-5, claude-sonnet-4-20250514], auth: {aws_access_key_id: AKIDMANTLE01, aws_secret_access_key: aws-secret-never-leaks-0123456789, aws_session_token: aws-session-token-never-leaks-0123}}";
@@ -196,7 +196,7 @@ async fn mantle_signs_for_its_service_and_drops_request_tags() {
 #[tokio::test]
 async fn mantle_with_a_bedrock_api_key_and_errors_cleaned() {
     let gw = gateway(
-        "  - {name: mantle, provider: mantle, region: eu-west-1, base_url: \"{fake}/anthropic\", models: [claude-opus-4-8], auth: {aws_bearer_token: mantle-api-key-never-leaks-0123}}",
+        "  - {name: mantle, provider: mantle, region: eu-west-1, base_url: \"{fake}/anthropic\", models: [claude-opus-4-8], auth: {aws_bearer_token: ABSKbWFudGxlLWFwaS1rZXktbmV2ZXItbGVha3M}}",
     )
     .await;
     let resp = gw.messages(opus(false)).send().await.unwrap();
