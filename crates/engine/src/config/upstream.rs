@@ -506,24 +506,21 @@ fn provider(
     })
 }
 
-/// `provider: bedrock`: region, AWS credentials, an assumed role, a guardrail.
-fn bedrock(
+/// The keys `bedrock` and `mantle` take beside their own.
+const AWS_KEYS: &[&str] = &[
+    "region",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_bearer_token",
+];
+
+/// AWS credentials and an assumed role, as `bedrock` and `mantle` take them (a Bedrock API
+/// key cannot assume a role).
+fn aws_credentials(
     u: &RawUpstream,
-    keys: &Keys,
     at: &dyn Fn(&str) -> String,
-) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
-    keys.only(
-        at,
-        &[
-            "region",
-            "aws_access_key_id",
-            "aws_secret_access_key",
-            "aws_session_token",
-            "aws_bearer_token",
-        ],
-    )?;
-    let region = required_name(u.region.as_deref(), &at("region"))?;
-    let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
+) -> Result<(AwsAuth, Option<AssumeRole>), ConfigError> {
     let auth = aws_auth(&u.auth, at)?;
     let assume_role = u
         .assume_role
@@ -536,6 +533,19 @@ fn bedrock(
             "not with assume_role",
         ));
     }
+    Ok((auth, assume_role))
+}
+
+/// `provider: bedrock`: region, AWS credentials, an assumed role, a guardrail.
+fn bedrock(
+    u: &RawUpstream,
+    keys: &Keys,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
+    keys.only(at, AWS_KEYS)?;
+    let region = required_name(u.region.as_deref(), &at("region"))?;
+    let base = format!("https://bedrock-runtime.{region}.amazonaws.com");
+    let (auth, assume_role) = aws_credentials(u, at)?;
     let guardrail = u.guardrail.as_ref().map(|g| guardrail(g, at)).transpose()?;
     let cfg = BedrockConfig {
         region,
@@ -554,30 +564,10 @@ fn mantle(
     keys: &Keys,
     at: &dyn Fn(&str) -> String,
 ) -> Result<(Provider, String, Option<UpstreamCredential>), ConfigError> {
-    keys.only(
-        at,
-        &[
-            "region",
-            "aws_access_key_id",
-            "aws_secret_access_key",
-            "aws_session_token",
-            "aws_bearer_token",
-        ],
-    )?;
+    keys.only(at, AWS_KEYS)?;
     let region = aws_region(u.region.as_deref(), &at("region"))?;
     let base = format!("https://bedrock-mantle.{region}.api.aws/anthropic");
-    let auth = aws_auth(&u.auth, at)?;
-    let assume_role = u
-        .assume_role
-        .as_ref()
-        .map(|r| assume_role(r, at))
-        .transpose()?;
-    if assume_role.is_some() && matches!(auth, AwsAuth::Bearer(_)) {
-        return Err(ConfigError::at(
-            &at("auth.aws_bearer_token"),
-            "not with assume_role",
-        ));
-    }
+    let (auth, assume_role) = aws_credentials(u, at)?;
     let cfg = MantleConfig {
         region,
         auth,
