@@ -51,6 +51,10 @@ enum Command {
         /// Port for the embedded default configuration.
         #[arg(long)]
         port: Option<u16>,
+        /// Threads serving connections, each connection on one of them from start to end
+        /// (default: one per CPU; 0 serves them on the shared async runtime).
+        #[arg(long, env = "GATEHOUSE_CONNECTION_THREADS", value_name = "N")]
+        connection_threads: Option<usize>,
     },
     /// Run the desktop tray app (the default when a display is present).
     #[cfg(feature = "desktop")]
@@ -260,13 +264,17 @@ fn run(cli: Cli) -> Result<(), String> {
             },
             data?,
         ),
-        Some(Command::Serve { config, port }) => serve(config.as_deref(), port, data?),
+        Some(Command::Serve {
+            config,
+            port,
+            connection_threads,
+        }) => serve(config.as_deref(), port, connection_threads, data?),
         #[cfg(feature = "desktop")]
         Some(Command::Tray { port }) => desktop::run(data?, port),
         #[cfg(feature = "desktop")]
         None if desktop::display_present() => desktop::run(data?, None),
         // No display (or a headless build): the server with the embedded default.
-        None => serve(None, None, data?),
+        None => serve(None, None, None, data?),
     }
 }
 
@@ -279,7 +287,17 @@ fn pick_gateway(creds: &login::Credentials, given: Option<String>) -> Result<Str
     }
 }
 
-fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), String> {
+fn serve(
+    file: Option<&Path>,
+    port: Option<u16>,
+    connection_threads: Option<usize>,
+    data: PathBuf,
+) -> Result<(), String> {
+    let serving = gatehouse_engine::Serving {
+        connection_threads: connection_threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }),
+    };
     let (config, warnings) = match file {
         Some(f) => {
             if port.is_some() {
@@ -310,7 +328,9 @@ fn serve(file: Option<&Path>, port: Option<u16>, data: PathBuf) -> Result<(), St
     }
     runtime()?.block_on(async move {
         let stop = shutdown_signal();
-        let handle = gatehouse_engine::start(config, deps).await.map_err(|e| e.to_string())?;
+        let handle = gatehouse_engine::start_with(config, deps, serving)
+            .await
+            .map_err(|e| e.to_string())?;
         let url = handle.base_url();
         println!("gatehouse: listening on {url}");
         if let Some(key) = handle.issued_local_key() {

@@ -65,6 +65,12 @@ pub fn load(yaml: &str, dir: &Path) -> Config {
     .unwrap_or_else(|e| panic!("config should load: {e}\n{yaml}"))
 }
 
+/// How test gateways serve connections: on two connection threads, as `gatehouse serve`
+/// does on a two-core machine.
+pub const SERVING: gatehouse_engine::Serving = gatehouse_engine::Serving {
+    connection_threads: 2,
+};
+
 impl TestGateway {
     /// Gateway with the base config.
     pub async fn start() -> Self {
@@ -102,7 +108,8 @@ impl TestGateway {
             events: events.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let handle = gatehouse_engine::server::start_on(listener, config, deps)
+        // Served as `gatehouse serve` serves: on connection threads of their own.
+        let handle = gatehouse_engine::server::start_on_with(listener, config, deps, SERVING)
             .await
             .unwrap();
         Self {

@@ -70,9 +70,14 @@ pub async fn start_with_idp(
             credentials: Arc::new(NoCredentialStore),
             events: events.clone(),
         };
-        let handle = gatehouse_engine::server::start_on(listener, load(&yaml, dir.path()), deps)
-            .await
-            .unwrap();
+        let handle = gatehouse_engine::server::start_on_with(
+            listener,
+            load(&yaml, dir.path()),
+            deps,
+            crate::SERVING,
+        )
+        .await
+        .unwrap();
         replicas.push(Replica {
             handle,
             events,

@@ -43,4 +43,4 @@ pub mod workload;
 
 pub use config::Config;
 pub use deps::Deps;
-pub use server::{Handle, StartError, check_config, start};
+pub use server::{Handle, Serving, StartError, check_config, start, start_with};

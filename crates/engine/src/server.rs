@@ -37,6 +37,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot start the connection threads: {0}")]
+    Threads(std::io::Error),
     #[error("cannot build the upstream HTTP client: {0}")]
     Client(String),
     #[error(transparent)]
@@ -64,6 +66,9 @@ pub struct Handle {
     issued_local_key: Option<Secret>,
     /// The separate metrics listener's address (`metrics.listen`).
     metrics_addr: Option<SocketAddr>,
+    /// The connection threads; they stop when the last owner (this, or the serving task)
+    /// is dropped, after `shutdown` has drained what runs on them.
+    threads: Arc<crate::edge::listener::Threads>,
 }
 
 /// What start would refuse in a validated config beyond the config's own rules (today the
@@ -83,13 +88,30 @@ pub fn check_config(
     Ok(warnings)
 }
 
+/// How the gateway serves its connections (the binaries' choice, not the config's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Serving {
+    /// Connections are served on this many single-threaded runtimes of their own
+    /// (`edge::listener::threads`); 0 serves them on the caller's runtime.
+    pub connection_threads: usize,
+}
+
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: Config, deps: Deps) -> Result<Handle, StartError> {
+    start_with(config, deps, Serving::default()).await
+}
+
+/// [`start`] with a choice of how connections are served.
+pub async fn start_with(
+    config: Config,
+    deps: Deps,
+    serving: Serving,
+) -> Result<Handle, StartError> {
     let addr = SocketAddr::new(config.listen.host, config.listen.port);
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| StartError::Bind { addr, source })?;
-    start_on(listener, config, deps).await
+    start_on_with(listener, config, deps, serving).await
 }
 
 /// Starts serving on a listener the caller bound (tests bind port 0).
@@ -98,6 +120,20 @@ pub async fn start_on(
     config: Config,
     deps: Deps,
 ) -> Result<Handle, StartError> {
+    start_on_with(listener, config, deps, Serving::default()).await
+}
+
+/// [`start_on`] with a choice of how connections are served.
+pub async fn start_on_with(
+    listener: TcpListener,
+    config: Config,
+    deps: Deps,
+    serving: Serving,
+) -> Result<Handle, StartError> {
+    let threads = std::sync::Arc::new(
+        crate::edge::listener::Threads::start(serving.connection_threads)
+            .map_err(StartError::Threads)?,
+    );
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: SocketAddr::new(config.listen.host, config.listen.port),
         source,
@@ -335,6 +371,7 @@ pub async fn start_on(
         tls,
         app,
         crate::edge::listener::Settings::from_config(&gateway.config),
+        threads.clone(),
         stop.clone(),
     ));
     gateway.deps.emit(
@@ -352,6 +389,7 @@ pub async fn start_on(
         recorder: recorder_task,
         issued_local_key,
         metrics_addr,
+        threads,
     })
 }
 
@@ -472,6 +510,11 @@ fn spawn_retention(gw: Arc<Gateway>, stop: CancellationToken) {
 impl Handle {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many connection threads serve the listener (0: the caller's runtime does).
+    pub fn connection_threads(&self) -> usize {
+        self.threads.len()
     }
 
     /// `http(s)://host:port` of the listener.

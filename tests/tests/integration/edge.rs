@@ -413,3 +413,45 @@ async fn embedded_default_without_upstream_key_says_what_to_set() {
             .any(|(k, v)| k == "x-api-key" && v == OPERATOR_KEY)
     );
 }
+
+/// `gatehouse serve` serves each connection on one of its connection threads: many
+/// connections at once, streams and JSON, each answered in full and metered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_served_on_the_connection_threads() {
+    let cfg = FakeConfig {
+        output_tokens: 5,
+        token_interval_ms: 5,
+        ..FakeConfig::default()
+    };
+    let gw = std::sync::Arc::new(TestGateway::start_with(cfg, base_yaml).await);
+    assert_eq!(gw.handle.connection_threads(), 2);
+    let mut calls = Vec::new();
+    for i in 0..12 {
+        let gw = gw.clone();
+        calls.push(tokio::spawn(async move {
+            // A client of its own: one connection per call, spread over the threads.
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let r = client
+                .post(gw.url("/v1/messages"))
+                .header("x-api-key", CLIENT_KEY)
+                .header("anthropic-version", "2023-06-01")
+                .json(&sonnet(i % 2 == 0))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let text = r.text().await.unwrap();
+            if i % 2 == 0 {
+                assert!(text.contains("event: message_stop"), "{text}");
+            } else {
+                assert!(text.contains("\"output_tokens\""), "{text}");
+            }
+        }));
+    }
+    for c in calls {
+        c.await.unwrap();
+    }
+    let rows = gw.usage_rows(12).await;
+    assert_eq!(rows.len(), 12);
+    assert!(rows.iter().all(|r| r.status == 200 && r.output_tokens > 0));
+}

@@ -106,7 +106,7 @@ pub async fn login(app: &App) -> Result<(), AppError> {
     };
     set_login(app, LoginState::Pending(pending.clone()));
     let app = app.clone();
-    tokio::spawn(async move {
+    app.clone().spawn(async move {
         let mut interval = start.interval;
         loop {
             tokio::time::sleep(interval).await;

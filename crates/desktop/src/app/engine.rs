@@ -208,7 +208,12 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         credentials: credentials(&inner.deps.keychain),
         events: inner.deps.events.clone(),
     };
-    let handle = gatehouse_engine::server::start_on(listener, cfg, deps)
+    // Two connection threads: the developer's requests each stay on one thread (no hops
+    // between the runtime's workers), and a slow one does not hold the others up.
+    let serving = gatehouse_engine::Serving {
+        connection_threads: 2,
+    };
+    let handle = gatehouse_engine::server::start_on_with(listener, cfg, deps, serving)
         .await
         .map_err(|e| AppError::Engine(e.to_string()))?;
     inner.port.store(
@@ -223,7 +228,7 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
         .set_models(super::connected::cached_models(app).await);
     handle.local().mount(Arc::new(super::api::AppApi::new(app)));
     // Usage and refusals drive notifications and meters (the engine's own event tap).
-    tokio::spawn(super::connected::run_taps(
+    app.spawn(super::connected::run_taps(
         app.clone(),
         handle.subscribe_events(),
     ));

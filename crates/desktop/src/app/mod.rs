@@ -154,6 +154,10 @@ pub(crate) struct Inner {
     notes: Gate,
     /// The last "Test" result per provider, for the UI.
     tests: Mutex<std::collections::HashMap<String, serde_json::Value>>,
+    /// The runtime the app started on. Requests to the app's API run on the engine's
+    /// connection threads, which end with that engine: work that must outlive a restart
+    /// is spawned here ([`App::spawn`]).
+    runtime: tokio::runtime::Handle,
 }
 
 /// The running desktop app. Cheap to clone.
@@ -229,6 +233,7 @@ impl App {
             central: Mutex::new(connected::CentralState::default()),
             notes,
             deps,
+            runtime: tokio::runtime::Handle::current(),
         });
         let app = App { inner };
         engine::ensure_local_token(&app).await?;
@@ -240,7 +245,7 @@ impl App {
         {
             tracing::warn!(error = %e, "could not configure Claude Code as the bootstrap asks");
         }
-        tokio::spawn(connected::run_sync(app.clone()));
+        app.spawn(connected::run_sync(app.clone()));
         // IT named the server: a fresh install goes straight to the login prompt.
         if app.bootstrap().get().is_some()
             && app.settings().mode == Mode::Connected
@@ -399,6 +404,11 @@ impl App {
         if let Some(h) = self.inner.engine.lock().await.take() {
             h.shutdown().await;
         }
+    }
+
+    /// Runs `work` on the app's runtime, where it outlives the engine (see `Inner::runtime`).
+    pub(crate) fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.inner.runtime.spawn(work);
     }
 
     /// (Re)starts the engine from the current settings on the same port.

@@ -362,7 +362,7 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
     if restart {
         // Not awaited here: the restart drains in-flight requests, this one included.
         let app = app.clone();
-        tokio::spawn(async move {
+        app.clone().spawn(async move {
             match app.restart_engine().await {
                 Ok(()) => app.sync_now().await,
                 Err(e) => tracing::error!(error = %e, "could not restart the gateway"),
@@ -377,7 +377,7 @@ pub async fn update_settings(app: &App, patch: &Value) -> Result<(), AppError> {
 /// that asked for it included. The view follows through `app.state`.
 fn restart_soon(app: &App) {
     let app = app.clone();
-    tokio::spawn(async move {
+    app.clone().spawn(async move {
         if let Err(e) = app.restart_engine().await {
             tracing::error!(error = %e, "could not restart the gateway");
         }

@@ -23,6 +23,7 @@
 //! (`Handle::shutdown` after `timeouts.shutdown_drain_ms`), every connection is closed.
 
 mod body;
+pub mod threads;
 mod watch;
 
 use std::convert::Infallible;
@@ -46,6 +47,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 pub use body::{BodyTimeout, MIN_PROGRESS, is_body_timeout};
+pub use threads::Threads;
 use watch::{Activity, Expiry, Tracked, Watched};
 
 use crate::config::Config;
@@ -94,12 +96,14 @@ struct Shared {
 }
 
 /// Serves `app` on `listener` (TLS when `tls` is given) until `stop`, then waits for the
-/// open connections to finish.
+/// open connections to finish. Connections are served on `threads` when it has any, else on
+/// this runtime.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<rustls::ServerConfig>,
     app: Router,
     settings: Settings,
+    threads: Arc<Threads>,
     stop: CancellationToken,
 ) {
     let kill = CancellationToken::new();
@@ -135,7 +139,26 @@ pub async fn serve(
         };
         // Nagle's algorithm would hold small SSE events back for up to 40 ms.
         let _ = tcp.set_nodelay(true);
-        connections.spawn(connection(shared.clone(), tcp, peer, slot));
+        let Some(claim) = threads.claim() else {
+            connections.spawn(connection(shared.clone(), tcp, peer, slot));
+            continue;
+        };
+        // The socket moves to the thread's own reactor, so its readiness wakes that thread.
+        let Ok(tcp) = tcp.into_std() else { continue };
+        let on = claim.handle.clone();
+        let shared = shared.clone();
+        connections.spawn_on(
+            async move {
+                let _claim = claim;
+                match TcpStream::from_std(tcp) {
+                    Ok(tcp) => connection(shared, tcp, peer, slot).await,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "handing a connection over failed")
+                    }
+                }
+            },
+            &on,
+        );
     }
     drop(listener);
     connections.close();
