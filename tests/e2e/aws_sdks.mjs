@@ -7,27 +7,9 @@
 // Env: FAKE_URL (the fake's origin).
 import { AnthropicBedrockMantle } from 'bedrock-sdk-mantle';
 import AnthropicAws from '@anthropic-ai/aws-sdk';
+import { ask, exercise } from './exercise.mjs';
 
 const base = process.env.FAKE_URL;
-const ask = { max_tokens: 64, messages: [{ role: 'user', content: 'say hello' }] };
-
-async function exercise(client, model) {
-  const message = await client.messages.create({ model, ...ask });
-  const events = [];
-  let text = '';
-  const stream = client.messages.stream({ model, ...ask });
-  stream.on('streamEvent', (e) => events.push(e.type));
-  stream.on('text', (t) => { text += t; });
-  const final = await stream.finalMessage();
-  const count = await client.messages.countTokens({ model, messages: ask.messages });
-  return {
-    json_text: message.content.map((b) => b.text ?? '').join(''),
-    stream_text: text,
-    events,
-    stream_usage: final.usage,
-    count,
-  };
-}
 
 // A client that must be refused: its error's status.
 async function refused(client, model) {

@@ -5,28 +5,9 @@
 import AnthropicBedrock from '@anthropic-ai/bedrock-sdk';
 import AnthropicVertex from '@anthropic-ai/vertex-sdk';
 import AnthropicFoundry from '@anthropic-ai/foundry-sdk';
+import { exercise } from './exercise.mjs';
 
 const base = process.env.FAKE_URL;
-const ask = { max_tokens: 64, messages: [{ role: 'user', content: 'say hello' }] };
-
-async function exercise(client, model, withCount) {
-  const message = await client.messages.create({ model, ...ask });
-  const events = [];
-  let text = '';
-  const stream = client.messages.stream({ model, ...ask });
-  stream.on('streamEvent', (e) => events.push(e.type));
-  stream.on('text', (t) => { text += t; });
-  const final = await stream.finalMessage();
-  const count = withCount ? await client.messages.countTokens({ model, messages: ask.messages }) : null;
-  return {
-    json_text: message.content.map((b) => b.text ?? '').join(''),
-    json_usage: message.usage,
-    stream_text: text,
-    events,
-    stream_usage: final.usage,
-    count,
-  };
-}
 
 const out = {};
 const bedrock = new AnthropicBedrock({
@@ -36,7 +17,7 @@ const bedrock = new AnthropicBedrock({
   awsSecretKey: 'fake-secret-key',
   maxRetries: 0,
 });
-out.bedrock = await exercise(bedrock, 'us.anthropic.claude-sonnet-4-6', false);
+out.bedrock = await exercise(bedrock, 'us.anthropic.claude-sonnet-4-6', { withCount: false });
 
 const vertex = new AnthropicVertex({
   baseURL: `${base}/v1`,
@@ -45,9 +26,9 @@ const vertex = new AnthropicVertex({
   authClient: { projectId: 'fake-project', getRequestHeaders: async () => new Headers({ Authorization: 'Bearer fake-token' }) },
   maxRetries: 0,
 });
-out.vertex = await exercise(vertex, 'claude-sonnet-4-6', true);
+out.vertex = await exercise(vertex, 'claude-sonnet-4-6');
 
 const foundry = new AnthropicFoundry({ baseURL: `${base}/anthropic/`, apiKey: 'fake-foundry-key', maxRetries: 0 });
-out.foundry = await exercise(foundry, 'claude-sonnet-4-6', true);
+out.foundry = await exercise(foundry, 'claude-sonnet-4-6');
 
 console.log(JSON.stringify(out));

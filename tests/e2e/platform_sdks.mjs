@@ -7,28 +7,10 @@
 // Env: FAKE_URL (the fake's origin), IDENTITY_TOKEN_FILE (a file holding a JWT).
 import { AnthropicGoogleCloud } from '@anthropic-ai/google-cloud-sdk';
 import Anthropic from 'anthropic-sdk-1';
+import { exercise } from './exercise.mjs';
 
 const base = process.env.FAKE_URL;
-const ask = { max_tokens: 64, messages: [{ role: 'user', content: 'say hello' }] };
 const model = 'claude-opus-4-8';
-
-async function exercise(client) {
-  const message = await client.messages.create({ model, ...ask });
-  const events = [];
-  let text = '';
-  const stream = client.messages.stream({ model, ...ask });
-  stream.on('streamEvent', (e) => events.push(e.type));
-  stream.on('text', (t) => { text += t; });
-  const final = await stream.finalMessage();
-  const count = await client.messages.countTokens({ model, messages: ask.messages });
-  return {
-    json_text: message.content.map((b) => b.text ?? '').join(''),
-    stream_text: text,
-    events,
-    stream_usage: final.usage,
-    count,
-  };
-}
 
 const out = {};
 const google = new AnthropicGoogleCloud({
@@ -36,7 +18,7 @@ const google = new AnthropicGoogleCloud({
   bearerTokenProvider: async () => 'ya29.fake-google-token',
   maxRetries: 0,
 });
-out.google_cloud = await exercise(google);
+out.google_cloud = await exercise(google, model);
 
 // maxRetries 1: the SDK's one retry after a 401 (a refused token) re-exchanges.
 const federated = new Anthropic({
@@ -52,6 +34,6 @@ const federated = new Anthropic({
   },
   maxRetries: 1,
 });
-out.federation = await exercise(federated);
+out.federation = await exercise(federated, model);
 
 console.log(JSON.stringify(out));

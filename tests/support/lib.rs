@@ -675,6 +675,26 @@ pub async fn claude_print(prompt: &str, home: &Path, env: &[(&str, &str)]) -> st
         .expect("claude ran")
 }
 
+/// [`claude_print`] in a fresh home that must succeed: the `result` text of its JSON
+/// answer (asserted not an error). `label` starts every failure message.
+pub async fn claude_answer(label: &str, prompt: &str, env: &[(&str, &str)]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let out = claude_print(prompt, home.path(), env).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{label}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{label}: not JSON ({e}): {stdout}"));
+    assert_eq!(result["is_error"], false, "{label}: {stdout}");
+    result["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{label}: no result text: {stdout}"))
+        .to_owned()
+}
+
 /// Runs a node script of `tests/e2e` with `args` and `env` (bounded to 90 s); its stdout
 /// is one JSON line, returned parsed. A failing script fails the test with its output.
 pub async fn node_json(script: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {

@@ -11,7 +11,7 @@ use fake_upstream::{FakeConfig, FakeUpstream};
 use gatehouse_desktop::app::App;
 use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
 use gatehouse_tests::OPERATOR_KEY;
-use gatehouse_tests::desktop::{Desk, desktop_deps, run_page_script};
+use gatehouse_tests::desktop::{Desk, DesktopParts, desktop_deps, run_page_script};
 use serde_json::{Value, json};
 
 fn sonnet(max_tokens: u64) -> Value {
@@ -29,6 +29,16 @@ fn standalone_env(fake: &FakeUpstream, dir: &std::path::Path) -> MapEnvironment 
         )
 }
 
+/// A standalone app on a fresh data dir, its gateway in front of a fresh fake.
+async fn standalone_app() -> (FakeUpstream, tempfile::TempDir, DesktopParts, App) {
+    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = standalone_env(&fake, dir.path());
+    let (deps, parts) = desktop_deps(dir.path(), env);
+    let app = App::start(deps).await.unwrap();
+    (fake, dir, parts, app)
+}
+
 async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..100 {
         if check() {
@@ -41,11 +51,7 @@ async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone_keys_budgets_pause_and_claude_code() {
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let env = standalone_env(&fake, dir.path());
-    let (deps, parts) = desktop_deps(dir.path(), env);
-    let app = App::start(deps).await.unwrap();
+    let (fake, dir, parts, app) = standalone_app().await;
     let url = app.dashboard_url();
     let desk = Desk::new(&app);
     assert!(
@@ -319,11 +325,7 @@ async fn active_providers(desk: &Desk, n: usize) {
 /// and no secret outside the keychain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_providers_are_added_tested_and_used() {
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let env = standalone_env(&fake, dir.path());
-    let (deps, parts) = desktop_deps(dir.path(), env);
-    let app = App::start(deps).await.unwrap();
+    let (fake, dir, parts, app) = standalone_app().await;
     let desk = Desk::new(&app);
     const AWS_SECRET: &str = "desk-aws-secret-0123456789abcdef";
     const VERTEX_TOKEN: &str = "ya29.desk-vertex-token-0123456789";
@@ -468,11 +470,7 @@ async fn cloud_providers_are_added_tested_and_used() {
 /// secret in the keychain and nowhere in the page afterwards, and the Test button's result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cloud_provider_is_added_and_tested_in_the_settings_tab() {
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let env = standalone_env(&fake, dir.path());
-    let (deps, parts) = desktop_deps(dir.path(), env);
-    let app = App::start(deps).await.unwrap();
+    let (fake, _dir, parts, app) = standalone_app().await;
     const SECRET: &str = "ui-aws-secret-0123456789abcdef01";
     let fake_url = fake.url();
     let v = run_page_script(
@@ -607,11 +605,7 @@ async fn an_upgrade_keeps_the_keychain_entries_and_the_settings() {
 /// engine's Azure credential comes from the environment), and a key beside it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foundry_with_entra_id_is_added_without_a_stored_key() {
-    let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let env = standalone_env(&fake, dir.path());
-    let (deps, parts) = desktop_deps(dir.path(), env);
-    let app = App::start(deps).await.unwrap();
+    let (fake, _dir, parts, app) = standalone_app().await;
     let desk = Desk::new(&app);
     let base = format!("{}/anthropic", fake.url());
     let (status, v) = desk

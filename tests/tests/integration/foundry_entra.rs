@@ -207,10 +207,9 @@ async fn claude_code_works_through_foundry_with_entra_id() {
         &SECRET_ENV,
     )
     .await;
-    let home = tempfile::tempdir().unwrap();
-    let out = gatehouse_tests::claude_print(
+    let answer = gatehouse_tests::claude_answer(
+        "claude -p",
         "Reply with the magic words.",
-        home.path(),
         &[
             ("ANTHROPIC_BASE_URL", gw.handle.base_url().as_str()),
             ("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY),
@@ -218,21 +217,7 @@ async fn claude_code_works_through_foundry_with_entra_id() {
         ],
     )
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(result["is_error"], false, "{stdout}");
-    assert!(
-        result["result"]
-            .as_str()
-            .unwrap()
-            .contains("CLOUD-foundry-entra-OK"),
-        "{stdout}"
-    );
+    assert!(answer.contains("CLOUD-foundry-entra-OK"), "{answer}");
     let resp = gw
         .client
         .post(gw.url("/v1/messages/count_tokens"))

@@ -456,28 +456,16 @@ async fn claude_code_backs_off_on_a_rate_limit_and_succeeds_when_the_window_reop
     let r = gw.messages(sonnet(false)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     r.bytes().await.unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let out = gatehouse_tests::claude_print(
+    let answer = gatehouse_tests::claude_answer(
+        "claude -p",
         "Reply with the magic words.",
-        home.path(),
         &[
             ("ANTHROPIC_BASE_URL", gw.handle.base_url().as_str()),
             ("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY),
         ],
     )
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(result["is_error"], false, "{stdout}");
-    assert!(
-        result["result"].as_str().unwrap().contains("LIMITS-OK"),
-        "{stdout}"
-    );
+    assert!(answer.contains("LIMITS-OK"), "{answer}");
     let blocked = gw.events.named("ratelimit.blocked");
     assert!(!blocked.is_empty(), "Claude Code met the limit");
     assert!(

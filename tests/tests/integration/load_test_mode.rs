@@ -154,30 +154,18 @@ async fn claude_code_takes_a_canned_reply() {
         format!("{}{LOAD_TEST}", base_yaml(url, db))
     })
     .await;
-    let home = tempfile::tempdir().unwrap();
-    let out = gatehouse_tests::claude_print(
+    let answer = gatehouse_tests::claude_answer(
+        "claude -p",
         "Say hello.",
-        home.path(),
         &[
             ("ANTHROPIC_BASE_URL", gw.handle.base_url().as_str()),
             ("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY),
         ],
     )
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(result["is_error"], false, "{stdout}");
-    assert!(
-        result["result"]
-            .as_str()
-            .unwrap()
-            .contains("Gatehouse is in load-test mode"),
-        "{stdout}"
+        answer.contains("Gatehouse is in load-test mode"),
+        "{answer}"
     );
     assert!(
         gw.fake.requests().is_empty(),

@@ -339,26 +339,16 @@ async fn federation_refreshes_before_expiry_and_reports_a_missing_file() {
     assert_eq!(exchanges(&gw).len(), 2);
 }
 
-/// `claude -p` through `gw`; its JSON result (asserted a success).
+/// `claude -p` through `gw`; its answer (asserted a success).
 async fn claude(gw: &TestGateway) -> String {
-    let home = tempfile::tempdir().unwrap();
-    let out = gatehouse_tests::claude_print(
+    gatehouse_tests::claude_answer(
+        "claude -p",
         "Reply with the magic words.",
-        home.path(),
         &[
             ("ANTHROPIC_BASE_URL", gw.handle.base_url().as_str()),
             ("ANTHROPIC_AUTH_TOKEN", CLIENT_KEY),
             ("CLAUDE_CODE_MAX_RETRIES", "0"),
         ],
     )
-    .await;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(result["is_error"], false, "{stdout}");
-    result["result"].as_str().unwrap().to_owned()
+    .await
 }
