@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use axum::body::Body;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -106,6 +107,47 @@ async fn load_grant(gw: &Gateway, id: &Identity, key: &str) -> Option<(Grant, Ve
         .ok()?;
     Some((grant, raw))
 }
+
+/// Changes a pending grant and stores it, compare-and-swap against `loaded`. The client's
+/// polls rewrite a pending grant (`last_poll_ms`, `interval`) while the browser is away at
+/// the IdP, so a lost swap reloads the grant and applies `change` again while it is still
+/// pending. The stored grant, or `None` when it is gone, no longer pending or unsealable.
+async fn settle(
+    gw: &Gateway,
+    id: &Identity,
+    key: &str,
+    loaded: (Grant, Vec<u8>),
+    now: DateTime<Utc>,
+    change: impl Fn(&mut Grant),
+) -> Option<Grant> {
+    let (mut grant, mut raw) = loaded;
+    for _ in 0..SETTLE_TRIES {
+        change(&mut grant);
+        let sealed = id.keys.seal(SealKind::DeviceGrant, &grant)?;
+        let expiry = grant_expiry(&grant);
+        match gw
+            .store
+            .kv_replace(key, raw, sealed.into_bytes(), expiry, now)
+            .await
+        {
+            Ok(true) => return Some(grant),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "storing a device grant failed");
+                return None;
+            }
+        }
+        (grant, raw) = load_grant(gw, id, key).await?;
+        if grant.state != GrantState::Pending {
+            return None;
+        }
+    }
+    None
+}
+
+/// Swaps lost to the client's polls before a callback gives up (a poll comes every few
+/// seconds, the swap follows its reload within microseconds).
+const SETTLE_TRIES: usize = 3;
 
 /// `POST /device`: starts the IdP authorization-code flow for a pending grant.
 pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>) -> Response<Body> {
@@ -274,7 +316,7 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
             "This sign-in was started in a different browser. Open the link from your terminal in this browser and try again.",
         ));
     }
-    let Some((mut grant, raw)) = load_grant(gw, id, &state.grant_key).await else {
+    let Some((grant, raw)) = load_grant(gw, id, &state.grant_key).await else {
         return fail(
             StatusCode::BAD_REQUEST,
             "grant_gone",
@@ -318,29 +360,18 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
     let _ = gw.store.kv_delete(&uc_key, None).await;
     match outcome {
         Ok((who, issued, claims)) => {
-            grant.state = GrantState::Approved;
-            grant.issued = Some(issued);
-            let stored = match id.keys.seal(SealKind::DeviceGrant, &grant) {
-                Some(s) => {
-                    gw.store
-                        .kv_replace(
-                            &state.grant_key,
-                            raw,
-                            s.into_bytes(),
-                            grant_expiry(&grant),
-                            now,
-                        )
-                        .await
-                }
-                None => Ok(false),
+            let approve = |g: &mut Grant| {
+                g.state = GrantState::Approved;
+                g.issued = Some(issued.clone());
             };
-            if !matches!(stored, Ok(true)) {
+            let Some(grant) = settle(gw, id, &state.grant_key, (grant, raw), now, approve).await
+            else {
                 return with_clear(fail(
                     StatusCode::CONFLICT,
                     "grant_changed",
                     "This sign-in request changed while you were signing in. Start again.",
                 ));
-            }
+            };
             gw.deps.emit(
                 Event::new("session.mint")
                     .with("sub", who.sub.clone())
@@ -364,20 +395,11 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
             ))
         }
         Err((reason, detail)) => {
-            grant.state = GrantState::Denied;
-            grant.denial = Some(detail.clone());
-            if let Some(s) = id.keys.seal(SealKind::DeviceGrant, &grant) {
-                let _ = gw
-                    .store
-                    .kv_replace(
-                        &state.grant_key,
-                        raw,
-                        s.into_bytes(),
-                        grant_expiry(&grant),
-                        now,
-                    )
-                    .await;
-            }
+            let deny = |g: &mut Grant| {
+                g.state = GrantState::Denied;
+                g.denial = Some(detail.clone());
+            };
+            settle(gw, id, &state.grant_key, (grant, raw), now, deny).await;
             with_clear(fail(
                 StatusCode::FORBIDDEN,
                 reason,
