@@ -138,6 +138,17 @@ impl TestGateway {
             .json(&body)
     }
 
+    /// Asserts that none of `secrets` appears in the events or in the SQLite file.
+    pub fn assert_no_secret(&self, secrets: &[&str]) {
+        let events = format!("{:?}", self.events.events());
+        let db = std::fs::read(self.db_path()).unwrap_or_default();
+        let db = String::from_utf8_lossy(&db);
+        for s in secrets {
+            assert!(!events.contains(s), "a secret in events");
+            assert!(!db.contains(s), "a secret in the database");
+        }
+    }
+
     /// Waits (bounded) until `n` usage rows are stored, newest first.
     pub async fn usage_rows(&self, n: usize) -> Vec<UsageRecord> {
         let store = self.handle.store();

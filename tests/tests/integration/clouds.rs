@@ -58,18 +58,6 @@ fn sse(body: &str) -> (Vec<String>, String) {
     (names, text)
 }
 
-fn assert_no_secret(gw: &TestGateway, secrets: &[&str]) {
-    let events = format!("{:?}", gw.events.events());
-    let db = std::fs::read(gw.db_path()).unwrap_or_default();
-    for s in secrets {
-        assert!(!events.contains(s), "secret in events");
-        assert!(
-            !String::from_utf8_lossy(&db).contains(s),
-            "secret in the database"
-        );
-    }
-}
-
 #[tokio::test]
 async fn bedrock_streams_as_sse_with_betas_placed_by_the_table() {
     let gw = gateway(FakeConfig::default(), BEDROCK_KEYS, "").await;
@@ -133,7 +121,7 @@ async fn bedrock_streams_as_sse_with_betas_placed_by_the_table() {
             .contains("betas dropped: request-tags-2026-08-21")
     );
     assert!(rows[0].route_reason.contains("fields dropped: tags"));
-    assert_no_secret(&gw, &[AWS_SECRET]);
+    gw.assert_no_secret(&[AWS_SECRET]);
 }
 
 #[tokio::test]
@@ -168,7 +156,7 @@ async fn bedrock_json_bearer_key_and_count_tokens() {
     assert_eq!(c["input_tokens"], FakeConfig::default().input_tokens);
     let req = &gw.fake.requests()[1];
     assert_eq!(req.path, "/model/anthropic.claude-sonnet-4-6/count-tokens");
-    assert_no_secret(&gw, &[BEARER]);
+    gw.assert_no_secret(&[BEARER]);
 }
 
 #[tokio::test]
@@ -434,7 +422,7 @@ async fn vertex_with_a_token_and_foundry_with_a_key() {
     assert_eq!(req.path, "/anthropic/v1/messages");
     assert_eq!(header(&req, "x-api-key"), Some(FOUNDRY_KEY));
     assert_eq!(req.body["model"], "claude-sonnet-4-6");
-    assert_no_secret(&gw, &[VERTEX_TOKEN, FOUNDRY_KEY]);
+    gw.assert_no_secret(&[VERTEX_TOKEN, FOUNDRY_KEY]);
 }
 
 /// A service-account key file (RSA, PKCS#8) whose `token_uri` is the fake's.

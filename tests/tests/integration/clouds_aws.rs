@@ -55,15 +55,6 @@ async fn count(gw: &TestGateway, model: &str) -> reqwest::Response {
         .unwrap()
 }
 
-fn assert_no_secret(gw: &TestGateway, secrets: &[&str]) {
-    let events = format!("{:?}", gw.events.events());
-    let db = String::from_utf8_lossy(&std::fs::read(gw.db_path()).unwrap_or_default()).into_owned();
-    for s in secrets {
-        assert!(!events.contains(s), "secret in events");
-        assert!(!db.contains(s), "secret in the database");
-    }
-}
-
 /// The `Authorization` of a request signed for `service` in `region` with `key`.
 fn assert_signed(req: &RecordedRequest, key: &str, region: &str, service: &str) {
     let auth = header(req, "authorization").unwrap();
@@ -190,7 +181,7 @@ async fn mantle_signs_for_its_service_and_drops_request_tags() {
     let resp = gw.messages(old).send().await.unwrap();
     assert!(resp.status().is_client_error(), "{}", resp.status());
     assert_eq!(gw.fake.requests().len(), 2);
-    assert_no_secret(&gw, &[AWS_SECRET, SESSION_TOKEN]);
+    gw.assert_no_secret(&[AWS_SECRET, SESSION_TOKEN]);
 }
 
 #[tokio::test]
@@ -229,7 +220,7 @@ async fn mantle_with_a_bedrock_api_key_and_errors_cleaned() {
         3,
         "a fixed key is not asked again after a 403"
     );
-    assert_no_secret(&gw, &[BEARER]);
+    gw.assert_no_secret(&[BEARER]);
 }
 
 #[tokio::test]
@@ -297,7 +288,7 @@ async fn mantle_assume_role_signs_with_the_role_session_and_refreshes_once() {
         "STS asked again"
     );
     assert_eq!(inference(&after), inference(&requests) + 2);
-    assert_no_secret(&gw, &[AWS_SECRET]);
+    gw.assert_no_secret(&[AWS_SECRET]);
 }
 
 #[tokio::test]
@@ -328,7 +319,7 @@ async fn anthropic_aws_signs_the_workspace_and_keeps_betas() {
     let req = &gw.fake.requests()[1];
     assert_eq!(req.path, "/v1/messages/count_tokens");
     assert_eq!(header(req, "anthropic-workspace-id"), Some("wrkspc_gh"));
-    assert_no_secret(&gw, &[AWS_SECRET]);
+    gw.assert_no_secret(&[AWS_SECRET]);
 }
 
 #[tokio::test]
@@ -350,7 +341,7 @@ async fn anthropic_aws_with_an_api_key() {
         assert!(header(&req, "x-api-key").is_none());
         assert_eq!(header(&req, "anthropic-workspace-id"), Some("wrkspc_gh"));
     }
-    assert_no_secret(&gw, &[AWS_API_KEY]);
+    gw.assert_no_secret(&[AWS_API_KEY]);
 }
 
 /// Claude Code (the CLI) through Gatehouse to each AWS face: its streamed request reaches
@@ -404,6 +395,6 @@ async fn claude_code_works_through_mantle_and_anthropic_aws() {
             rows.iter().all(|r| r.upstream.as_deref() == Some(name)),
             "{name}"
         );
-        assert_no_secret(&gw, &[AWS_SECRET, SESSION_TOKEN]);
+        gw.assert_no_secret(&[AWS_SECRET, SESSION_TOKEN]);
     }
 }

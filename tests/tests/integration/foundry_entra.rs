@@ -136,18 +136,6 @@ fn foundry_bearers(fake: &FakeUpstream) -> Vec<String> {
         .collect()
 }
 
-fn assert_no_secret(gw: &TestGateway, secrets: &[&str]) {
-    let events = format!("{:?}", gw.events.events());
-    let db = std::fs::read(gw.db_path()).unwrap_or_default();
-    for s in secrets {
-        assert!(!events.contains(s), "secret in events");
-        assert!(
-            !String::from_utf8_lossy(&db).contains(s),
-            "secret in the database"
-        );
-    }
-}
-
 #[tokio::test]
 async fn the_fake_entra_id_satisfies_azure_identity_and_the_foundry_sdk() {
     let certs = tempfile::tempdir().unwrap();
@@ -249,7 +237,7 @@ async fn claude_code_works_through_foundry_with_entra_id() {
             .iter()
             .any(|r| r.path == "/anthropic/v1/messages/count_tokens")
     );
-    assert_no_secret(&gw, &[CLIENT_SECRET, &issued[0]]);
+    gw.assert_no_secret(&[CLIENT_SECRET, &issued[0]]);
 }
 
 /// Foundry refuses the token (revoked): Gatehouse fetches a new one once and sends again;
@@ -290,7 +278,7 @@ async fn a_refused_entra_token_is_fetched_anew_once() {
     assert_eq!(token_requests(&gw.fake), 3, "{status} {body}");
     assert_eq!(foundry_bearers(&gw.fake).len(), 5);
     assert!(!body.contains("fake-entra-token"), "{body}");
-    assert_no_secret(&gw, &[CLIENT_SECRET, &first, &issued[1]]);
+    gw.assert_no_secret(&[CLIENT_SECRET, &first, &issued[1]]);
 }
 
 /// Workload identity: the federated token file is sent as the client assertion.

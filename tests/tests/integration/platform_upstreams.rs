@@ -66,15 +66,6 @@ fn federation(fake: &str, rule: &str, file: &Path) -> String {
     )
 }
 
-fn assert_no_secret(gw: &TestGateway, secrets: &[&str]) {
-    let events = format!("{:?}", gw.events.events());
-    let db = String::from_utf8_lossy(&std::fs::read(gw.db_path()).unwrap_or_default()).into_owned();
-    for s in secrets {
-        assert!(!events.contains(s), "a secret in events");
-        assert!(!db.contains(s), "a secret in the database");
-    }
-}
-
 fn exchanges(gw: &TestGateway) -> Vec<RecordedRequest> {
     gw.fake
         .requests()
@@ -211,7 +202,7 @@ async fn claude_code_works_through_anthropic_google_cloud() {
     body["workspace_id"] = json!("wrk-other");
     let resp = gw.messages(body).send().await.unwrap();
     assert_eq!(resp.status(), 400);
-    assert_no_secret(&gw, &[GOOGLE_TOKEN]);
+    gw.assert_no_secret(&[GOOGLE_TOKEN]);
 }
 
 /// Claude Code through Gatehouse to the Anthropic API with workload-identity federation:
@@ -304,7 +295,7 @@ async fn federation_exchanges_caches_and_retries_once_after_a_401() {
     let tokens: Vec<String> = (1..=4).map(|n| format!("{FEDERATED_PREFIX}{n}")).collect();
     let mut secrets: Vec<&str> = tokens.iter().map(String::as_str).collect();
     secrets.extend([first_jwt.as_str(), second_jwt.as_str()]);
-    assert_no_secret(&gw, &secrets);
+    gw.assert_no_secret(&secrets);
 }
 
 /// A token with less than two minutes to live is exchanged again before it is used; an

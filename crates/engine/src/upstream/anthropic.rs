@@ -45,17 +45,7 @@ impl Anthropic {
 
     /// One attempt with the federated token `token`.
     async fn federated(&self, call: &Call<'_>, token: &Secret) -> Result<Answer, SendError> {
-        let attempt = Call {
-            op: call.op,
-            query: call.query,
-            headers: call.headers,
-            model: call.model,
-            body: call.body.clone(),
-            stream: call.stream,
-            credential: Some((CredentialScheme::OAuth, token)),
-            extra_headers: call.extra_headers,
-            caller: call.caller,
-        };
+        let attempt = call.with_credential((CredentialScheme::OAuth, token));
         let url = url(&self.base_url, call.op, call.query);
         post(&self.client, url, attempt, self.forward_identity).await
     }

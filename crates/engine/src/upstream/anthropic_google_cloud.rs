@@ -11,11 +11,10 @@
 //! every SDK upstream.
 
 use async_trait::async_trait;
-use http::StatusCode;
 use url::Url;
 
 use super::{Answer, Call, CredentialScheme, Operation, SendError, Upstream};
-use super::{anthropic, body, capabilities, errors};
+use super::{anthropic, capabilities, errors};
 use crate::config::{GoogleCloudConfig, UpstreamConfig};
 use crate::google;
 
@@ -47,12 +46,8 @@ impl AnthropicGoogleCloud {
 #[async_trait]
 impl Upstream for AnthropicGoogleCloud {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
-        if !body::present(&call.body, &["workspace_id"]).is_empty() {
-            return Ok(errors::envelope(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "workspace_id: not supported through the gateway",
-            ));
+        if let Some(refused) = errors::workspace_id_in_body(&call.body) {
+            return Ok(refused);
         }
         if call.op == Operation::Messages
             && let Some(refused) = capabilities::over_output_limit(CAPS, call.model, &call.body)

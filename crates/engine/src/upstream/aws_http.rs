@@ -11,7 +11,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::aws::sigv4::Signer;
@@ -112,12 +112,8 @@ impl AwsHttp {
 #[async_trait]
 impl Upstream for AwsHttp {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
-        if !body::present(&call.body, &["workspace_id"]).is_empty() {
-            return Ok(errors::envelope(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "workspace_id: not supported through the gateway",
-            ));
+        if let Some(refused) = errors::workspace_id_in_body(&call.body) {
+            return Ok(refused);
         }
         if call.op == Operation::Messages
             && let Some(refused) =

@@ -166,6 +166,20 @@ pub async fn clean(upstream_name: &str, answer: Answer) -> Answer {
     out
 }
 
+/// The Claude Platform upstreams (on AWS, on Google Cloud) take the workspace from the
+/// upstream's config: a top-level `workspace_id` in the caller's body is refused with 400,
+/// as the reference does.
+pub fn workspace_id_in_body(body: &[u8]) -> Option<Answer> {
+    if super::body::present(body, &["workspace_id"]).is_empty() {
+        return None;
+    }
+    Some(envelope(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        "workspace_id: not supported through the gateway",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

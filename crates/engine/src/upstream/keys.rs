@@ -236,17 +236,7 @@ impl Upstream for Pooled {
                 continue;
             }
             tried = true;
-            let attempt = Call {
-                op: call.op,
-                query: call.query,
-                headers: call.headers,
-                model: call.model,
-                body: call.body.clone(),
-                stream: call.stream,
-                credential: Some((pool.scheme, &pool.keys[i].value)),
-                extra_headers: call.extra_headers,
-                caller: call.caller,
-            };
+            let attempt = call.with_credential((pool.scheme, &pool.keys[i].value));
             let answer = self.inner.send(attempt).await?;
             match answer.status {
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {

@@ -89,6 +89,23 @@ pub struct Call<'a> {
     pub caller: Option<Caller<'a>>,
 }
 
+impl<'a> Call<'a> {
+    /// The same call with another credential (a federated token, a pooled key's turn).
+    pub fn with_credential(&self, credential: (CredentialScheme, &'a Secret)) -> Call<'a> {
+        Call {
+            op: self.op,
+            query: self.query,
+            headers: self.headers,
+            model: self.model,
+            body: self.body.clone(),
+            stream: self.stream,
+            credential: Some(credential),
+            extra_headers: self.extra_headers,
+            caller: self.caller,
+        }
+    }
+}
+
 /// A failure reading an upstream body after its headers.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
