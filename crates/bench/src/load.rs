@@ -131,6 +131,18 @@ pub async fn sequential_as(
     Ok(out)
 }
 
+/// `gatehouse-bench load`: [`throughput`] against `addr`, printed.
+pub async fn report(addr: SocketAddr, workers: usize, seconds: u64) -> anyhow::Result<()> {
+    let body = crate::client::messages_body(false);
+    let measure = Duration::from_secs(seconds);
+    let run = throughput(addr, &body, workers, Duration::from_secs(1), measure, &[]).await?;
+    println!(
+        "{:.0} req/s over {seconds} s ({} ok, {} errors, {} answers with warm-up)",
+        run.requests_per_sec, run.ok, run.errors, run.completed
+    );
+    Ok(())
+}
+
 /// Result of a fixed-duration concurrent run.
 #[derive(Debug, Default)]
 pub struct Throughput {

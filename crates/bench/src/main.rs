@@ -8,10 +8,13 @@
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
 //!                 [--tray PATH]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
+//! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]  (hidden)
 //! ```
 //!
 //! The `proxy` subcommand is the bare proxy baseline; the benchmark starts
-//! it as a subprocess of itself. The last phases measure the spend-reservation
+//! it as a subprocess of itself. The `load` subcommand sends the throughput
+//! phase's requests (bench client key) to a server started by hand, for
+//! profiling it from outside (perf, strace, /proc). The last phases measure the spend-reservation
 //! path on SQLite and, given a server, on PostgreSQL (see `reservation`), then
 //! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
 //! With `--peers`, a last phase measures nginx, the reference gateway and
@@ -19,6 +22,7 @@
 //! memory with its window open and closed (see `tray`).
 
 mod bench;
+mod causes;
 mod client;
 mod cpu;
 mod discovery;
@@ -107,6 +111,17 @@ enum Command {
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
+    /// Send the throughput phase's load to a running server and print req/s.
+    #[command(hide = true)]
+    Load {
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Measured seconds (after one second of warm-up); at most 600.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+        seconds: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -121,6 +136,15 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(proxy::run(listen, upstream, exit_on_stdin_eof))),
+        Some(Command::Load {
+            target,
+            concurrency,
+            seconds,
+        }) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(load::report(target, concurrency, seconds))),
         None => run_bench(&cli),
     };
     match result {

@@ -98,6 +98,7 @@ impl Results {
             out.push_str("\nNotes:\n\n");
             out.push_str(&notes);
         }
+        out.push_str(&self.causes());
         out.push_str(&self.reservations.markdown());
         out.push_str(&self.faults.markdown());
         if let Some(p) = &self.peers {

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod azure;
 pub mod breaker;
 pub mod config;
+pub mod connection_thread;
 pub mod dashboard;
 pub mod deps;
 pub mod edge;

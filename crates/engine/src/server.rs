@@ -196,7 +196,7 @@ pub async fn start_on_with(
         issued_local_key = issued;
         key_entries.push((local_key::LOCAL_KEY_ID.into(), hash));
     }
-    let upstreams = Upstreams::new(&config, &deps)
+    let upstreams = Upstreams::new(&config, &deps, threads.len())
         .await
         .map_err(StartError::Upstream)?;
     // Every outbound call to an operator-configured URL goes through the safe-fetch helper.

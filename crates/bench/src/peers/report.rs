@@ -73,11 +73,23 @@ impl Peers {
         let mut out = Vec::new();
         let capped = self.row(Kind::GatehouseCapped);
         match (self.rps(Kind::GatehouseCapped), self.rps(Kind::Nginx)) {
-            (Some(g), Some(n)) => out.push(format!(
-                "Gatehouse with caps on, c=16 throughput ≥ 0.5× nginx: {:.2}× ({})",
-                g / n,
-                verdict(g >= 0.5 * n)
-            )),
+            (Some(g), Some(n)) => {
+                let mut line = format!(
+                    "Gatehouse with caps on, c=16 throughput ≥ 0.5× nginx: {:.2}× ({})",
+                    g / n,
+                    verdict(g >= 0.5 * n)
+                );
+                if let (true, Some(plain)) = (g < 0.5 * n, self.rps(Kind::Gatehouse)) {
+                    let _ = write!(
+                        line,
+                        "; without caps Gatehouse does {:.2}× nginx, so the caps cost {:.2}× \
+                         and the rest is the plain path's CPU per request (see the main table)",
+                        plain / n,
+                        g / plain
+                    );
+                }
+                out.push(line);
+            }
             _ => out.push("Gatehouse with caps on, c=16 throughput ≥ 0.5× nginx: not measured (no nginx figure)".to_owned()),
         }
         let direct = self.row(Kind::Direct);
@@ -87,11 +99,23 @@ impl Peers {
                     g.latency.total.p50 - d.latency.total.p50,
                     r.latency.total.p50 - d.latency.total.p50,
                 );
-                out.push(format!(
+                let mut line = format!(
                     "Gatehouse with caps on, added c=1 p50 ≥ 10× lower than the reference's (capped): \
                      {ga:+.1} µs vs {ra:+.1} µs ({})",
                     verdict(ga * 10.0 <= ra)
-                ));
+                );
+                let plain = self.row(Kind::Gatehouse);
+                if let (true, Some(n), Some(plain)) = (ga * 10.0 > ra, self.row(Kind::Nginx), plain) {
+                    let _ = write!(
+                        line,
+                        "; that needs ≤ {:+.0} µs, where nginx adds {:+.0} µs and Gatehouse \
+                         without caps {:+.0} µs (the caps add the rest)",
+                        ra / 10.0,
+                        n.latency.total.p50 - d.latency.total.p50,
+                        plain.latency.total.p50 - d.latency.total.p50
+                    );
+                }
+                out.push(line);
             }
             _ => out.push(
                 "Gatehouse with caps on, added c=1 p50 ≥ 10× lower than the reference's: not measured (no reference figure)"

@@ -10,13 +10,14 @@ use http::{Method, StatusCode};
 use url::Url;
 
 use super::federation::Federated;
+use super::http_client::HttpClient;
 use super::{Answer, Call, Operation, SendError, Upstream, headers};
 use crate::config::{CredentialScheme, CredentialSource, UpstreamConfig};
 use crate::deps::Clock;
 use crate::secret::Secret;
 
 pub struct Anthropic {
-    client: reqwest::Client,
+    client: HttpClient,
     base_url: Url,
     /// `forward_user_identity`: the person's identity headers go along.
     forward_identity: bool,
@@ -25,10 +26,10 @@ pub struct Anthropic {
 }
 
 impl Anthropic {
-    pub fn new(client: reqwest::Client, config: &UpstreamConfig, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(client: HttpClient, config: &UpstreamConfig, clock: Arc<dyn Clock>) -> Self {
         let federation = match config.credential.as_ref().map(|c| &c.source) {
             Some(CredentialSource::Federation(f)) => Some(Federated::new(
-                client.clone(),
+                client.shared().clone(),
                 &config.base_url,
                 f.clone(),
                 clock,
@@ -47,7 +48,7 @@ impl Anthropic {
     async fn federated(&self, call: &Call<'_>, token: &Secret) -> Result<Answer, SendError> {
         let attempt = call.with_credential((CredentialScheme::OAuth, token));
         let url = url(&self.base_url, call.op, call.query);
-        post(&self.client, url, attempt, self.forward_identity).await
+        post(self.client.get(), url, attempt, self.forward_identity).await
     }
 }
 
@@ -97,7 +98,7 @@ impl Upstream for Anthropic {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
         let Some(federation) = &self.federation else {
             let url = url(&self.base_url, call.op, call.query);
-            return post(&self.client, url, call, self.forward_identity).await;
+            return post(self.client.get(), url, call, self.forward_identity).await;
         };
         let token = federation.token().await.map_err(SendError::Credential)?;
         let answer = self.federated(&call, &token).await?;

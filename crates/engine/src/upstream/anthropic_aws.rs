@@ -15,6 +15,7 @@ use http::{HeaderName, HeaderValue};
 
 use super::aws::sigv4::{Setup, Signer};
 use super::aws_http::{Auth, AwsHttp};
+use super::http_client::HttpClient;
 use crate::config::{AnthropicAwsConfig, UpstreamConfig};
 
 /// The SigV4 service name of Claude Platform on AWS.
@@ -23,7 +24,7 @@ pub const SERVICE: &str = "aws-external-anthropic";
 pub const WORKSPACE_HEADER: &str = "anthropic-workspace-id";
 
 pub async fn new(
-    client: reqwest::Client,
+    client: HttpClient,
     config: &UpstreamConfig,
     aws: &AnthropicAwsConfig,
     connect: Duration,

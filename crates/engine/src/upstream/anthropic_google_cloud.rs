@@ -13,6 +13,7 @@
 use async_trait::async_trait;
 use url::Url;
 
+use super::http_client::HttpClient;
 use super::{Answer, Call, CredentialScheme, Operation, SendError, Upstream};
 use super::{anthropic, capabilities, errors};
 use crate::config::{GoogleCloudConfig, UpstreamConfig};
@@ -22,7 +23,7 @@ use crate::google;
 const CAPS: &str = "anthropicGoogleCloud";
 
 pub struct AnthropicGoogleCloud {
-    client: reqwest::Client,
+    client: HttpClient,
     name: String,
     base_url: Url,
     tokens: google::Tokens,
@@ -30,7 +31,7 @@ pub struct AnthropicGoogleCloud {
 
 impl AnthropicGoogleCloud {
     pub async fn new(
-        client: reqwest::Client,
+        client: HttpClient,
         config: &UpstreamConfig,
         cloud: &GoogleCloudConfig,
     ) -> Result<Self, String> {
@@ -60,7 +61,7 @@ impl Upstream for AnthropicGoogleCloud {
             credential: Some((CredentialScheme::Bearer, &token)),
             ..call
         };
-        let answer = anthropic::post(&self.client, url, call, false).await?;
+        let answer = anthropic::post(self.client.get(), url, call, false).await?;
         Ok(errors::clean(&self.name, answer).await)
     }
 }

@@ -15,6 +15,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::aws::sigv4::Signer;
+use super::http_client::HttpClient;
 use super::{
     Answer, Call, Operation, SendError, Upstream, anthropic, body, capabilities, errors, headers,
 };
@@ -31,7 +32,7 @@ pub enum Auth {
 }
 
 pub struct AwsHttp {
-    pub client: reqwest::Client,
+    pub client: HttpClient,
     pub name: String,
     /// Ends in `/`; `v1/messages` is joined to it.
     pub base_url: Url,
@@ -96,6 +97,7 @@ impl AwsHttp {
         }
         let sent = self
             .client
+            .get()
             .post(url.clone())
             .headers(headers)
             .body(payload.clone())

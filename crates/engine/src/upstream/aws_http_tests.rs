@@ -19,7 +19,7 @@ use crate::secret::Secret;
 
 fn link(provider: &'static str, auth: Auth, fixed: Vec<(HeaderName, HeaderValue)>) -> AwsHttp {
     AwsHttp {
-        client: reqwest::Client::new(),
+        client: reqwest::Client::new().into(),
         name: provider.to_owned(),
         base_url: Url::parse("https://example.test/anthropic/").unwrap(),
         provider,

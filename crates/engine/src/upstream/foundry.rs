@@ -11,13 +11,14 @@
 use async_trait::async_trait;
 use url::Url;
 
+use super::http_client::HttpClient;
 use super::{Answer, Call, Operation, SendError, Upstream, anthropic, capabilities, errors};
 use crate::azure;
 use crate::config::{CredentialScheme, FoundryConfig, UpstreamConfig};
 use crate::deps::Environment;
 
 pub struct Foundry {
-    client: reqwest::Client,
+    client: HttpClient,
     name: String,
     base_url: Url,
     /// Entra ID tokens (`auth.use_azure_ad`); `None`: the key is the call's credential.
@@ -27,7 +28,7 @@ pub struct Foundry {
 impl Foundry {
     /// With `use_azure_ad`, the Azure credential is chosen from `env` now.
     pub fn new(
-        client: reqwest::Client,
+        client: HttpClient,
         config: &UpstreamConfig,
         foundry: &FoundryConfig,
         env: &dyn Environment,
@@ -62,14 +63,20 @@ impl Foundry {
             ..call
         };
         let first = with_token(call, &token.value);
-        let answer = anthropic::post(&self.client, url.clone(), first, false).await?;
+        let answer = anthropic::post(self.client.get(), url.clone(), first, false).await?;
         if !matches!(answer.status.as_u16(), 401 | 403) {
             return Ok(answer);
         }
         tracing::warn!(upstream = %self.name, status = answer.status.as_u16(), "Foundry refused the Entra ID token; fetching a new one once");
         tokens.renew(&token).map_err(SendError::Credential)?;
         let token = tokens.token().await.map_err(SendError::Credential)?;
-        anthropic::post(&self.client, url, with_token(again, &token.value), false).await
+        anthropic::post(
+            self.client.get(),
+            url,
+            with_token(again, &token.value),
+            false,
+        )
+        .await
     }
 }
 
@@ -92,7 +99,7 @@ impl Upstream for Foundry {
         let url = anthropic::url(&self.base_url, call.op, None);
         let answer = match &self.tokens {
             Some(tokens) => self.send_signed_in(tokens, url, call).await?,
-            None => anthropic::post(&self.client, url, call, false).await?,
+            None => anthropic::post(self.client.get(), url, call, false).await?,
         };
         Ok(errors::clean(&self.name, answer).await)
     }

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use super::aws::sigv4::{Setup, Signer};
 use super::aws_http::{Auth, AwsHttp};
+use super::http_client::HttpClient;
 use crate::config::{AwsAuth, MantleConfig, UpstreamConfig};
 
 /// The SigV4 service name of Mantle.
 pub const SERVICE: &str = "bedrock-mantle";
 
 pub async fn new(
-    client: reqwest::Client,
+    client: HttpClient,
     config: &UpstreamConfig,
     mantle: &MantleConfig,
     connect: Duration,

@@ -29,6 +29,7 @@ pub mod federation;
 pub mod foundry;
 pub mod headers;
 pub mod health;
+pub mod http_client;
 pub mod keys;
 pub mod mantle;
 pub mod openai;
@@ -52,6 +53,7 @@ pub(crate) use crate::config::CredentialScheme;
 use crate::config::{Config, CredentialSource, Provider, UpstreamConfig};
 use crate::deps::Deps;
 use crate::secret::Secret;
+use http_client::HttpClient;
 
 /// Which Messages operation a call is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,15 +236,22 @@ impl Upstreams {
     /// `deps.events` receives `upstream.state` on every change of an upstream's state;
     /// `deps.env` may point STS elsewhere (`AWS_ENDPOINT_URL_STS`) and holds the Azure
     /// credential settings of Foundry with Entra ID.
-    pub async fn new(config: &Config, deps: &Deps) -> Result<Self, SetupError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeouts.upstream_connect)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| SetupError::Client(e.to_string()))?;
+    /// `connection_threads`: how many the server runs; each gets its own HTTP client.
+    pub async fn new(
+        config: &Config,
+        deps: &Deps,
+        connection_threads: usize,
+    ) -> Result<Self, SetupError> {
+        let client = HttpClient::build(connection_threads, || {
+            reqwest::Client::builder()
+                .connect_timeout(config.timeouts.upstream_connect)
+                .tcp_nodelay(true)
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(256)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+        })
+        .map_err(|e| SetupError::Client(e.to_string()))?;
         let mut links: Vec<Arc<dyn Upstream>> = Vec::with_capacity(config.upstreams.len());
         let mut key_pools = Vec::with_capacity(config.upstreams.len());
         for up in &config.upstreams {

@@ -6,9 +6,9 @@
 //! hops between threads several times: a futex wake and a context switch each, which cost
 //! more than the request's own work on a small or virtualised machine. On a connection
 //! thread the connection's task, the upstream connection it opens and the tasks it spawns
-//! run on the one thread; nothing hops unless two connections share a pooled upstream
-//! connection opened on another thread (that still works: the runtimes are independent,
-//! their channels and wakers are thread-safe).
+//! run on the one thread. Each thread has its own upstream HTTP client (see
+//! `upstream::http_client`), so pooled upstream connections are not lent across threads
+//! either; it marks itself with `connection_thread::enter` for that.
 //!
 //! The accept loop stays on the caller's runtime and hands each socket to the thread with
 //! the fewest open connections, re-registered with that thread's reactor. The threads run
@@ -61,6 +61,7 @@ impl Threads {
             std::thread::Builder::new()
                 .name(format!("gatehouse-conn-{i}"))
                 .spawn(move || {
+                    crate::connection_thread::enter(i);
                     let runtime = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()

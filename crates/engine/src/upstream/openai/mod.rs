@@ -24,6 +24,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use url::Url;
 
+use super::http_client::HttpClient;
 use super::{Answer, Call, Operation, SendError, Upstream, sse};
 use crate::config::{OpenAiConfig, TokenField, UpstreamConfig};
 
@@ -31,7 +32,7 @@ use crate::config::{OpenAiConfig, TokenField, UpstreamConfig};
 const MAX_COMPLETION: usize = 32 * 1024 * 1024;
 
 pub struct OpenAi {
-    client: reqwest::Client,
+    client: HttpClient,
     name: String,
     url: Url,
     token_field: Option<TokenField>,
@@ -41,7 +42,7 @@ pub struct OpenAi {
 
 impl OpenAi {
     pub fn new(
-        client: reqwest::Client,
+        client: HttpClient,
         config: &UpstreamConfig,
         openai: &OpenAiConfig,
         ping: Duration,
@@ -171,12 +172,13 @@ impl Upstream for OpenAi {
         let bytes = Bytes::from(translated.body.to_string());
         let request = self
             .client
+            .get()
             .post(self.url.clone())
             .headers(self.headers(&call))
             .body(bytes)
             .build()
             .map_err(|e| SendError::Build(e.to_string()))?;
-        let response = match self.client.execute(request).await {
+        let response = match self.client.get().execute(request).await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Err(SendError::Connect(e.to_string())),
             Err(e) => return Err(SendError::Network(e.to_string())),

@@ -12,13 +12,14 @@ use async_trait::async_trait;
 use http::{HeaderMap, HeaderValue, Method, header};
 use url::Url;
 
+use super::http_client::HttpClient;
 use super::{Answer, Call, Operation, SendError, Upstream, body, capabilities, errors};
 use crate::config::{UpstreamConfig, VertexConfig};
 
 const VERSION: &str = "vertex-2023-10-16";
 
 pub struct Vertex {
-    client: reqwest::Client,
+    client: HttpClient,
     name: String,
     /// `<base>/projects/<project>/locations/<region>/publishers/anthropic/models/`
     models_url: Url,
@@ -27,7 +28,7 @@ pub struct Vertex {
 
 impl Vertex {
     pub async fn new(
-        client: reqwest::Client,
+        client: HttpClient,
         config: &UpstreamConfig,
         vertex: &VertexConfig,
     ) -> Result<Self, String> {
@@ -103,6 +104,7 @@ impl Upstream for Vertex {
         }
         let sent = self
             .client
+            .get()
             .request(Method::POST, url)
             .headers(headers)
             .body(payload)
