@@ -62,7 +62,12 @@ impl Results {
                  are not measured per request"
             ));
         }
-        for r in self.reservations.rows.iter().filter(|r| r.store == "sqlite") {
+        for r in self
+            .reservations
+            .rows
+            .iter()
+            .filter(|r| r.store == "sqlite")
+        {
             let capped = r.capped.total.p50 - d.latency.total.p50;
             if capped > 150.0 {
                 out.push(format!(

@@ -302,6 +302,15 @@ pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 /// RSS of `pid` and all its descendants (e.g. nginx's master and worker), in KiB.
 pub fn tree_rss_kib(pid: u32) -> anyhow::Result<u64> {
     let mut total = rss_kib(pid)?;
+    for p in descendants(pid) {
+        total += rss_kib(p).unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// Every live descendant of `pid` (nginx's worker, a peer's helpers).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
     // A process tree of a benchmark peer is small; the bound only guards
     // against a /proc that keeps answering.
     let mut todo = children_of(pid);
@@ -309,10 +318,10 @@ pub fn tree_rss_kib(pid: u32) -> anyhow::Result<u64> {
         let Some(p) = todo.pop() else {
             break;
         };
-        total += rss_kib(p).unwrap_or(0);
         todo.extend(children_of(p));
+        out.push(p);
     }
-    Ok(total)
+    out
 }
 
 /// Direct children of `pid` (from `/proc/PID/task/*/children`).
