@@ -305,13 +305,19 @@ pub async fn cloud_secrets(app: &App) -> HashMap<String, Secret> {
 
 /// Sends one minimal real request to the upstream `name` and keeps the result for the UI.
 pub async fn test(app: &App, name: &str) -> Result<(), AppError> {
-    let result = {
+    let result = 'test: {
         let guard = app.inner().engine.lock().await;
         let handle = guard
             .as_ref()
             .ok_or_else(|| AppError::Engine("the gateway is not running".into()))?;
         let ups = &handle.gateway().upstreams;
         let Some(i) = ups.list.iter().position(|u| u.name == name) else {
+            // Saved but not yet served: a provider just added is in the settings before
+            // the gateway's restart with it has taken over. Not an unknown name.
+            if app.settings().providers.iter().any(|p| p.name == name) {
+                break 'test json!({"ok": false, "status": null,
+                    "message": "the gateway is restarting with this provider: test again in a moment"});
+            }
             return Err(AppError::BadInput(format!("no provider named `{name}`")));
         };
         let up = &ups.list[i];
