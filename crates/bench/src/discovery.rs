@@ -49,6 +49,17 @@ impl Issuer {
     }
 }
 
+/// `gatehouse-bench issuer`: the issuer, its URL printed, until stdin is closed.
+pub async fn serve_until_stdin_eof() -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt;
+    let issuer = Issuer::start().await?;
+    println!("issuer listening on {}", issuer.url);
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    while stdin.read(&mut buf).await? > 0 {}
+    Ok(())
+}
+
 async fn answer(
     req: Request<Incoming>,
     issuer: String,

@@ -131,11 +131,33 @@ pub async fn sequential_as(
     Ok(out)
 }
 
-/// `gatehouse-bench load`: [`throughput`] against `addr`, printed.
-pub async fn report(addr: SocketAddr, workers: usize, seconds: u64) -> anyhow::Result<()> {
+/// `gatehouse-bench load`: [`throughput`] against `addr`, printed, as the benchmark's
+/// client key or (`session`) a signed-in person of the reservation phase's issuer.
+/// At concurrency 1 the latency percentiles of sequential requests are printed instead.
+pub async fn report(
+    addr: SocketAddr,
+    workers: usize,
+    seconds: u64,
+    session: Option<&str>,
+) -> anyhow::Result<()> {
     let body = crate::client::messages_body(false);
     let measure = Duration::from_secs(seconds);
-    let run = throughput(addr, &body, workers, Duration::from_secs(1), measure, &[]).await?;
+    let auth = match session {
+        Some(sub) => Auth::Bearer(crate::reservation::token(sub)?),
+        None => Auth::ApiKey(CLIENT_KEY.to_owned()),
+    };
+    if workers == 1 {
+        let n = usize::try_from(seconds.saturating_mul(5_000)).unwrap_or(usize::MAX);
+        let run = sequential_as(addr, auth, &body, false, 200, n, measure).await?;
+        let p = run.total;
+        println!(
+            "c=1: {} requests, p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, {} errors",
+            p.n, p.p50, p.p90, p.p99, run.errors
+        );
+        return Ok(());
+    }
+    let warmup = Duration::from_secs(1);
+    let run = throughput_as(addr, auth, &body, workers, warmup, measure, &[]).await?;
     println!(
         "{:.0} req/s over {seconds} s ({} ok, {} errors, {} answers with warm-up)",
         run.requests_per_sec, run.ok, run.errors, run.completed

@@ -8,13 +8,16 @@
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
 //!                 [--tray PATH]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
-//! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]  (hidden)
+//! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]
+//!                      [--session SUB]                                      (hidden)
+//! gatehouse-bench issuer                                                    (hidden)
 //! ```
 //!
 //! The `proxy` subcommand is the bare proxy baseline; the benchmark starts
 //! it as a subprocess of itself. The `load` subcommand sends the throughput
-//! phase's requests (bench client key) to a server started by hand, for
-//! profiling it from outside (perf, strace, /proc). The last phases measure the spend-reservation
+//! phase's requests (bench client key, or a session token of the reservation phase's
+//! issuer, which `issuer` serves) to a server started by hand, for profiling it from
+//! outside (perf, strace, /proc); at `--concurrency 1` it prints latency percentiles. The last phases measure the spend-reservation
 //! path on SQLite and, given a server, on PostgreSQL (see `reservation`), then
 //! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
 //! With `--peers`, a last phase measures nginx, the reference gateway and
@@ -111,7 +114,8 @@ enum Command {
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
-    /// Send the throughput phase's load to a running server and print req/s.
+    /// Send the throughput phase's load to a running server and print req/s (at
+    /// concurrency 1: sequential requests and their latency percentiles).
     #[command(hide = true)]
     Load {
         #[arg(long)]
@@ -121,7 +125,14 @@ enum Command {
         /// Measured seconds (after one second of warm-up); at most 600.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
         seconds: u64,
+        /// Send as this signed-in person (a session token for a Gatehouse configured as in
+        /// the reservation phase, with `gatehouse-bench issuer` as its OIDC issuer).
+        #[arg(long)]
+        session: Option<String>,
     },
+    /// Serve the reservation phase's minimal OIDC issuer until stdin is closed.
+    #[command(hide = true)]
+    Issuer,
 }
 
 fn main() -> ExitCode {
@@ -140,11 +151,24 @@ fn main() -> ExitCode {
             target,
             concurrency,
             seconds,
+            ref session,
         }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(load::report(target, concurrency, seconds))),
+            .and_then(|rt| {
+                rt.block_on(load::report(
+                    target,
+                    concurrency,
+                    seconds,
+                    session.as_deref(),
+                ))
+            }),
+        Some(Command::Issuer) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(discovery::serve_until_stdin_eof())),
         None => run_bench(&cli),
     };
     match result {

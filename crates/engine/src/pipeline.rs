@@ -208,7 +208,7 @@ pub async fn handle(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request<Body>,
 ) -> Response<Body> {
-    let request_id = request_id::from_headers(req.headers());
+    let request_id = request_id::from_headers(req.headers(), gw.deps.clock.now());
     // The OpenAI front door answers every refusal (admission included) in OpenAI's envelope.
     let openai = req.uri().path() == inference::chat::PATH;
     let mut resp = match run(&gw, peer, &request_id, req).await {

@@ -123,8 +123,8 @@ pub async fn admit(a: &Admission<'_>, headers: &HeaderMap) -> Result<Principal, 
                 Ok(claims) => {
                     return Ok(Principal::Session {
                         user: claims.identity(),
-                        jti: claims.jti,
-                        billing_group_tag: claims.billing_group_tag,
+                        jti: claims.jti.clone(),
+                        billing_group_tag: claims.billing_group_tag.clone(),
                     });
                 }
                 Err(e) => session_error = Some(e),

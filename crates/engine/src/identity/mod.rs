@@ -18,6 +18,7 @@ mod pages;
 pub mod proxy;
 pub mod session;
 pub mod user;
+mod verified;
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -113,6 +114,8 @@ pub struct Identity {
     google_groups: Option<google_groups::GoogleGroups>,
     /// Revoked session ids -> their expiry (Unix seconds); mirrored in the store.
     revoked: RwLock<HashMap<String, i64>>,
+    /// Session tokens whose signature already checked out.
+    verified: verified::Verified,
 }
 
 pub fn sha256_hex(s: &str) -> String {
@@ -180,6 +183,7 @@ impl Identity {
             oidc,
             google_groups,
             revoked: RwLock::new(revoked),
+            verified: verified::Verified::default(),
         })
     }
 
@@ -230,8 +234,11 @@ impl Identity {
         &self,
         token: &str,
         now: DateTime<Utc>,
-    ) -> Result<SessionClaims, SessionError> {
-        let claims = session::verify(&self.keys, &self.origin(), token, now)?;
+    ) -> Result<std::sync::Arc<SessionClaims>, SessionError> {
+        let claims = self
+            .verified
+            .get_or_verify(token, || session::decode(&self.keys, &self.origin(), token))?;
+        session::check_time(&claims, now)?;
         let revoked = self
             .revoked
             .read()

@@ -7,14 +7,16 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use super::{Period, Standing};
 use crate::error::ApiError;
 
-const P: &str = "anthropic-ratelimit-unified-";
+/// `anthropic-ratelimit-unified-<suffix>`, built without parsing or allocating.
+macro_rules! unified {
+    ($suffix:literal) => {
+        HeaderName::from_static(concat!("anthropic-ratelimit-unified-", $suffix))
+    };
+}
 
-fn put(h: &mut HeaderMap, name: &str, value: &str) {
-    if let (Ok(n), Ok(v)) = (
-        HeaderName::from_bytes(format!("{P}{name}").as_bytes()),
-        HeaderValue::from_str(value),
-    ) {
-        h.insert(n, v);
+fn put(h: &mut HeaderMap, name: HeaderName, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        h.insert(name, v);
     }
 }
 
@@ -43,15 +45,15 @@ pub fn on_success(h: &mut HeaderMap, standings: &[Standing]) {
         "allowed"
     };
     let reset = s.reset.timestamp().to_string();
-    put(h, "status", status);
-    put(h, "representative-claim", "overage");
-    put(h, "overage-status", status);
-    put(h, "overage-utilization", &format!("{u:.2}"));
+    put(h, unified!("status"), status);
+    put(h, unified!("representative-claim"), "overage");
+    put(h, unified!("overage-status"), status);
+    put(h, unified!("overage-utilization"), &format!("{u:.2}"));
     if let Some(t) = threshold {
-        put(h, "overage-surpassed-threshold", t);
+        put(h, unified!("overage-surpassed-threshold"), t);
     }
-    put(h, "reset", &reset);
-    put(h, "overage-reset", &reset);
+    put(h, unified!("reset"), &reset);
+    put(h, unified!("overage-reset"), &reset);
 }
 
 fn when(t: DateTime<Utc>) -> String {
@@ -87,13 +89,17 @@ pub fn blocked(
         let secs = (b.reset - now).num_seconds().max(1);
         h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         let reset = b.reset.timestamp().to_string();
-        put(h, "status", "rejected");
-        put(h, "reset", &reset);
-        put(h, "overage-reset", &reset);
-        put(h, "overage-utilization", "1");
-        put(h, "overage-surpassed-threshold", "1");
-        put(h, "overage-period", b.period.as_str());
-        put(h, "overage-disabled-reason", "org_spend_cap_reached");
+        put(h, unified!("status"), "rejected");
+        put(h, unified!("reset"), &reset);
+        put(h, unified!("overage-reset"), &reset);
+        put(h, unified!("overage-utilization"), "1");
+        put(h, unified!("overage-surpassed-threshold"), "1");
+        put(h, unified!("overage-period"), b.period.as_str());
+        put(
+            h,
+            unified!("overage-disabled-reason"),
+            "org_spend_cap_reached",
+        );
     }
     // The person's own cap names itself (Claude Code passes the code on to Desktop); a
     // group's or the organization's does not.
@@ -130,14 +136,18 @@ pub fn pool_blocked(
         HeaderValue::from((reset - now).num_seconds().max(1)),
     );
     let at = reset.timestamp().to_string();
-    put(h, "status", "rejected");
-    put(h, "reset", &at);
-    put(h, "overage-reset", &at);
-    put(h, "overage-utilization", "1");
-    put(h, "overage-surpassed-threshold", "1");
-    put(h, "overage-period", "monthly");
-    put(h, "overage-scope", "group_pool");
-    put(h, "overage-disabled-reason", "org_spend_cap_reached");
+    put(h, unified!("status"), "rejected");
+    put(h, unified!("reset"), &at);
+    put(h, unified!("overage-reset"), &at);
+    put(h, unified!("overage-utilization"), "1");
+    put(h, unified!("overage-surpassed-threshold"), "1");
+    put(h, unified!("overage-period"), "monthly");
+    put(h, unified!("overage-scope"), "group_pool");
+    put(
+        h,
+        unified!("overage-disabled-reason"),
+        "org_spend_cap_reached",
+    );
     ApiError::SpendLimited {
         message,
         headers: Box::new(headers),
@@ -148,7 +158,11 @@ pub fn pool_blocked(
 /// 429 when caps cannot be read and the gateway fails closed.
 pub fn unavailable() -> ApiError {
     let mut headers = HeaderMap::new();
-    put(&mut headers, "overage-disabled-reason", "fetch_error");
+    put(
+        &mut headers,
+        unified!("overage-disabled-reason"),
+        "fetch_error",
+    );
     ApiError::SpendLimited {
         message: "spend limit unavailable: the gateway cannot read spend caps right now; try again shortly".into(),
         headers: Box::new(headers),
@@ -160,6 +174,8 @@ pub fn unavailable() -> ApiError {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+
+    const P: &str = "anthropic-ratelimit-unified-";
     use chrono::TimeZone;
 
     fn st(period: Period, cap: Option<i64>, spent_cents: u64, reset_day: u32) -> Standing {

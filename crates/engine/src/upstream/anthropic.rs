@@ -1,7 +1,9 @@
 //! The Anthropic Messages API upstream (and Anthropic-compatible proxies): raw HTTP, the
 //! caller's allowed headers and query string, bodies and SSE passed through as bytes.
 //! With workload-identity federation the token comes from [`super::federation`]; a 401
-//! drops it and the request is sent once more with a fresh one.
+//! drops it and the request is sent once more with a fresh one. Requests go out through
+//! the [`super::direct`] client when there is one for this link (no proxy configured),
+//! else through reqwest.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use async_trait::async_trait;
 use http::{Method, StatusCode};
 use url::Url;
 
+use super::direct::Direct;
 use super::federation::Federated;
 use super::http_client::HttpClient;
 use super::{Answer, Call, Operation, SendError, Upstream, headers};
@@ -18,6 +21,8 @@ use crate::secret::Secret;
 
 pub struct Anthropic {
     client: HttpClient,
+    /// The raw client and each operation's URI without a query, when it serves this link.
+    direct: Option<(Direct, Uris)>,
     base_url: Url,
     /// `forward_user_identity`: the person's identity headers go along.
     forward_identity: bool,
@@ -26,7 +31,18 @@ pub struct Anthropic {
 }
 
 impl Anthropic {
-    pub fn new(client: HttpClient, config: &UpstreamConfig, clock: Arc<dyn Clock>) -> Self {
+    /// `direct` serves the link unless its base URL carries user info (reqwest turns that
+    /// into basic auth).
+    pub fn new(
+        client: HttpClient,
+        direct: Option<Direct>,
+        config: &UpstreamConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let base = &config.base_url;
+        let direct = direct
+            .filter(|_| base.username().is_empty() && base.password().is_none())
+            .and_then(|d| Some((d, Uris::new(base)?)));
         let federation = match config.credential.as_ref().map(|c| &c.source) {
             Some(CredentialSource::Federation(f)) => Some(Federated::new(
                 client.shared().clone(),
@@ -38,6 +54,7 @@ impl Anthropic {
         };
         Self {
             client,
+            direct,
             base_url: config.base_url.clone(),
             forward_identity: config.forward_user_identity,
             federation,
@@ -47,8 +64,48 @@ impl Anthropic {
     /// One attempt with the federated token `token`.
     async fn federated(&self, call: &Call<'_>, token: &Secret) -> Result<Answer, SendError> {
         let attempt = call.with_credential((CredentialScheme::OAuth, token));
-        let url = url(&self.base_url, call.op, call.query);
-        post(self.client.get(), url, attempt, self.forward_identity).await
+        self.post(attempt).await
+    }
+
+    /// One attempt, through the raw client when it serves this link.
+    async fn post(&self, call: Call<'_>) -> Result<Answer, SendError> {
+        let Some((direct, uris)) = &self.direct else {
+            let url = url(&self.base_url, call.op, call.query);
+            return post(self.client.get(), url, call, self.forward_identity).await;
+        };
+        let uri = uris.get(call.op, call.query)?;
+        let out = outgoing(&call, self.forward_identity);
+        super::direct::post(direct.get(), uri, out, call.body).await
+    }
+}
+
+/// Each operation's URI without a query, parsed once.
+struct Uris {
+    messages: http::Uri,
+    count_tokens: http::Uri,
+}
+
+impl Uris {
+    fn new(base: &Url) -> Option<Self> {
+        let parse = |op| url(base, op, None).as_str().parse::<http::Uri>().ok();
+        Some(Self {
+            messages: parse(Operation::Messages)?,
+            count_tokens: parse(Operation::CountTokens)?,
+        })
+    }
+
+    /// The URI of `op` with the caller's query.
+    fn get(&self, op: Operation, query: Option<&str>) -> Result<http::Uri, SendError> {
+        let base = match op {
+            Operation::Messages => &self.messages,
+            Operation::CountTokens => &self.count_tokens,
+        };
+        let Some(query) = query else {
+            return Ok(base.clone());
+        };
+        format!("{base}?{query}")
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| SendError::Build(e.to_string()))
     }
 }
 
@@ -73,13 +130,7 @@ pub async fn post(
     call: Call<'_>,
     forward_identity: bool,
 ) -> Result<Answer, SendError> {
-    let mut out = headers::to_upstream(call.headers, call.credential);
-    for (name, value) in call.extra_headers {
-        out.insert(name.clone(), value.clone());
-    }
-    if let (true, Some(caller)) = (forward_identity, &call.caller) {
-        headers::identity(&mut out, caller);
-    }
+    let out = outgoing(&call, forward_identity);
     let request = client
         .request(Method::POST, url)
         .headers(out)
@@ -93,12 +144,24 @@ pub async fn post(
     }
 }
 
+/// The caller's allowed headers, the configured ones, the person's identity headers when
+/// `forward_identity`, and the credential.
+fn outgoing(call: &Call<'_>, forward_identity: bool) -> http::HeaderMap {
+    let mut out = headers::to_upstream(call.headers, call.credential);
+    for (name, value) in call.extra_headers {
+        out.insert(name.clone(), value.clone());
+    }
+    if let (true, Some(caller)) = (forward_identity, &call.caller) {
+        headers::identity(&mut out, caller);
+    }
+    out
+}
+
 #[async_trait]
 impl Upstream for Anthropic {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
         let Some(federation) = &self.federation else {
-            let url = url(&self.base_url, call.op, call.query);
-            return post(self.client.get(), url, call, self.forward_identity).await;
+            return self.post(call).await;
         };
         let token = federation.token().await.map_err(SendError::Credential)?;
         let answer = self.federated(&call, &token).await?;

@@ -1,49 +1,49 @@
-//! The upstream HTTP client, one copy per connection thread.
+//! The upstream HTTP clients, one copy per connection thread.
 //!
-//! A `reqwest::Client` pools its connections, and each pooled connection is driven by a
-//! task on the runtime that opened it. Shared by every connection thread, a request on one
-//! thread would often check out a connection opened on the other, and every exchange on
-//! it would then wake that thread and be woken back (measured: about one eventfd write per
-//! request at c=16). [`HttpClient::get`] hands each connection thread its own client built
-//! with the same settings, so its upstream connections stay on the thread; other threads
+//! An HTTP client pools its connections, and each pooled connection is driven by a task on
+//! the runtime that opened it. Shared by every connection thread, a request on one thread
+//! would often check out a connection opened on the other, and every exchange on it would
+//! then wake that thread and be woken back (measured: about one eventfd write per request
+//! at c=16). [`PerThread::get`] hands each connection thread its own client built with the
+//! same settings, so its upstream connections stay on the thread; other threads
 //! (background jobs, engines started without connection threads) use the shared one.
 
 use std::sync::Arc;
 
-/// The shared client and one per connection thread, all built alike.
+/// A shared client and one per connection thread, all built alike.
 #[derive(Clone)]
-pub struct HttpClient {
-    shared: reqwest::Client,
-    per_thread: Arc<[reqwest::Client]>,
+pub struct PerThread<C> {
+    shared: C,
+    per_thread: Arc<[C]>,
 }
 
-impl HttpClient {
+/// The reqwest client every upstream link has.
+pub type HttpClient = PerThread<reqwest::Client>;
+
+impl<C> PerThread<C> {
     /// `threads` clients besides the shared one, each from `build`.
-    pub fn build(
-        threads: usize,
-        build: impl Fn() -> reqwest::Result<reqwest::Client>,
-    ) -> reqwest::Result<Self> {
+    pub fn build<E>(threads: usize, build: impl Fn() -> Result<C, E>) -> Result<Self, E> {
         let shared = build()?;
         let per_thread = (0..threads).map(|_| build()).collect::<Result<_, _>>()?;
         Ok(Self { shared, per_thread })
     }
 
     /// The client of the connection thread this runs on, else the shared one.
-    pub fn get(&self) -> &reqwest::Client {
+    pub fn get(&self) -> &C {
         crate::connection_thread::current()
             .and_then(|i| self.per_thread.get(i))
             .unwrap_or(&self.shared)
     }
 
     /// The shared client, for work that is not a caller's request (token exchanges).
-    pub fn shared(&self) -> &reqwest::Client {
+    pub fn shared(&self) -> &C {
         &self.shared
     }
 }
 
-impl From<reqwest::Client> for HttpClient {
+impl<C> From<C> for PerThread<C> {
     /// One client for every thread.
-    fn from(shared: reqwest::Client) -> Self {
+    fn from(shared: C) -> Self {
         Self {
             shared,
             per_thread: Arc::new([]),

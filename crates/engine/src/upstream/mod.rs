@@ -24,6 +24,7 @@ pub mod bedrock;
 pub mod body;
 pub mod canned;
 pub mod capabilities;
+pub mod direct;
 pub mod errors;
 pub mod federation;
 pub mod foundry;
@@ -252,6 +253,16 @@ impl Upstreams {
                 .build()
         })
         .map_err(|e| SetupError::Client(e.to_string()))?;
+        // The raw Anthropic links' own client, unless a proxy is configured (reqwest's then).
+        let raw = config
+            .upstreams
+            .iter()
+            .any(|u| matches!(u.provider, Provider::Anthropic))
+            && !direct::proxied(deps.env.as_ref());
+        let direct = raw
+            .then(|| direct::build(connection_threads, config.timeouts.upstream_connect))
+            .transpose()
+            .map_err(SetupError::Client)?;
         let mut links: Vec<Arc<dyn Upstream>> = Vec::with_capacity(config.upstreams.len());
         let mut key_pools = Vec::with_capacity(config.upstreams.len());
         for up in &config.upstreams {
@@ -262,6 +273,7 @@ impl Upstreams {
             let link: Arc<dyn Upstream> = match &up.provider {
                 Provider::Anthropic => Arc::new(anthropic::Anthropic::new(
                     client.clone(),
+                    direct.clone(),
                     up,
                     deps.clock.clone(),
                 )),
