@@ -346,7 +346,9 @@ fn map_error(e: reqwest::Error) -> FetchError {
     FetchError::Http(error_chain(&e.without_url()))
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, each once, at most eight deep (HTTP clients' own texts name
+/// only the step that failed, e.g. "client error (Connect)").
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     for _ in 0..8 {

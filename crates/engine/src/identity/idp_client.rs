@@ -46,7 +46,7 @@ pub async fn discover_at(
     }
     let jwks = CoreJsonWebKeySet::fetch_async(metadata.jwks_uri(), &super::oidc::via(http))
         .await
-        .map_err(|e| super::oidc::error_chain(&e))?;
+        .map_err(|e| crate::outbound::error_chain(&e))?;
     Ok(metadata.set_jwks(jwks))
 }
 

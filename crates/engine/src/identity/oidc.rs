@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::config::OidcConfig;
 use crate::config::oidc::ClientAuth;
-use crate::outbound::{FetchError, SafeFetch};
+use crate::outbound::{FetchError, SafeFetch, error_chain};
 
 /// Largest IdP answer read.
 const MAX_IDP_BODY: usize = 1 << 20;
@@ -386,15 +386,4 @@ fn signing_alg(
 fn payload(jwt: &str) -> Option<Map<String, Value>> {
     let part = jwt.split('.').nth(1)?;
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).ok()?).ok()
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

@@ -42,7 +42,7 @@ impl Anthropic {
         let base = &config.base_url;
         let direct = direct
             .filter(|_| base.username().is_empty() && base.password().is_none())
-            .and_then(|d| Some((d, Uris::new(base)?)));
+            .and_then(|d| Uris::new(base).map(|uris| (d, uris)));
         let federation = match config.credential.as_ref().map(|c| &c.source) {
             Some(CredentialSource::Federation(f)) => Some(Federated::new(
                 client.shared().clone(),

@@ -28,6 +28,7 @@ use tokio_util::io::{ReaderStream, StreamReader};
 
 use super::http_client::PerThread;
 use super::{Answer, BodyError, BodyStream, SendError};
+use crate::outbound::error_chain;
 
 pub type Raw = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -101,21 +102,9 @@ pub async fn post(
     *request.headers_mut() = headers;
     match client.request(request).await {
         Ok(response) => Ok(answer(response)),
-        Err(e) if e.is_connect() => Err(SendError::Connect(error_text(&e))),
-        Err(e) => Err(SendError::Network(error_text(&e))),
+        Err(e) if e.is_connect() => Err(SendError::Connect(error_chain(&e))),
+        Err(e) => Err(SendError::Network(error_chain(&e))),
     }
-}
-
-/// The error with its causes (hyper-util's own text is only "client error (Connect)").
-fn error_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The response as an [`Answer`], its body decoded when it came encoded.
