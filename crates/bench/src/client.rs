@@ -110,6 +110,9 @@ impl Conn {
             .header(name, value)
             .header("content-type", "application/json")
             .header("anthropic-version", "2023-06-01")
+            // Claude Code sends a random UUID per request; Gatehouse keeps it as the
+            // request id, so its usage rows carry ids in no order, as in real traffic.
+            .header("x-client-request-id", uuid::Uuid::new_v4().to_string())
             .body(Full::new(body))?)
     }
 

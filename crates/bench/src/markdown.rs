@@ -89,7 +89,8 @@ impl Results {
         out.push_str(
             "> All three processes (fake upstream, bare proxy, Gatehouse) share the same \
              cores with the load generator, so absolute numbers are pessimistic; the \
-             differences and ratios between the columns are what matter.\n\n",
+             differences and ratios between the columns are what matter. Every request \
+             carries a random `x-client-request-id`, as Claude Code's do.\n\n",
         );
         out.push_str("## Results\n\n");
         out.push_str(&self.table());

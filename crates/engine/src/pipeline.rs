@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
 
@@ -203,11 +202,8 @@ pub fn find(method: &Method, path: &str) -> Option<&'static Route> {
         .find(|r| r.matches_path(path) && (r.admit != Admit::Public || r.allows(method)))
 }
 
-pub async fn handle(
-    State(gw): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request<Body>,
-) -> Response<Body> {
+/// Every request the listener accepts, from `peer` (the socket's address).
+pub async fn handle(gw: Arc<Gateway>, peer: SocketAddr, req: Request<Body>) -> Response<Body> {
     let request_id = request_id::from_headers(req.headers(), gw.deps.clock.now());
     // The OpenAI front door answers every refusal (admission included) in OpenAI's envelope.
     let openai = req.uri().path() == inference::chat::PATH;

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -345,9 +344,10 @@ pub async fn start_on_with(
     }
     spawn_revocation_sync(gateway.clone(), stop_jobs.clone());
     let stop = CancellationToken::new();
-    let app = Router::new()
-        .fallback(pipeline::handle)
-        .with_state(gateway.clone());
+    let app = {
+        let gw = gateway.clone();
+        move |req, peer| pipeline::handle(gw.clone(), peer, req)
+    };
     let tls = match &gateway.config.listen.tls {
         Some(tls) => Some(
             tls.server_config()

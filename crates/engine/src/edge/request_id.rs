@@ -3,9 +3,10 @@
 //! from the thread-local generator, so no syscall per request). Every response carries it
 //! as `x-request-id`.
 //!
-//! Time order matters to the store: each usage row is indexed by its request id, and ids
-//! that grow with time land on the index's newest page, where a batch of rows dirties a
-//! page or two; random ids would each dirty a page of their own.
+//! Fresh ids sort in the order they were made, as do the usage rows they name. The usage
+//! index leads with the row's time, not its id (migration 0007), so a caller's own random
+//! id costs the store no more than a fresh one: a batch of rows dirties the index's newest
+//! page or two either way.
 
 use chrono::{DateTime, Utc};
 use http::HeaderMap;

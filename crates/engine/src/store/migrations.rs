@@ -50,6 +50,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0006_pooled_budgets.sql",
         sql: include_str!("../../../../migrations/sqlite/0006_pooled_budgets.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_usage_time_first_index.sql",
+        sql: include_str!("../../../../migrations/sqlite/0007_usage_time_first_index.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -82,6 +87,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 6,
         name: "0006_pooled_budgets.sql",
         sql: include_str!("../../../../migrations/postgres/0006_pooled_budgets.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "0007_usage_time_first_index.sql",
+        sql: include_str!("../../../../migrations/postgres/0007_usage_time_first_index.sql"),
     },
 ];
 
@@ -229,8 +239,8 @@ mod tests {
             apply_sqlite(&mut conn, 0),
             Err(StoreError::TooNew {
                 found: 99,
-                supported: 6
-            })
+                supported
+            }) if supported == latest(SQLITE)
         ));
     }
 }

@@ -261,7 +261,9 @@ pub trait Store: Send + Sync {
     async fn open_reservations(&self) -> Result<Vec<OpenReservation>, StoreError>;
     /// Reservations open now, on every gateway sharing the store (the metrics gauge).
     async fn open_reservation_count(&self) -> Result<u64, StoreError>;
-    /// Cost of a recorded request, if its usage row exists.
+    /// Cost of a recorded request (its rows under that id, at any time), if one exists. No
+    /// index leads with the request id (rows are indexed by time), so this scans: for tests
+    /// and support lookups, never the request path.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
     /// A person's standing in each period.
     async fn standings(

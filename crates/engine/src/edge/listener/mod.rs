@@ -1,6 +1,7 @@
 //! The one accept loop, for plain HTTP and HTTPS: every connection is served by hyper's
-//! HTTP/1 + HTTP/2 builder with the pipeline's router, and held to the limits that keep a
-//! slow or silent client from holding the gateway's resources.
+//! HTTP/1 + HTTP/2 builder, each request handed straight to the app (the pipeline's
+//! `handle`, with no router in between), and held to the limits that keep a slow or silent
+//! client from holding the gateway's resources.
 //!
 //! | limit | what it cuts | config |
 //! |---|---|---|
@@ -27,13 +28,12 @@ pub mod threads;
 mod watch;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -44,7 +44,6 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::ServiceExt;
 
 pub use body::{BodyTimeout, MIN_PROGRESS, is_body_timeout};
 pub use threads::Threads;
@@ -83,9 +82,26 @@ impl Settings {
     }
 }
 
+/// What serves each request: given the request and the socket's peer, its response.
+pub trait App: Clone + Send + Sync + 'static {
+    type Answer: Future<Output = http::Response<Body>> + Send + 'static;
+    fn call(&self, req: http::Request<Body>, peer: SocketAddr) -> Self::Answer;
+}
+
+impl<F, Fut> App for F
+where
+    F: Fn(http::Request<Body>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = http::Response<Body>> + Send + 'static,
+{
+    type Answer = Fut;
+    fn call(&self, req: http::Request<Body>, peer: SocketAddr) -> Fut {
+        self(req, peer)
+    }
+}
+
 /// What every connection task shares.
-struct Shared {
-    app: Router,
+struct Shared<A> {
+    app: A,
     tls: Option<TlsAcceptor>,
     settings: Settings,
     builder: Builder<TokioExecutor>,
@@ -98,10 +114,10 @@ struct Shared {
 /// Serves `app` on `listener` (TLS when `tls` is given) until `stop`, then waits for the
 /// open connections to finish. Connections are served on `threads` when it has any, else on
 /// this runtime.
-pub async fn serve(
+pub async fn serve<A: App>(
     listener: TcpListener,
     tls: Option<rustls::ServerConfig>,
-    app: Router,
+    app: A,
     settings: Settings,
     threads: Arc<Threads>,
     stop: CancellationToken,
@@ -167,9 +183,9 @@ pub async fn serve(
 
 /// A free connection slot; at the cap, waits for one (the kernel queues new connections
 /// meanwhile). `None` once the gateway stops.
-async fn take_slot(
+async fn take_slot<A>(
     slots: &Arc<Semaphore>,
-    shared: &Shared,
+    shared: &Shared<A>,
     warned: &mut Throttle,
 ) -> Option<OwnedSemaphorePermit> {
     if let Ok(slot) = slots.clone().try_acquire_owned() {
@@ -199,8 +215,8 @@ fn builder() -> Builder<TokioExecutor> {
 }
 
 /// One connection, holding its slot until it closes.
-async fn connection(
-    shared: Arc<Shared>,
+async fn connection<A: App>(
+    shared: Arc<Shared<A>>,
     tcp: TcpStream,
     peer: SocketAddr,
     _slot: OwnedSemaphorePermit,
@@ -221,7 +237,7 @@ async fn connection(
 }
 
 /// Serves requests on `io` until the client closes, a limit cuts it, or the gateway stops.
-async fn drive<IO>(shared: &Shared, io: IO, peer: SocketAddr)
+async fn drive<A: App, IO>(shared: &Shared<A>, io: IO, peer: SocketAddr)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -231,11 +247,10 @@ where
     let conn_activity = activity.clone();
     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let in_flight = conn_activity.begin(req.version());
-        let mut req = req.map(|b| Body::new(body::Watched::new(b, body_window)));
-        req.extensions_mut().insert(ConnectInfo(peer));
-        let app = app.clone();
+        let req = req.map(|b| Body::new(body::Watched::new(b, body_window)));
+        let answer = app.call(req, peer);
         async move {
-            let Ok(resp) = app.oneshot(req).await;
+            let resp = answer.await;
             Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, in_flight)))
         }
     });

@@ -23,7 +23,7 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
             "INSERT INTO usage_events ({USAGE_COLS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                 $17, $18, $19, $20, $21)
-             ON CONFLICT (request_id, created_at) DO NOTHING"
+             ON CONFLICT (created_at, request_id) DO NOTHING"
         ))
         .await?;
     for r in records {

@@ -212,4 +212,39 @@ pub(super) mod tests {
             assert_eq!(mode & 0o077, 0, "database must be private: {mode:o}");
         }
     }
+
+    #[tokio::test]
+    async fn usage_rows_are_unique_by_time_and_request_id_indexed_time_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("u.db");
+        let store = SqliteStore::open(&path, Utc::now()).unwrap();
+        // A replayed row is dropped; the same caller id at another time is a row of its own.
+        let rows = vec![
+            record("r1", 1_000, 5),
+            record("r1", 1_000, 5),
+            record("r1", 2_000, 7),
+        ];
+        store.insert_usage(rows.into()).await.unwrap();
+        assert_eq!(store.recent_usage(10).await.unwrap().len(), 2);
+        assert_eq!(store.usage_cost("r1").await.unwrap(), Some(12));
+
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let mut names: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_index_list('usage_events')")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        names.sort();
+        assert_eq!(names, ["usage_events_time_request"], "one index per insert");
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM usage_events WHERE created_at >= 1",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("usage_events_time_request"), "{plan}");
+    }
 }
