@@ -346,7 +346,9 @@ pub async fn start_on_with(
     let stop = CancellationToken::new();
     let app = {
         let gw = gateway.clone();
-        move |req, peer| pipeline::handle(gw.clone(), peer, req)
+        // Boxed: the pipeline's future is large, and unboxed it would sit inside every
+        // connection's task for the connection's whole life, idle or not.
+        move |req, peer| Box::pin(pipeline::handle(gw.clone(), peer, req))
     };
     let tls = match &gateway.config.listen.tls {
         Some(tls) => Some(
