@@ -16,6 +16,7 @@ use crate::config::{Config, StoreConfig};
 use crate::deps::Deps;
 use crate::events::Event;
 use crate::inference::blocks::Refusals;
+use crate::local_control::LocalControls;
 use crate::metering::pricing::Pricing;
 use crate::metering::recorder;
 use crate::models::Catalog;
@@ -128,6 +129,18 @@ pub async fn start_on_with(
     config: Config,
     deps: Deps,
     serving: Serving,
+) -> Result<Handle, StartError> {
+    start_on_controlled(listener, config, deps, serving, LocalControls::default()).await
+}
+
+/// [`start_on_with`] with the desktop app's controls (paused, the cached allowlist, the app
+/// API) set before the first connection is accepted, so no request is served without them.
+pub async fn start_on_controlled(
+    listener: TcpListener,
+    config: Config,
+    deps: Deps,
+    serving: Serving,
+    local: LocalControls,
 ) -> Result<Handle, StartError> {
     let threads = std::sync::Arc::new(
         crate::edge::listener::Threads::start(serving.connection_threads)
@@ -300,7 +313,7 @@ pub async fn start_on_with(
         catalog: Catalog::new(&config.models, &config.upstreams),
         keys: ClientKeys::new(key_entries),
         started_at: deps.clock.now(),
-        local: Default::default(),
+        local,
         live,
         metrics,
         refusals: Refusals::default(),
@@ -548,7 +561,7 @@ impl Handle {
     }
 
     /// Desktop controls: pause, the cached central allowlist, the app API.
-    pub fn local(&self) -> &crate::local_control::LocalControls {
+    pub fn local(&self) -> &LocalControls {
         &self.gateway.local
     }
 

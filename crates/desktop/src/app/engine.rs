@@ -213,20 +213,19 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
     let serving = gatehouse_engine::Serving {
         connection_threads: 2,
     };
-    let handle = gatehouse_engine::server::start_on_with(listener, cfg, deps, serving)
+    // Set before the engine accepts its first connection: a request served in between
+    // would skip a pause or the central allowlist, and the app API would answer 404.
+    let local = gatehouse_engine::local_control::LocalControls::default();
+    local.set_paused(inner.paused.load(std::sync::atomic::Ordering::Relaxed));
+    local.set_models(super::connected::cached_models(app).await);
+    local.mount(Arc::new(super::api::AppApi::new(app)));
+    let handle = gatehouse_engine::server::start_on_controlled(listener, cfg, deps, serving, local)
         .await
         .map_err(|e| AppError::Engine(e.to_string()))?;
     inner.port.store(
         handle.local_addr().port(),
         std::sync::atomic::Ordering::Relaxed,
     );
-    handle
-        .local()
-        .set_paused(inner.paused.load(std::sync::atomic::Ordering::Relaxed));
-    handle
-        .local()
-        .set_models(super::connected::cached_models(app).await);
-    handle.local().mount(Arc::new(super::api::AppApi::new(app)));
     // Usage and refusals drive notifications and meters (the engine's own event tap).
     app.spawn(super::connected::run_taps(
         app.clone(),
