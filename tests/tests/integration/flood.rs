@@ -23,6 +23,7 @@ const FLOOD_MAX: usize = 4_000;
 fn row(i: usize) -> UsageRecord {
     UsageRecord {
         request_id: format!("old-{i}"),
+        row_key: UsageRecord::new_row_key(),
         created_at: Utc::now() - chrono::Duration::seconds(i as i64 % 86_400),
         principal: format!("user:p{}", i % 300),
         endpoint: "messages".into(),

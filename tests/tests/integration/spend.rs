@@ -449,6 +449,7 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
         .insert_usage(
             vec![gatehouse_engine::store::UsageRecord {
                 request_id: "req-a".into(),
+                row_key: gatehouse_engine::store::UsageRecord::new_row_key(),
                 created_at: now,
                 principal: "user:zed".into(),
                 endpoint: "messages".into(),

@@ -273,6 +273,7 @@ fn reserve(
 fn usage(request_id: &str, cost: u64, reservation: Option<&str>, at: DateTime<Utc>) -> UsageRecord {
     UsageRecord {
         request_id: request_id.into(),
+        row_key: UsageRecord::new_row_key(),
         created_at: at,
         principal: "user:alice".into(),
         endpoint: "messages".into(),
@@ -409,16 +410,14 @@ async fn reservations_hold_settle_and_release() {
         let s = &b.store;
 
         // Charged with its usage rows (a lease): the hold shrinks by the real cost, the
-        // spend grows by it, and the lease stays open until released.
-        s.insert_usage(
-            vec![
-                usage("req-rsv_1", 1_500, Some("rsv_1"), now),
-                usage("req-rsv_1b", 1_000, Some("rsv_1"), now),
-            ]
-            .into(),
-        )
-        .await
-        .unwrap();
+        // spend grows by it, and the lease stays open until released. Two requests that
+        // share a caller's request id in the same millisecond are two rows, two charges.
+        let batch = std::sync::Arc::new(vec![
+            usage("req-rsv_1", 1_000, Some("rsv_1"), now),
+            usage("req-rsv_1", 500, Some("rsv_1"), now),
+            usage("req-rsv_1b", 1_000, Some("rsv_1"), now),
+        ]);
+        s.insert_usage(batch.clone()).await.unwrap();
         let st = s
             .standings("alice", &[], GroupMode::Min, now)
             .await
@@ -428,6 +427,19 @@ async fn reservations_hold_settle_and_release() {
             (2_500, 3_500),
             "{n}"
         );
+        // The same batch again (the writer's retry after a commit whose answer was lost):
+        // no row twice, no charge twice.
+        s.insert_usage(batch).await.unwrap();
+        let st = s
+            .standings("alice", &[], GroupMode::Min, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (st[0].spent_micro, st[0].reserved_micro),
+            (2_500, 3_500),
+            "{n}: a replayed batch charges nothing"
+        );
+        assert_eq!(s.recent_usage(10).await.unwrap().len(), 3, "{n}");
         let open = s.open_reservations().await.unwrap();
         assert_eq!(open.len(), 2, "{n}: {open:?}");
         assert_eq!(
@@ -823,23 +835,15 @@ async fn principals_usage_retention_and_the_local_key() {
         .unwrap();
         let mut opus = usage("new-2", 40, None, now);
         opus.model = "claude-opus-4-6".into();
-        s.insert_usage(
-            vec![
-                usage("old", 1, None, old),
-                usage("new-1", 7, None, now),
-                opus,
-            ]
-            .into(),
-        )
-        .await
-        .unwrap();
-        // The same row again is ignored.
-        s.insert_usage(vec![usage("new-1", 7, None, now)].into())
+        let (oldest, new_1) = (usage("old", 1, None, old), usage("new-1", 7, None, now));
+        s.insert_usage(vec![oldest.clone(), new_1.clone(), opus].into())
             .await
             .unwrap();
+        // The same row again (same time and row key) is ignored.
+        s.insert_usage(vec![new_1].into()).await.unwrap();
         let recent = s.recent_usage(10).await.unwrap();
         assert_eq!(recent.len(), 3, "{n}");
-        assert_eq!(recent[2], usage("old", 1, None, old), "{n}: round trip");
+        assert_eq!(recent[2], oldest, "{n}: round trip");
         let totals = s.usage_totals(now - days(1)).await.unwrap();
         assert_eq!((totals.requests, totals.cost_micro_usd), (2, 47), "{n}");
         let by_model = s.usage_by_model(now - days(1)).await.unwrap();

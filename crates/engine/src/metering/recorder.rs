@@ -163,6 +163,8 @@ fn price(
     }
     let rec = UsageRecord {
         request_id: f.request.request_id,
+        // Made here, once: every retry of this batch carries the same key.
+        row_key: UsageRecord::new_row_key(),
         created_at: f.request.created_at,
         principal: f.request.principal,
         endpoint: f.request.endpoint.to_owned(),

@@ -52,8 +52,8 @@ pub const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 7,
-        name: "0007_usage_time_first_index.sql",
-        sql: include_str!("../../../../migrations/sqlite/0007_usage_time_first_index.sql"),
+        name: "0007_usage_row_key.sql",
+        sql: include_str!("../../../../migrations/sqlite/0007_usage_row_key.sql"),
     },
 ];
 
@@ -90,8 +90,8 @@ pub const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 7,
-        name: "0007_usage_time_first_index.sql",
-        sql: include_str!("../../../../migrations/postgres/0007_usage_time_first_index.sql"),
+        name: "0007_usage_row_key.sql",
+        sql: include_str!("../../../../migrations/postgres/0007_usage_row_key.sql"),
     },
 ];
 

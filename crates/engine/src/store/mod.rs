@@ -83,6 +83,11 @@ impl From<rusqlite::Error> for StoreError {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UsageRecord {
     pub request_id: String,
+    /// The gateway's own key for this row: random, made once per request (see
+    /// [`UsageRecord::new_row_key`]). Rows are unique by `(created_at, row_key)`, so a
+    /// replayed batch inserts and charges nothing twice, while two requests that share a
+    /// `request_id` (a caller's own id, reused) are two rows. 0 on rows from before it.
+    pub row_key: i64,
     pub created_at: DateTime<Utc>,
     pub principal: String,
     /// `messages`, `count_tokens` or `chat_completions` (the OpenAI front door).
@@ -110,11 +115,20 @@ pub struct UsageRecord {
     pub reservation_id: Option<String>,
 }
 
+impl UsageRecord {
+    /// A fresh row key: 63 random bits (never 0, which marks rows from before keys).
+    pub fn new_row_key() -> i64 {
+        (rand::random::<u64>() >> 1).max(1) as i64
+    }
+}
+
 /// A batch's charges summed per lease, keyed (person, reservation id) so they are applied
-/// in one fixed order: the cost (saturating) and the newest row's time.
-pub fn charges_by_lease(
-    rows: &[UsageRecord],
-) -> std::collections::BTreeMap<(&str, &str), (u64, DateTime<Utc>)> {
+/// in one fixed order: the cost (saturating) and the newest row's time. Callers pass the
+/// rows their insert actually wrote, so a row already stored (a replayed batch) is not
+/// charged again.
+pub fn charges_by_lease<'a>(
+    rows: impl IntoIterator<Item = &'a UsageRecord>,
+) -> std::collections::BTreeMap<(&'a str, &'a str), (u64, DateTime<Utc>)> {
     let mut by = std::collections::BTreeMap::new();
     for r in rows {
         if let Some(id) = &r.reservation_id {
@@ -170,7 +184,10 @@ pub trait Store: Send + Sync {
     }
     /// A real read and a real write, for `/readyz`.
     async fn ready(&self) -> Result<(), StoreError>;
-    /// Shared, so a retry does not copy the batch.
+    /// Writes the rows and charges the leases they carry, in one transaction. A row
+    /// already stored (same `created_at` and `row_key`) is skipped with its charge, so a
+    /// retry of a batch whose outcome was unknown is safe. Shared, so a retry does not
+    /// copy the batch.
     async fn insert_usage(&self, rows: std::sync::Arc<Vec<UsageRecord>>) -> Result<(), StoreError>;
     /// Newest first.
     async fn recent_usage(&self, limit: usize) -> Result<Vec<UsageRecord>, StoreError>;

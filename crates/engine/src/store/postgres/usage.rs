@@ -9,58 +9,66 @@ use super::{Client, PgError, row_opt, rows};
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{UsageRecord, UsageTotals};
 
+/// Every column a usage row is written and read with (a row from before row keys reads 0).
 const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, upstream,
     upstream_model, status, route_reason, stream, input_tokens, output_tokens,
     cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
-    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected";
+    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected, row_key";
 
-/// Inserts a batch (a repeated request is ignored) and charges the leases the rows
-/// carry, in one transaction.
+/// Inserts a batch and charges the leases its rows carry, in one transaction. A row already
+/// stored (same time and row key: a replayed batch, say after a commit whose answer was
+/// lost) is skipped, and so is its charge.
 pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgError> {
     let tx = c.transaction().await?;
     let st = tx
         .prepare_cached(&format!(
             "INSERT INTO usage_events ({USAGE_COLS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21)
-             ON CONFLICT (created_at, request_id) DO NOTHING"
+                $17, $18, $19, $20, $21, $22)
+             ON CONFLICT (created_at, row_key) DO NOTHING"
         ))
         .await?;
+    let mut written = Vec::with_capacity(records.len());
     for r in records {
-        tx.execute(
-            &st,
-            &[
-                &r.request_id,
-                &ms(r.created_at),
-                &r.principal,
-                &r.endpoint,
-                &r.model,
-                &r.upstream,
-                &r.upstream_model,
-                &i32::from(r.status),
-                &r.route_reason,
-                &r.stream,
-                &i(r.input_tokens),
-                &i(r.output_tokens),
-                &i(r.cache_read_tokens),
-                &i(r.cache_write_5m_tokens),
-                &i(r.cache_write_1h_tokens),
-                &i(r.web_search_requests),
-                &i(r.cost_micro_usd),
-                &r.usage_source,
-                &i(r.latency_ms),
-                &r.ttfb_ms.map(i),
-                &r.client_disconnected,
-            ],
-        )
-        .await?;
+        let inserted = tx
+            .execute(
+                &st,
+                &[
+                    &r.request_id,
+                    &ms(r.created_at),
+                    &r.principal,
+                    &r.endpoint,
+                    &r.model,
+                    &r.upstream,
+                    &r.upstream_model,
+                    &i32::from(r.status),
+                    &r.route_reason,
+                    &r.stream,
+                    &i(r.input_tokens),
+                    &i(r.output_tokens),
+                    &i(r.cache_read_tokens),
+                    &i(r.cache_write_5m_tokens),
+                    &i(r.cache_write_1h_tokens),
+                    &i(r.web_search_requests),
+                    &i(r.cost_micro_usd),
+                    &r.usage_source,
+                    &i(r.latency_ms),
+                    &r.ttfb_ms.map(i),
+                    &r.client_disconnected,
+                    &r.row_key,
+                ],
+            )
+            .await?;
+        if inserted > 0 {
+            written.push(r);
+        }
     }
     // The charges land with their usage rows, atomically, one per lease (summed), person by
     // person in a fixed order, so two batches never wait on each other's rows in a cycle.
     // Shared budgets' rows after every person's, in group order (see the module doc).
     let mut pools = Vec::new();
     let mut newest = None;
-    for ((_, id), (cost, at)) in crate::store::charges_by_lease(records) {
+    for ((_, id), (cost, at)) in crate::store::charges_by_lease(written) {
         pools.extend(super::spend::charge_in(&tx, id, cost, at).await?);
         newest = newest.max(Some(at));
     }
@@ -104,6 +112,7 @@ pub async fn recent(c: &impl GenericClient, limit: usize) -> Result<Vec<UsageRec
             latency_ms: u(r.try_get(18)?),
             ttfb_ms: r.try_get::<_, Option<i64>>(19)?.map(u),
             client_disconnected: r.try_get(20)?,
+            row_key: r.try_get::<_, Option<i64>>(21)?.unwrap_or(0),
             reservation_id: None,
         })
     })

@@ -8,22 +8,25 @@ use rusqlite::{Connection, params};
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{StoreError, UsageRecord, UsageTotals};
 
-/// Inserts a batch (a repeated request id is ignored) and settles the reservations the
-/// rows carry, inside the writer's transaction, so a charge lands with its usage row.
+/// Inserts a batch and settles the reservations its rows carry, inside the writer's
+/// transaction, so a charge lands with its usage row. A row already stored (same time and
+/// row key: a replayed batch) is skipped, and so is its charge.
 pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
+    let mut written = Vec::with_capacity(rows.len());
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT OR IGNORE INTO usage_events (request_id, created_at, principal, endpoint,
-                model, upstream, upstream_model, status, route_reason, stream, input_tokens,
-                output_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-                web_search_requests, cost_micro_usd, usage_source, latency_ms, ttfb_ms,
-                client_disconnected)
+            "INSERT OR IGNORE INTO usage_events (request_id, row_key, created_at, principal,
+                endpoint, model, upstream, upstream_model, status, route_reason, stream,
+                input_tokens, output_tokens, cache_read_tokens, cache_write_5m_tokens,
+                cache_write_1h_tokens, web_search_requests, cost_micro_usd, usage_source,
+                latency_ms, ttfb_ms, client_disconnected)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                ?17, ?18, ?19, ?20, ?21)",
+                ?17, ?18, ?19, ?20, ?21, ?22)",
         )?;
         for r in rows {
-            stmt.execute(params![
+            let inserted = stmt.execute(params![
                 r.request_id,
+                r.row_key,
                 ms(r.created_at),
                 r.principal,
                 r.endpoint,
@@ -45,11 +48,14 @@ pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
                 r.ttfb_ms.map(i),
                 r.client_disconnected,
             ])?;
+            if inserted > 0 {
+                written.push(r);
+            }
         }
     }
     // The charges land with their usage rows, atomically, one per lease (summed); the
     // leases stay open.
-    for ((_, id), (cost, at)) in crate::store::charges_by_lease(rows) {
+    for ((_, id), (cost, at)) in crate::store::charges_by_lease(written) {
         super::spend::charge(tx, id, cost, at)?;
     }
     Ok(())
@@ -62,13 +68,14 @@ pub fn recent(c: &Connection, limit: usize) -> Result<Vec<UsageRecord>, StoreErr
             upstream_model, status, route_reason, stream, input_tokens, output_tokens,
             cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
             web_search_requests, cost_micro_usd, usage_source, latency_ms, ttfb_ms,
-            client_disconnected
+            client_disconnected, COALESCE(row_key, 0)
          FROM usage_events ORDER BY created_at DESC, id DESC LIMIT ?1",
     )?;
     let rows = stmt
         .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
             Ok(UsageRecord {
                 request_id: r.get(0)?,
+                row_key: r.get(21)?,
                 created_at: from_ms(r.get(1)?),
                 principal: r.get(2)?,
                 endpoint: r.get(3)?,
@@ -163,6 +170,7 @@ pub(super) mod tests {
     pub(in crate::store::sqlite) fn record(id: &str, at_ms: i64, cost: u64) -> UsageRecord {
         UsageRecord {
             request_id: id.into(),
+            row_key: UsageRecord::new_row_key(),
             created_at: from_ms(at_ms),
             principal: "key:ci".into(),
             endpoint: "messages".into(),
@@ -192,13 +200,14 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("a/b.db"), Utc::now()).unwrap();
         store.ready().await.unwrap();
+        let (r1, r2) = (record("r1", 1_000, 5), record("r2", 2_000, 7));
         store
-            .insert_usage(vec![record("r1", 1_000, 5), record("r2", 2_000, 7)].into())
+            .insert_usage(vec![r1, r2.clone()].into())
             .await
             .unwrap();
         let rows = store.recent_usage(10).await.unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0], record("r2", 2_000, 7));
+        assert_eq!(rows[0], r2);
         let totals = store.usage_totals(from_ms(1_500)).await.unwrap();
         assert_eq!(totals.requests, 1);
         assert_eq!(totals.cost_micro_usd, 7);
@@ -214,19 +223,25 @@ pub(super) mod tests {
     }
 
     #[tokio::test]
-    async fn usage_rows_are_unique_by_time_and_request_id_indexed_time_first() {
+    async fn usage_rows_are_unique_by_time_and_row_key_indexed_time_first() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("u.db");
         let store = SqliteStore::open(&path, Utc::now()).unwrap();
-        // A replayed row is dropped; the same caller id at another time is a row of its own.
-        let rows = vec![
-            record("r1", 1_000, 5),
-            record("r1", 1_000, 5),
-            record("r1", 2_000, 7),
+        // A replayed row (same key) is dropped; another request that reuses the caller's
+        // id in the same millisecond, or at another time, is a row of its own.
+        let first = record("r1", 1_000, 5);
+        let batch = vec![
+            first.clone(),
+            first,
+            record("r1", 1_000, 7),
+            record("r1", 2_000, 11),
         ];
-        store.insert_usage(rows.into()).await.unwrap();
-        assert_eq!(store.recent_usage(10).await.unwrap().len(), 2);
-        assert_eq!(store.usage_cost("r1").await.unwrap(), Some(12));
+        store.insert_usage(batch.clone().into()).await.unwrap();
+        assert_eq!(store.recent_usage(10).await.unwrap().len(), 3);
+        assert_eq!(store.usage_cost("r1").await.unwrap(), Some(23));
+        // The whole batch again (a retry after an answer was lost) adds nothing.
+        store.insert_usage(batch.into()).await.unwrap();
+        assert_eq!(store.usage_cost("r1").await.unwrap(), Some(23));
 
         let conn = rusqlite::Connection::open(&path).unwrap();
         let mut names: Vec<String> = conn
@@ -237,7 +252,7 @@ pub(super) mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         names.sort();
-        assert_eq!(names, ["usage_events_time_request"], "one index per insert");
+        assert_eq!(names, ["usage_events_time_key"], "one index per insert");
         let plan: String = conn
             .query_row(
                 "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM usage_events WHERE created_at >= 1",
@@ -245,6 +260,6 @@ pub(super) mod tests {
                 |r| r.get(3),
             )
             .unwrap();
-        assert!(plan.contains("usage_events_time_request"), "{plan}");
+        assert!(plan.contains("usage_events_time_key"), "{plan}");
     }
 }
