@@ -417,29 +417,21 @@ async fn reservations_hold_settle_and_release() {
             usage("req-rsv_1", 500, Some("rsv_1"), now),
             usage("req-rsv_1b", 1_000, Some("rsv_1"), now),
         ]);
-        s.insert_usage(batch.clone()).await.unwrap();
-        let st = s
-            .standings("alice", &[], GroupMode::Min, now)
-            .await
-            .unwrap();
-        assert_eq!(
-            (st[0].spent_micro, st[0].reserved_micro),
-            (2_500, 3_500),
-            "{n}"
-        );
-        // The same batch again (the writer's retry after a commit whose answer was lost):
-        // no row twice, no charge twice.
-        s.insert_usage(batch).await.unwrap();
-        let st = s
-            .standings("alice", &[], GroupMode::Min, now)
-            .await
-            .unwrap();
-        assert_eq!(
-            (st[0].spent_micro, st[0].reserved_micro),
-            (2_500, 3_500),
-            "{n}: a replayed batch charges nothing"
-        );
-        assert_eq!(s.recent_usage(10).await.unwrap().len(), 3, "{n}");
+        // Then the same batch again (the writer's retry after a commit whose answer was
+        // lost): no row twice, no charge twice.
+        for attempt in ["first write", "replayed batch"] {
+            s.insert_usage(batch.clone()).await.unwrap();
+            let st = s
+                .standings("alice", &[], GroupMode::Min, now)
+                .await
+                .unwrap();
+            assert_eq!(
+                (st[0].spent_micro, st[0].reserved_micro),
+                (2_500, 3_500),
+                "{n}: {attempt}"
+            );
+            assert_eq!(s.recent_usage(10).await.unwrap().len(), 3, "{n}: {attempt}");
+        }
         let open = s.open_reservations().await.unwrap();
         assert_eq!(open.len(), 2, "{n}: {open:?}");
         assert_eq!(
