@@ -115,8 +115,9 @@ async fn a_backup_taken_while_serving_restores_usage_caps_and_audit() {
             send(&g, 1).await;
             ok += 1;
         }
+        ok
     };
-    traffic.await;
+    let during = traffic.await;
     let summary = copy.await.unwrap().unwrap();
     assert_eq!((summary.spend_limits, summary.audit_rows), (2, 2));
     assert!(summary.usage_rows >= 5, "{summary:?}");
@@ -147,6 +148,8 @@ async fn a_backup_taken_while_serving_restores_usage_caps_and_audit() {
         .await
         .unwrap();
     send(&g, 2).await;
+    // Usage rows are written in batches after the answers: wait for every request's row.
+    g.usage_rows(5 + during + 2).await;
     let after = contents(store.as_ref()).await;
     assert_eq!(after.1.len(), 3);
     assert!(after.0.len() as i64 > in_backup.usage_rows);
