@@ -183,6 +183,15 @@ fn db_path(data: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// The tray's (and the embedded default's) store in the data directory; it must exist.
+pub(crate) fn open_data_store(data: &Path) -> Result<SqliteStore, String> {
+    let path = db_path(data)?;
+    if !path.exists() {
+        return Err(format!("no Gatehouse database at {}", path.display()));
+    }
+    open_store(&path)
+}
+
 fn open_store(path: &Path) -> Result<SqliteStore, String> {
     SqliteStore::open(path, crate::chrono_now()).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -8,6 +8,7 @@ mod backup_cli;
 mod desktop;
 mod desktop_cli;
 mod healthcheck;
+mod insight_cli;
 mod logging;
 mod login;
 mod status_cli;
@@ -62,6 +63,14 @@ enum Command {
         /// Port for the local gateway (default: the saved setting, 8788).
         #[arg(long)]
         port: Option<u16>,
+    },
+    /// Print one line for Claude Code's status line (reads its JSON on stdin): this
+    /// session's cost, today's against the daily budget, the cache-read ratio.
+    Statusline,
+    /// Usage records: `gatehouse usage export --since … --format csv`.
+    Usage {
+        #[command(subcommand)]
+        action: insight_cli::UsageAction,
     },
     /// Validate a configuration file without starting.
     CheckConfig { file: PathBuf },
@@ -232,6 +241,8 @@ fn run(cli: Cli) -> Result<(), String> {
             desktop_cli::configure_claude_code(&data?, undo, status)
         }
         Some(Command::Keys { action }) => desktop_cli::keys(action),
+        Some(Command::Statusline) => insight_cli::statusline(data),
+        Some(Command::Usage { action }) => insight_cli::usage(&data?, action),
         Some(Command::Token { gateway, .. }) => {
             let creds = login::Credentials::new(&data?);
             let gateway = pick_gateway(&creds, gateway)?;

@@ -225,3 +225,64 @@ fn file_logs_rotate_into_the_configured_directory() {
         "{text}"
     );
 }
+
+/// `gatehouse statusline` with no gateway to ask (no keychain, a closed loopback port) or
+/// a hostile status JSON still prints one short line, exits 0 and returns within a second:
+/// Claude Code's footer never hangs on it. `usage export` with a bad date says why.
+#[test]
+fn statusline_falls_back_fast_and_usage_export_checks_its_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    for input in [
+        r#"{"session_id":"4f0c2d9e-1b2a","model":{"id":"claude-sonnet-4-5"},"cwd":"/tmp"}"#
+            .to_owned(),
+        format!(
+            r#"{{"session_id":"{}"}}"#,
+            "\u{202e}<script>".repeat(10_000)
+        ),
+        "not json \u{0}\u{7}".to_owned(),
+    ] {
+        let started = Instant::now();
+        let mut child = gatehouse()
+            .args(["--data-dir", dir.path().to_str().unwrap(), "statusline"])
+            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("HOME", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(0));
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(line.trim(), "Gatehouse: not running", "{line}");
+        assert!(!line.contains("script"));
+    }
+    let out = gatehouse()
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "usage",
+            "export",
+            "--since",
+            "2026-02-30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("since must be a date as YYYY-MM-DD"));
+}

@@ -173,7 +173,27 @@ export type AppState = {
     status: 'not_configured' | 'configured' | 'drifted';
     settings_path: string;
     detail: string | null;
+    /** Whose status line Claude Code shows (absent from an older app). */
+    statusline?: 'none' | 'gatehouse' | 'other';
   };
+  /** The Get started checklist (absent from an older app). */
+  setup?: SetupState;
+};
+
+/** The newest request made by Claude Code (user agent `claude-cli/…`). */
+export type FirstRequest = {
+  at: string;
+  model: string;
+  cost_micro_usd: number;
+  client: string;
+};
+
+export type SetupState = {
+  /** No provider and not connected: show Get started first. */
+  needed: boolean;
+  provider_ready: boolean;
+  claude_code_configured: boolean;
+  first_request: FirstRequest | null;
 };
 
 /** Runs one app action; the answer replaces the app state. `false` when it failed. */
@@ -260,3 +280,216 @@ export async function appCall(
   if (!r.ok) throw await failure(r);
   return (await r.json()) as AppState;
 }
+
+// ---- Insight: projects, sessions, charts and the usage export (desktop only) ----
+
+/** What configuring Claude Code would change in its settings file. */
+export type ClaudeCodePreview = {
+  settings_path: string;
+  changes: { key: string; from: string | null; to: string | null }[];
+};
+
+export type TokenCounts = {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  /** 5-minute plus 1-hour cache writes. */
+  cache_write_tokens: number;
+};
+
+/** A project is Claude Code's working directory, or `session:<id>` when unknown. */
+export type ProjectRef = {
+  key: string;
+  name: string;
+  path: string | null;
+  known: boolean;
+};
+
+export type InsightProject = ProjectRef &
+  TokenCounts & {
+    sessions: number;
+    requests: number;
+    cost_today_micro_usd: number;
+    /** The last 7 days, today included. */
+    cost_week_micro_usd: number;
+    /** The last `days` days. */
+    cost_month_micro_usd: number;
+    subagent_cost_micro_usd: number;
+    /** Subagent cost / cost; null when the cost is 0. */
+    subagent_share: number | null;
+    /** cache read / (input + cache read + cache write); null when nothing was sent. */
+    cache_read_ratio: number | null;
+    last_at: string | null;
+  };
+
+export type InsightProjects = {
+  generated_at: string;
+  days: number;
+  projects: InsightProject[];
+};
+
+export type InsightSession = TokenCounts & {
+  session_id: string;
+  project: ProjectRef;
+  first_at: string;
+  last_at: string;
+  models: string[];
+  requests: number;
+  errors: number;
+  cache_read_ratio: number | null;
+  cost_micro_usd: number;
+  subagent_requests: number;
+  subagent_cost_micro_usd: number;
+  compactions: number;
+};
+
+export type InsightSessions = {
+  generated_at: string;
+  days: number;
+  /** Sessions matching, before the limit. */
+  total: number;
+  sessions: InsightSession[];
+};
+
+export type AgentUsage = TokenCounts & {
+  agent_id: string | null;
+  parent_agent_id?: string | null;
+  kind: 'main' | 'subagent';
+  requests: number;
+  cost_micro_usd: number;
+};
+
+export type RequestClass = 'main' | 'subagent' | 'compaction' | 'workflow' | 'auxiliary';
+
+export type SessionRequest = TokenCounts & {
+  at: string;
+  request_id: string;
+  model: string;
+  upstream: string | null;
+  status: number;
+  request_class: RequestClass | null;
+  agent_id: string | null;
+  cost_micro_usd: number;
+  latency_ms: number;
+};
+
+export type SessionDetail = {
+  session: InsightSession;
+  agents: AgentUsage[];
+  /** Newest first, at most 500. */
+  requests: SessionRequest[];
+};
+
+export type ChartSeries = { name: string; cost_micro_usd: number[] };
+
+export type InsightCharts = {
+  generated_at: string;
+  /** `YYYY-MM-DD` (UTC), oldest first. */
+  days: string[];
+  by_model: ChartSeries[];
+  by_project: ChartSeries[];
+  /** Per day; null where nothing was sent. */
+  cache_read_ratio: (number | null)[];
+  /** 24 entries, UTC hours. */
+  today_by_hour: { hour: number; requests: number; cost_micro_usd: number }[];
+};
+
+/** One app read (GET `/gatehouse/app/<path>`); errors as `ApiFailure`. */
+export async function appGet<T>(token: string, path: string): Promise<T> {
+  let r: Response;
+  try {
+    r = await fetch(`/gatehouse/app/${path}`, {
+      cache: 'no-store',
+      headers: { 'x-gatehouse-app-token': token },
+    });
+  } catch {
+    throw new ApiFailure(0, 'the app did not answer');
+  }
+  if (!r.ok) throw await failure(r);
+  return (await r.json()) as T;
+}
+
+export const fetchClaudeCodePreview = (token: string) =>
+  appGet<ClaudeCodePreview>(token, 'claude-code/preview');
+
+export const insightProjectsPath = (days: number) => `insight/projects?days=${days}`;
+
+export function insightSessionsPath(days: number, q: string, limit = 200): string {
+  const p = new URLSearchParams({ days: String(days), q, limit: String(limit) });
+  return `insight/sessions?${p.toString()}`;
+}
+
+export const insightSessionPath = (id: string) => `insight/sessions/${encodeURIComponent(id)}`;
+
+export const insightChartsPath = (days: number) => `insight/charts?days=${days}`;
+
+export type ExportGroup = 'raw' | 'day' | 'model' | 'project' | 'session';
+
+export type ExportQuery = {
+  /** `YYYY-MM-DD`, inclusive. */
+  since: string;
+  /** `YYYY-MM-DD`, inclusive. */
+  until: string;
+  format: 'csv' | 'json';
+  group: ExportGroup;
+};
+
+/** The file name from a `Content-Disposition` header, or null. */
+export function dispositionFileName(header: string | null): string | null {
+  if (!header) return null;
+  const star = /filename\*\s*=\s*(?:UTF-8|utf-8)''([^;]+)/.exec(header);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim());
+    } catch {
+      // fall through to the plain form
+    }
+  }
+  const quoted = /filename\s*=\s*"((?:[^"\\]|\\.)*)"/.exec(header);
+  if (quoted) return quoted[1].replace(/\\(.)/g, '$1');
+  const bare = /filename\s*=\s*([^;\s]+)/.exec(header);
+  return bare ? bare[1] : null;
+}
+
+/**
+ * Downloads the usage export as a file (fetch → Blob → object URL → a temporary
+ * `<a download>`), named as the server says. Answers the file name.
+ */
+export async function downloadExport(token: string, q: ExportQuery): Promise<string> {
+  const params = new URLSearchParams({ since: q.since, until: q.until, format: q.format, group: q.group });
+  let r: Response;
+  try {
+    r = await fetch(`/gatehouse/app/usage/export?${params.toString()}`, {
+      cache: 'no-store',
+      headers: { 'x-gatehouse-app-token': token },
+    });
+  } catch {
+    throw new ApiFailure(0, 'the app did not answer');
+  }
+  if (!r.ok) throw await failure(r);
+  const name =
+    dispositionFileName(r.headers.get('content-disposition')) ??
+    `gatehouse-usage-${q.group}-${q.since}-${q.until}.${q.format}`;
+  const blob = await r.blob();
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.rel = 'noopener';
+  a.hidden = true;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  // Give the browser time to start the download before the URL goes.
+  window.setTimeout(() => URL.revokeObjectURL(url), 30_000);
+  return name;
+}
+
+export const fetchInsightProjects = (token: string, days = 30) =>
+  appGet<InsightProjects>(token, insightProjectsPath(days));
+export const fetchInsightSessions = (token: string, days = 30, q = '', limit = 200) =>
+  appGet<InsightSessions>(token, insightSessionsPath(days, q, limit));
+export const fetchInsightSession = (token: string, id: string) =>
+  appGet<SessionDetail>(token, insightSessionPath(id));
+export const fetchInsightCharts = (token: string, days = 30) =>
+  appGet<InsightCharts>(token, insightChartsPath(days));

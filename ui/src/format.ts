@@ -54,3 +54,28 @@ export function relative(iso: string | null, now = Date.now()): string {
 export function percent(utilization: number): number {
   return Math.max(0, Math.round(utilization * 100));
 }
+
+/** A share (0..1) as `37%`; `—` when there is none. */
+export function ratio(r: number | null | undefined): string {
+  return r === null || r === undefined || Number.isNaN(r) ? '—' : `${percent(r)}%`;
+}
+
+/** A local date and time without seconds, on a 24-hour clock: `Dec 6, 14:04`. */
+export function shortTime(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '—';
+  return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+}
+
+/** `2026-12-06` (a UTC day) as `Dec 6`. */
+export function dayLabel(day: string): string {
+  const d = new Date(`${day}T00:00:00Z`);
+  if (Number.isNaN(d.getTime())) return day;
+  return d.toLocaleDateString('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+}
+
+/** The UTC day `offset` days from now, as `YYYY-MM-DD`. */
+export function utcDay(offset = 0, now = Date.now()): string {
+  return new Date(now + offset * 86_400_000).toISOString().slice(0, 10);
+}

@@ -1,6 +1,8 @@
 // The Gatehouse dashboard: one page with tabs. It reads the engine's dashboard snapshot
 // (every mode) and, inside the desktop app, the app state; it re-reads both when the
-// engine's event stream says something changed, and every 10 s as a fallback.
+// engine's event stream says something changed, and every 10 s as a fallback. The
+// desktop-only views (Get started, Projects, Sessions, the charts) read the app API
+// themselves and re-read it on the same beat (`tick`).
 
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
@@ -18,12 +20,18 @@ import {
 import { BlocksView } from './views/blocks';
 import { DashboardView } from './views/dashboard';
 import { LoginView } from './views/login';
+import { ProjectsView } from './views/projects';
+import { SessionsView } from './views/sessions';
 import { SettingsView } from './views/settings';
+import { SetupView } from './views/setup';
 import { UpstreamsView } from './views/upstreams';
 import './style.css';
 
 const TABS = [
+  { id: 'setup', label: 'Get started', app: true },
   { id: 'dashboard', label: 'Dashboard', app: false },
+  { id: 'projects', label: 'Projects', app: true },
+  { id: 'sessions', label: 'Sessions', app: true },
   { id: 'blocks', label: 'Policy blocks', app: false },
   { id: 'login', label: 'Login', app: true },
   { id: 'upstreams', label: 'Upstreams', app: false },
@@ -34,9 +42,19 @@ type Tab = (typeof TABS)[number]['id'];
 const POLL_MS = 10_000;
 const DEBOUNCE_MS = 250;
 
-function initialTab(): Tab {
+/** The tab the address names (`#sessions`), if any. */
+function hashTab(): Tab | undefined {
   const h = window.location.hash.replace(/^#/, '');
-  return (TABS.find((t) => t.id === h)?.id as Tab | undefined) ?? 'dashboard';
+  return TABS.find((t) => t.id === h)?.id as Tab | undefined;
+}
+
+function initialTab(): Tab {
+  return hashTab() ?? 'dashboard';
+}
+
+/** The IT bootstrap put this desktop in connected mode: its sign-in comes first. */
+function forcedConnected(app: AppState): boolean {
+  return app.bootstrap.present && app.locks.mode && app.mode === 'connected';
 }
 
 function App() {
@@ -48,7 +66,11 @@ function App() {
   const [appError, setAppError] = useState<string | null>(null);
   const [notice, setNotice] = useState<{ kind: 'error' | 'ok'; text: string } | null>(null);
   const [live, setLive] = useState(false);
+  const [tick, setTick] = useState(0);
   const loginShown = useRef(false);
+  const setupChecked = useRef(false);
+  // A tab the address named (a reload on `#sessions`) is kept, not replaced by Get started.
+  const named = useRef(hashTab() !== undefined);
 
   const refresh = useCallback(async () => {
     const [d, a] = await Promise.allSettled([fetchDashboard(), fetchAppState(token.current)]);
@@ -63,7 +85,13 @@ function App() {
       // straight there): show the Login tab once.
       if (a.value && a.value.login.state === 'pending' && !loginShown.current) {
         loginShown.current = true;
+        setupChecked.current = true;
         setTab('login');
+      }
+      // Nothing set up yet (no provider, not connected): Get started comes first, once.
+      if (a.value && !setupChecked.current) {
+        setupChecked.current = true;
+        if (a.value.setup?.needed && !forcedConnected(a.value) && !named.current) setTab('setup');
       }
       setApp(a.value);
       setAppError(null);
@@ -71,6 +99,7 @@ function App() {
       setApp(null);
       setAppError(a.reason instanceof Error ? a.reason.message : 'the app did not answer');
     }
+    setTick((t) => t + 1);
   }, []);
 
   useEffect(() => {
@@ -108,10 +137,10 @@ function App() {
   const readOnly = app === null;
   const tabs = TABS.filter((t) => !t.app || !readOnly);
   const shown: Tab = tabs.some((t) => t.id === tab) ? tab : 'dashboard';
-  const choose = (t: Tab) => {
+  const choose = useCallback((t: Tab) => {
     setTab(t);
     history.replaceState(null, '', `#${t}`);
-  };
+  }, []);
   const paused = app?.paused ?? dash?.server.paused ?? false;
 
   return (
@@ -191,12 +220,29 @@ function App() {
       )}
       <main>
         <div id="panel" role="tabpanel" aria-labelledby={`tab-${shown}`}>
-        {dash === null && !dashError && <p class="muted">Loading…</p>}
-        {dash && shown === 'dashboard' && <DashboardView dash={dash} app={app} />}
+        {dash === null && !dashError && (shown === 'dashboard' || shown === 'blocks' || shown === 'upstreams') && (
+          <p class="muted">Loading…</p>
+        )}
+        {dash && shown === 'dashboard' && (
+          <DashboardView
+            dash={dash}
+            app={app}
+            desktop={app && token.current ? { token: token.current, tick, go: choose } : undefined}
+          />
+        )}
         {dash && shown === 'blocks' && <BlocksView dash={dash} />}
         {dash && shown === 'upstreams' && <UpstreamsView dash={dash} app={app} />}
         {app && shown === 'login' && <LoginView app={app} act={act} />}
         {app && shown === 'settings' && <SettingsView app={app} act={act} />}
+        {app && token.current && shown === 'setup' && (
+          <SetupView app={app} act={act} token={token.current} go={choose} />
+        )}
+        {app && token.current && shown === 'projects' && (
+          <ProjectsView token={token.current} tick={tick} go={choose} />
+        )}
+        {app && token.current && shown === 'sessions' && (
+          <SessionsView token={token.current} tick={tick} go={choose} />
+        )}
         </div>
       </main>
     </div>

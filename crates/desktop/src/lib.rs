@@ -16,3 +16,4 @@ pub mod keychain;
 pub mod notifier;
 pub mod session;
 pub mod settings;
+pub mod transcripts;

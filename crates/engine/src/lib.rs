@@ -23,6 +23,7 @@ pub mod gateway;
 pub mod google;
 pub mod identity;
 pub mod inference;
+pub mod insight;
 pub mod limits;
 pub mod local_control;
 pub mod memo;

@@ -89,7 +89,7 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
             }
             "configure" => {
                 tauri::async_runtime::spawn(async move {
-                    if let Err(e) = app.configure_claude_code(false).await {
+                    if let Err(e) = app.configure_claude_code(false, false).await {
                         tracing::warn!(error = %e, "configure Claude Code failed");
                     }
                 });

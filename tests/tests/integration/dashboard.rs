@@ -902,7 +902,10 @@ async fn browser_drives_login_and_settings_through_the_app_api() {
     assert_eq!(
         out["tabs"],
         json!([
+            "tab-setup",
             "tab-dashboard",
+            "tab-projects",
+            "tab-sessions",
             "tab-blocks",
             "tab-login",
             "tab-upstreams",

@@ -45,6 +45,7 @@ fn row(i: usize) -> UsageRecord {
         ttfb_ms: Some(300),
         client_disconnected: false,
         reservation_id: None,
+        tags: Default::default(),
     }
 }
 

@@ -471,6 +471,7 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
                 ttfb_ms: Some(1),
                 client_disconnected: false,
                 reservation_id: None,
+                tags: Default::default(),
             }]
             .into(),
         )

@@ -295,6 +295,7 @@ fn usage(request_id: &str, cost: u64, reservation: Option<&str>, at: DateTime<Ut
         ttfb_ms: Some(2),
         client_disconnected: false,
         reservation_id: reservation.map(str::to_owned),
+        tags: Default::default(),
     }
 }
 
@@ -846,7 +847,10 @@ async fn principals_usage_retention_and_the_local_key() {
             .retention(now - days(365), now - days(396), now - days(90))
             .await
             .unwrap();
-        assert_eq!(removed, 3, "{n}: the audit row, the old usage row, zed");
+        assert_eq!(
+            removed, 4,
+            "{n}: the audit row, the old usage row and its rollup row, zed"
+        );
         assert_eq!(s.recent_usage(10).await.unwrap().len(), 2, "{n}");
         assert_eq!(s.principals(None).await.unwrap().len(), 1, "{n}");
         assert_eq!(
@@ -860,5 +864,77 @@ async fn principals_usage_retention_and_the_local_key() {
         s.set_local_key_hash([2; 32], now).await.unwrap();
         assert_eq!(s.local_key_hash().await.unwrap().unwrap().0, [2; 32], "{n}");
         s.ready().await.unwrap();
+    }
+}
+
+/// Claude Code's tags are stored with each row and summed into the rollup in the rows'
+/// transaction: per day, session and agent kind, a replayed batch adding nothing; a
+/// session's rows are read back by time.
+#[tokio::test]
+async fn session_tags_and_the_rollup_follow_the_rows_exactly_once() {
+    use gatehouse_engine::store::rollup::day_of;
+    use gatehouse_engine::store::{ClientTags, RowQuery};
+    for b in backends().await {
+        let (s, n) = (&b.store, b.name);
+        let now = Utc::now().trunc_subsecs(3);
+        let tagged = |id: &str, cost: u64, session: Option<&str>, agent: Option<&str>, ms: i64| {
+            let mut r = usage(id, cost, None, now + chrono::Duration::milliseconds(ms));
+            r.tags = ClientTags {
+                session_id: session.map(Into::into),
+                agent_id: agent.map(Into::into),
+                parent_agent_id: agent.map(|_| "p1".to_owned()),
+                request_class: Some(if agent.is_some() { "subagent" } else { "main" }),
+                client: Some("claude-cli/2.1.337".into()),
+            };
+            r
+        };
+        let batch = Arc::new(vec![
+            tagged("t1", 100, Some("s-1"), None, 0),
+            tagged("t2", 30, Some("s-1"), Some("a-1"), 1),
+            tagged("t3", 7, None, None, 2),
+        ]);
+        s.insert_usage(batch.clone()).await.unwrap();
+        s.insert_usage(batch.clone()).await.unwrap();
+        let day = day_of(now + chrono::Duration::milliseconds(2));
+        let mut rolled = s.usage_rollup(day - 1, day + 1, None).await.unwrap();
+        rolled.sort_by(|a, b| a.key.cmp(&b.key));
+        let got: Vec<(&str, bool, u64, u64)> = rolled
+            .iter()
+            .map(|r| {
+                (
+                    r.key.session_id.as_str(),
+                    r.key.subagent,
+                    r.sums.requests,
+                    r.sums.cost_micro_usd,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("", false, 1, 7),
+                ("s-1", false, 1, 100),
+                ("s-1", true, 1, 30)
+            ],
+            "{n}"
+        );
+        let one = s
+            .usage_rollup(day - 1, day + 1, Some("s-1".into()))
+            .await
+            .unwrap();
+        assert_eq!(one.len(), 2, "{n}");
+        let rows = s
+            .usage_between(RowQuery {
+                from: now,
+                to: now + secs(1),
+                session_id: Some("s-1".into()),
+                newest_first: true,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 2, "{n}");
+        assert_eq!(rows[0], batch[1], "{n}: tags read back as written");
+        assert_eq!(rows[1], batch[0], "{n}");
     }
 }

@@ -1,8 +1,11 @@
 // Dashboard: spend meters with resets, today/week/month totals, spend per model and the
-// recent requests (when this caller may see details).
+// recent requests (when this caller may see details). In the desktop app also a nudge to
+// Get started while nothing is set up, and the charts.
 
 import type { AppState, Dashboard, Meter, Totals } from '../api';
 import { count, localTime, money, percent, relative, resetsIn } from '../format';
+import { InsightChartsView } from './charts';
+import { type Go, TabLink } from './common';
 
 const PERIOD_LABEL: Record<Meter['period'], string> = {
   daily: 'Daily',
@@ -65,10 +68,21 @@ function TotalCard({ label, id, t }: { label: string; id: string; t: Totals }) {
   );
 }
 
-export function DashboardView({ dash, app }: { dash: Dashboard; app: AppState | null }) {
+/** Where the app's own calls go: its token (the desktop only), a tick to re-read, tabs. */
+export type DashboardApp = { token: string; tick: unknown; go: Go };
+
+export function DashboardView({ dash, app, desktop }: { dash: Dashboard; app: AppState | null; desktop?: DashboardApp }) {
   const central = app?.mode === 'connected' ? app.central_spend : null;
   const meters = central ? central.limits : dash.meters;
   const recent = dash.recent ?? [];
+  const setupBanner = app?.setup?.needed && desktop && (
+    <p class="banner info" data-testid="setup-banner">
+      Gatehouse isn't set up yet — no provider.{' '}
+      <TabLink to="setup" go={desktop.go} testid="setup-banner-link">
+        Get started →
+      </TabLink>
+    </p>
+  );
   if (!dash.server.ready) {
     return (
       <p class="banner error" role="alert" data-testid="store-unavailable">
@@ -79,6 +93,7 @@ export function DashboardView({ dash, app }: { dash: Dashboard; app: AppState | 
   }
   return (
     <div class="stack">
+      {setupBanner}
       {meters.length > 0 && (
         <section aria-labelledby="h-meters">
           <h2 id="h-meters">Spend limits</h2>
@@ -102,6 +117,7 @@ export function DashboardView({ dash, app }: { dash: Dashboard; app: AppState | 
           <TotalCard label="This month" id="month" t={dash.usage.month} />
         </div>
       </section>
+      {app && desktop && <InsightChartsView token={desktop.token} tick={desktop.tick} />}
       <section aria-labelledby="h-models">
         <h2 id="h-models">Spend per model this month</h2>
         {dash.by_model.length === 0 ? (

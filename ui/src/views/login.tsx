@@ -4,12 +4,40 @@
 import type { Act, AppState } from '../api';
 import { localTime, relative } from '../format';
 
-const STATE_LABEL: Record<AppState['login']['state'], string> = {
+export const STATE_LABEL: Record<AppState['login']['state'], string> = {
   signed_out: 'Signed out',
   pending: 'Waiting for you to sign in',
   signed_in: 'Signed in',
   expired: 'Session expired: sign in again',
 };
+
+/** The device-code prompt while a sign-in waits for the person; `prefix` keeps test ids
+ *  apart where the prompt is shown outside the Login tab. */
+export function DeviceCode({ login: l, act, prefix = '' }: { login: AppState['login']; act: Act; prefix?: string }) {
+  const url = l.verification_uri_complete ?? l.verification_uri;
+  return (
+    <div class="device card">
+      <p>Confirm this code on the sign-in page:</p>
+      <p class="user-code" data-testid={`${prefix}user-code`} aria-label="Your code">{l.user_code}</p>
+      <div class="row">
+        <button
+          type="button"
+          data-testid={`${prefix}open-verification`}
+          disabled={!url}
+          onClick={() => void act('POST', 'open', { url })}
+        >
+          Open the sign-in page
+        </button>
+        {l.verification_uri && <span class="muted mono small">{l.verification_uri}</span>}
+      </div>
+      {l.expires_at && (
+        <p class="muted small" title={localTime(l.expires_at)} data-testid={`${prefix}code-expiry`}>
+          The code expires {relative(l.expires_at)}.
+        </p>
+      )}
+    </div>
+  );
+}
 
 export function LoginView({ app, act }: { app: AppState; act: Act }) {
   const l = app.login;
@@ -49,30 +77,7 @@ export function LoginView({ app, act }: { app: AppState; act: Act }) {
         )}
       </dl>
       {l.error && <p class="banner error" role="alert">{l.error}</p>}
-      {l.state === 'pending' && l.user_code && (
-        <div class="device card">
-          <p>Confirm this code on the sign-in page:</p>
-          <p class="user-code" data-testid="user-code" aria-label="Your code">{l.user_code}</p>
-          <div class="row">
-            <button
-              type="button"
-              data-testid="open-verification"
-              disabled={!(l.verification_uri_complete ?? l.verification_uri)}
-              onClick={() =>
-                void act('POST', 'open', { url: l.verification_uri_complete ?? l.verification_uri })
-              }
-            >
-              Open the sign-in page
-            </button>
-            {l.verification_uri && <span class="muted mono small">{l.verification_uri}</span>}
-          </div>
-          {l.expires_at && (
-            <p class="muted small" title={localTime(l.expires_at)} data-testid="code-expiry">
-              The code expires {relative(l.expires_at)}.
-            </p>
-          )}
-        </div>
-      )}
+      {l.state === 'pending' && l.user_code && <DeviceCode login={l} act={act} />}
       <div class="row">
         {l.state === 'signed_in' || l.state === 'pending' ? (
           <button type="button" class="secondary" data-testid="logout" onClick={() => void act('POST', 'logout')}>

@@ -145,12 +145,7 @@ impl AppRoutes for AppApi {
             );
         };
         let app = App { inner };
-        let presented = req
-            .headers()
-            .get(TOKEN_HEADER)
-            .map(|v| v.as_bytes())
-            .unwrap_or_default();
-        if !bool::from(presented.ct_eq(app.app_token().expose().as_bytes())) {
+        if !admitted(&app, req.method(), req.uri().path(), req.headers()).await {
             return error(
                 StatusCode::UNAUTHORIZED,
                 "authentication_error",
@@ -158,13 +153,118 @@ impl AppRoutes for AppApi {
             );
         }
         match route(&app, req).await {
-            Ok(()) => reply(StatusCode::OK, app.state().await),
+            Ok(Answer::State) => reply(StatusCode::OK, app.state().await),
+            Ok(Answer::Json(v)) => reply(StatusCode::OK, v),
+            Ok(Answer::Raw(r)) => r,
             Err(Fail(status, kind, message)) => error(status, kind, &message),
         }
     }
 }
 
-async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
+/// What a route answers with.
+enum Answer {
+    /// The app state (every action).
+    State,
+    Json(Value),
+    Raw(Response<Body>),
+}
+
+/// Routes the local token may also read: `gatehouse statusline` and `gatehouse usage
+/// export` hold the token Claude Code uses (from the keychain), not this launch's.
+const LOCAL_KEY_ROUTES: [&str; 2] = ["statusline", "usage/export"];
+
+/// This launch's app token in `x-gatehouse-app-token`, or (for [`LOCAL_KEY_ROUTES`]) the
+/// local key as a Bearer token or `x-api-key`; both compared in constant time.
+async fn admitted(app: &App, method: &Method, path: &str, headers: &http::HeaderMap) -> bool {
+    let presented = headers
+        .get(TOKEN_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if bool::from(presented.ct_eq(app.app_token().expose().as_bytes())) {
+        return true;
+    }
+    let path = path.strip_prefix(APP_PREFIX).unwrap_or_default();
+    if method != Method::GET || !LOCAL_KEY_ROUTES.contains(&path) {
+        return false;
+    }
+    let key = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+    let Some(key) = key else { return false };
+    match app.store().local_key_hash().await {
+        Ok(Some((stored, _))) => {
+            let hash = gatehouse_engine::auth::ClientKeys::hash(key);
+            bool::from(hash.ct_eq(&stored))
+        }
+        _ => false,
+    }
+}
+
+/// The query's parameters (the last of a repeated name wins).
+fn query(req: &Request<Body>) -> std::collections::HashMap<String, String> {
+    url::form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn limit_param(v: Option<&String>) -> Result<usize, Fail> {
+    match v {
+        None => Ok(200),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=5_000).contains(&n) => Ok(n),
+            _ => Err(Fail::bad("limit must be a whole number from 1 to 5000")),
+        },
+    }
+}
+
+/// `GET usage/export`: the file, streamed a page at a time.
+fn export(app: &App, q: &std::collections::HashMap<String, String>) -> Result<Answer, Fail> {
+    let get = |k: &str| q.get(k).map(String::as_str);
+    let query = super::export::Query::parse(
+        app.inner().deps.clock.now(),
+        get("since"),
+        get("until"),
+        get("format"),
+        get("group"),
+    )
+    .map_err(|e| app_error(&e))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let store = app.store();
+    let index = super::insight::transcripts(app);
+    let q2 = query.clone();
+    tokio::spawn(async move {
+        if let Err(e) = super::export::write(store.as_ref(), &index, &q2, &tx).await {
+            // The status is sent already: the body ends short, and the log says why.
+            tracing::warn!(error = %e, "usage export stopped");
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, std::io::Error>(bytes::Bytes::from(chunk)), rx))
+    });
+    let body = Body::from_stream(stream);
+    let mut r = Response::new(body);
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static(query.content_type()),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    if let Ok(v) =
+        http::HeaderValue::from_str(&format!("attachment; filename=\"{}\"", query.file_name()))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(Answer::Raw(r))
+}
+
+async fn route(app: &App, req: Request<Body>) -> Result<Answer, Fail> {
     let path = req
         .uri()
         .path()
@@ -172,9 +272,41 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
         .unwrap_or_default()
         .to_owned();
     let method = req.method().clone();
-    let done = |r: Result<(), AppError>| r.map_err(|e| app_error(&e));
+    let q = query(&req);
+    let done = |r: Result<(), AppError>| r.map(|()| Answer::State).map_err(|e| app_error(&e));
+    let json = |r: Result<Value, AppError>| r.map(Answer::Json).map_err(|e| app_error(&e));
+    let days =
+        || super::insight::days_param(q.get("days").map(String::as_str)).map_err(|e| app_error(&e));
     match (method, path.as_str()) {
-        (Method::GET, "state") => Ok(()),
+        (Method::GET, "state") => Ok(Answer::State),
+        (Method::GET, "insight/projects") => json(super::insight::projects(app, days()?).await),
+        (Method::GET, "insight/sessions") => {
+            let limit = limit_param(q.get("limit"))?;
+            json(
+                super::insight::sessions(app, days()?, q.get("q").map(String::as_str), limit).await,
+            )
+        }
+        (Method::GET, p) if p.starts_with("insight/sessions/") => {
+            let id = &p["insight/sessions/".len()..];
+            match super::insight::session_detail(app, id).await {
+                Ok(Some(v)) => Ok(Answer::Json(v)),
+                Ok(None) => Err(Fail(
+                    StatusCode::NOT_FOUND,
+                    "not_found_error",
+                    "no such session in the usage records".into(),
+                )),
+                Err(e) => Err(app_error(&e)),
+            }
+        }
+        (Method::GET, "insight/charts") => json(super::insight::charts(app, days()?).await),
+        (Method::GET, "usage/export") => export(app, &q),
+        (Method::GET, "statusline") => {
+            json(super::setup::statusline(app, q.get("session_id").map(String::as_str)).await)
+        }
+        (Method::GET, "claude-code/preview") => {
+            let statusline = q.get("statusline").is_some_and(|v| v == "true");
+            json(app.preview_claude_code(statusline))
+        }
         (Method::POST, "login") => done(app.login().await),
         (Method::POST, "logout") => done(app.logout().await),
         (Method::POST, "open") => {
@@ -203,8 +335,11 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
         (Method::POST, "claude-code") => {
             let body = json_body(req).await?;
             match text(&body, "action")? {
-                "configure" => done(app.configure_claude_code(false).await),
-                "undo" => done(app.configure_claude_code(true).await),
+                "configure" => {
+                    let statusline = body.get("statusline").and_then(Value::as_bool) == Some(true);
+                    done(app.configure_claude_code(false, statusline).await)
+                }
+                "undo" => done(app.configure_claude_code(true, false).await),
                 _ => Err(Fail::bad("action must be \"configure\" or \"undo\"")),
             }
         }
@@ -215,7 +350,7 @@ async fn route(app: &App, req: Request<Body>) -> Result<(), Fail> {
                 .and_then(Value::as_bool)
                 .ok_or_else(|| Fail::bad("`paused` (true or false) is required"))?;
             app.set_paused(paused).await;
-            Ok(())
+            Ok(Answer::State)
         }
         (m, p) => Err(Fail(
             StatusCode::NOT_FOUND,

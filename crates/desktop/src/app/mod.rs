@@ -16,8 +16,11 @@
 pub mod api;
 mod connected;
 mod engine;
+pub mod export;
+pub mod insight;
 pub mod presets;
 mod providers;
+mod setup;
 mod state;
 
 use std::path::PathBuf;
@@ -154,6 +157,8 @@ pub(crate) struct Inner {
     notes: Gate,
     /// The last "Test" result per provider, for the UI.
     tests: Mutex<std::collections::HashMap<String, serde_json::Value>>,
+    /// Claude Code's transcript index (session -> project), rescanned when it changed.
+    pub(crate) transcripts: crate::transcripts::Cached,
     /// The runtime the app started on. Requests to the app's API run on the engine's
     /// connection threads, which end with that engine: work that must outlive a restart
     /// is spawned here ([`App::spawn`]).
@@ -233,6 +238,11 @@ impl App {
             central: Mutex::new(connected::CentralState::default()),
             notes,
             deps,
+            transcripts: crate::transcripts::Cached::new(
+                crate::transcripts::Limits::default(),
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_secs(2),
+            ),
             runtime: tokio::runtime::Handle::current(),
         });
         let app = App { inner };
@@ -241,7 +251,7 @@ impl App {
         app.restart_engine().await?;
         if let Some(b) = app.inner.bootstrap.get()
             && b.auto_configure_claude_code
-            && let Err(e) = app.configure_claude_code(false).await
+            && let Err(e) = app.configure_claude_code(false, false).await
         {
             tracing::warn!(error = %e, "could not configure Claude Code as the bootstrap asks");
         }
@@ -362,8 +372,18 @@ impl App {
         }
     }
 
-    pub async fn configure_claude_code(&self, undo: bool) -> Result<(), AppError> {
-        state::configure_claude_code(self, undo).await
+    /// Points Claude Code here (`statusline`: also Gatehouse's status line), or undoes it.
+    pub async fn configure_claude_code(
+        &self,
+        undo: bool,
+        statusline: bool,
+    ) -> Result<(), AppError> {
+        state::configure_claude_code(self, undo, statusline).await
+    }
+
+    /// What configuring Claude Code would change, before it does.
+    pub fn preview_claude_code(&self, statusline: bool) -> Result<Value, AppError> {
+        state::preview_claude_code(self, statusline)
     }
 
     pub async fn update_settings(&self, patch: &Value) -> Result<(), AppError> {

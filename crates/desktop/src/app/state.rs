@@ -167,7 +167,10 @@ pub async fn build(app: &App) -> Value {
         Ok(Err(e)) => ("not_configured", Some(e.to_string())),
         Err(e) => ("not_configured", Some(e.to_string())),
     };
+    let doc = file.read().ok();
+    let setup = super::setup::state(app, &providers, cc_status != "not_configured").await;
     json!({
+        "setup": setup,
         "mode": settings.mode,
         "paused": app.paused().await,
         "listen": app.base_url(),
@@ -204,6 +207,7 @@ pub async fn build(app: &App) -> Value {
             "status": cc_status,
             "settings_path": file.path().display().to_string(),
             "detail": cc_detail,
+            "statusline": super::setup::statusline_owner(doc.as_ref()),
         },
     })
 }
@@ -456,7 +460,22 @@ pub async fn remove_provider(app: &App, name: &str) -> Result<(), AppError> {
     Ok(())
 }
 
-pub async fn configure_claude_code(app: &App, undo: bool) -> Result<(), AppError> {
+/// What configuring Claude Code would change (`GET claude-code/preview`).
+pub fn preview_claude_code(app: &App, statusline: bool) -> Result<Value, AppError> {
+    let (file, target) = claude(app);
+    let mut target = target?;
+    if statusline {
+        target = target.with_statusline();
+    }
+    let doc = file.read().map_err(|e| AppError::BadInput(e.to_string()))?;
+    Ok(super::setup::preview(&doc, &target, file.path()))
+}
+
+pub async fn configure_claude_code(
+    app: &App,
+    undo: bool,
+    statusline: bool,
+) -> Result<(), AppError> {
     let locked = app
         .bootstrap()
         .get()
@@ -470,7 +489,12 @@ pub async fn configure_claude_code(app: &App, undo: bool) -> Result<(), AppError
         }
         file.undo().map_err(|e| AppError::BadInput(e.to_string()))?;
     } else {
-        file.configure(&target?)
+        let target = if statusline {
+            target?.with_statusline()
+        } else {
+            target?
+        };
+        file.configure(&target)
             .map_err(|e| AppError::BadInput(e.to_string()))?;
     }
     app.publish("app.state");

@@ -59,6 +59,8 @@ pub enum Key {
     ApiKeyHelper,
     AuthToken,
     ApiKey,
+    /// `statusLine`: owned only when the user chose Gatehouse's (see [`Target::statusline`]).
+    StatusLine,
 }
 
 /// The owned keys, in the order they are applied and reported.
@@ -72,6 +74,7 @@ impl Key {
             Key::ApiKeyHelper => "apiKeyHelper",
             Key::AuthToken => "env.ANTHROPIC_AUTH_TOKEN",
             Key::ApiKey => "env.ANTHROPIC_API_KEY",
+            Key::StatusLine => "statusLine",
         }
     }
 
@@ -79,14 +82,16 @@ impl Key {
     fn env_name(self) -> Option<&'static str> {
         match self {
             Key::BaseUrl => Some("ANTHROPIC_BASE_URL"),
-            Key::ApiKeyHelper => None,
+            Key::ApiKeyHelper | Key::StatusLine => None,
             Key::AuthToken => Some("ANTHROPIC_AUTH_TOKEN"),
             Key::ApiKey => Some("ANTHROPIC_API_KEY"),
         }
     }
 
     fn from_name(name: &str) -> Option<Key> {
-        KEYS.into_iter().find(|k| k.name() == name)
+        KEYS.into_iter()
+            .chain([Key::StatusLine])
+            .find(|k| k.name() == name)
     }
 }
 
@@ -95,6 +100,9 @@ impl Key {
 pub struct Target {
     pub base_url: String,
     pub api_key_helper: String,
+    /// Gatehouse's `statusLine` (`<gatehouse binary> statusline`), when the user chose it;
+    /// `None` leaves whatever status line they have alone.
+    pub statusline: Option<Value>,
 }
 
 impl Target {
@@ -125,7 +133,45 @@ impl Target {
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key_helper: format!("{quoted} token --local"),
+            statusline: None,
         })
+    }
+
+    /// The same target, also putting Gatehouse's status line in (`<binary> statusline`).
+    pub fn with_statusline(mut self) -> Self {
+        let binary = self
+            .api_key_helper
+            .strip_suffix(" token --local")
+            .unwrap_or_default()
+            .to_owned();
+        self.statusline = Some(serde_json::json!({
+            "type": "command",
+            "command": format!("{binary} statusline"),
+            "padding": 0,
+        }));
+        self
+    }
+
+    /// Whether a `statusLine` value is Gatehouse's (its command is `<a gatehouse> statusline`).
+    pub fn is_ours(statusline: Option<&Value>) -> bool {
+        statusline
+            .and_then(|v| v.get("command"))
+            .and_then(Value::as_str)
+            .is_some_and(|c| c.ends_with(" statusline") && c.contains("gatehouse"))
+    }
+
+    /// The keys this target sets: the four always, `statusLine` when chosen.
+    fn keys(&self, record: Option<&Record>) -> Vec<Key> {
+        let status = self.statusline.is_some()
+            || record.is_some_and(|r| r.keys.iter().any(|k| k.key == Key::StatusLine.name()));
+        KEYS.into_iter()
+            .chain(status.then_some(Key::StatusLine))
+            .collect()
+    }
+
+    /// Whether this target changes `key` (a `statusLine` it did not choose is left alone).
+    fn touches(&self, key: Key) -> bool {
+        key != Key::StatusLine || self.statusline.is_some()
     }
 
     /// The value Gatehouse wants for `key` (`None`: the key must be absent).
@@ -134,6 +180,7 @@ impl Target {
             Key::BaseUrl => Some(Value::String(self.base_url.clone())),
             Key::ApiKeyHelper => Some(Value::String(self.api_key_helper.clone())),
             Key::AuthToken | Key::ApiKey => None,
+            Key::StatusLine => self.statusline.clone(),
         }
     }
 }
@@ -302,6 +349,14 @@ impl ClaudeSettings {
         sibling(&self.path, RECORD_SUFFIX)
     }
 
+    /// The settings document as it is now (`{}` when there is no file).
+    pub fn read(&self) -> Result<Map<String, Value>, SettingsError> {
+        match fsio::read_optional(&real_path(&self.path))? {
+            Some(bytes) => self.parse(&bytes),
+            None => Ok(Map::new()),
+        }
+    }
+
     /// Merges the target into the settings (backup first on the first configure).
     pub fn configure(&self, target: &Target) -> Result<ConfigureOutcome, SettingsError> {
         let real = real_path(&self.path);
@@ -311,22 +366,23 @@ impl ClaudeSettings {
             None => Map::new(),
         };
         let record = self.read_record()?;
+        let keys = target.keys(record.as_ref());
         let before_sha = before.as_deref().map(|b| hex::encode(Sha256::digest(b)));
         let (file_existed, env_existed, restorable, previous) = match &record {
             Some(r) => (
                 r.file_existed,
                 r.env_existed,
                 r.restorable && before_sha.as_deref() == Some(r.written_sha256.as_str()),
-                previous_of(r),
+                previous_of(r, &keys, &doc),
             ),
             None => (
                 before.is_some(),
                 doc.contains_key("env"),
                 true,
-                KEYS.map(|k| Slot::of(get(&doc, k))).to_vec(),
+                keys.iter().map(|k| Slot::of(get(&doc, *k))).collect(),
             ),
         };
-        for key in KEYS {
+        for key in keys.iter().copied().filter(|k| target.touches(*k)) {
             set(&mut doc, key, target.wanted(key));
         }
         let after = render(&doc, &self.path)?;
@@ -349,12 +405,14 @@ impl ClaudeSettings {
             env_existed,
             written_sha256: sha,
             restorable,
-            keys: KEYS
+            keys: keys
                 .iter()
                 .zip(previous)
                 .map(|(k, previous)| KeyRecord {
                     key: k.name().to_owned(),
-                    written: Slot::of(target.wanted(*k).as_ref()),
+                    // What the key holds now: Gatehouse's value, or the user's where the
+                    // target left it alone.
+                    written: Slot::of(get(&doc, *k)),
                     previous,
                 })
                 .collect(),
@@ -415,6 +473,7 @@ impl ClaudeSettings {
         }
         let keys: Vec<Drift> = KEYS
             .into_iter()
+            .chain(target.statusline.is_some().then_some(Key::StatusLine))
             .filter_map(|key| {
                 let wanted = target.wanted(key);
                 let found = get(&doc, key);
@@ -510,14 +569,15 @@ impl ClaudeSettings {
     }
 }
 
-/// The previous slots of a record, in [`KEYS`] order (absent for a key it lacks).
-fn previous_of(r: &Record) -> Vec<Slot> {
-    KEYS.iter()
+/// The previous slots of a record, in `keys`' order; a key it lacks (a status line chosen
+/// only now) had what the document holds before this configure.
+fn previous_of(r: &Record, keys: &[Key], doc: &Map<String, Value>) -> Vec<Slot> {
+    keys.iter()
         .map(|k| {
             r.keys
                 .iter()
                 .find(|kr| kr.key == k.name())
-                .map_or(Slot::Absent, |kr| kr.previous.clone())
+                .map_or_else(|| Slot::of(get(doc, *k)), |kr| kr.previous.clone())
         })
         .collect()
 }
@@ -604,8 +664,8 @@ fn show(key: Key, found: Option<&Value>) -> Shown {
             }
             _ => Shown::Hidden,
         },
-        // A helper command or a token may hold a credential.
-        Key::ApiKeyHelper | Key::AuthToken | Key::ApiKey => Shown::Hidden,
+        // A helper command or a token may hold a credential; so may a status line command.
+        Key::ApiKeyHelper | Key::AuthToken | Key::ApiKey | Key::StatusLine => Shown::Hidden,
     }
 }
 

@@ -40,6 +40,7 @@ use crate::events::Event;
 use crate::gateway::Gateway;
 use crate::identity::UserIdentity;
 use crate::metering::RequestFacts;
+use crate::metering::tags::ClientTags;
 use crate::spend::admission::{Admitted, Held};
 use crate::upstream::router::{self, Leg};
 use crate::upstream::{Caller, Operation};
@@ -192,6 +193,7 @@ async fn answer(
         charge: None,
         abandoned_micro: 0,
         billing_group,
+        tags: ClientTags::from_headers(&parts.headers),
     };
     let caller = match principal {
         Principal::Session { user, .. } => Some(Caller {

@@ -106,6 +106,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         charge: None,
         abandoned_micro: 0,
         billing_group: None,
+        tags: None,
     };
     let route = |status: u16, reason: String| RouteFacts {
         upstream: Some(up.name.clone()),

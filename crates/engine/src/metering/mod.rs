@@ -15,6 +15,7 @@
 pub mod price_warnings;
 pub mod pricing;
 pub mod recorder;
+pub mod tags;
 pub mod usage;
 
 use std::pin::Pin;
@@ -79,6 +80,9 @@ pub struct RequestFacts {
     pub abandoned_micro: u64,
     /// What the request's `tags` said under `admin.billing_group_tag` (Messages only).
     pub billing_group: Option<BillingGroup>,
+    /// What the caller said about the request (Claude Code's session and agent ids,
+    /// request class, client); `None` when it said nothing.
+    pub tags: Option<Box<tags::ClientTags>>,
 }
 
 /// The billing group a signed-in person's request named under `admin.billing_group_tag`,

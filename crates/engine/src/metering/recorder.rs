@@ -130,6 +130,24 @@ async fn write(
     false
 }
 
+/// The caller's tags on the `inference` event, only those it sent (a plain client's event
+/// stays as it was).
+fn with_tags(mut event: Event, tags: &crate::store::ClientTags) -> Event {
+    let fields = [
+        ("session_id", tags.session_id.as_deref()),
+        ("agent_id", tags.agent_id.as_deref()),
+        ("parent_agent_id", tags.parent_agent_id.as_deref()),
+        ("request_class", tags.request_class),
+        ("client", tags.client.as_deref()),
+    ];
+    for (key, value) in fields {
+        if let Some(v) = value {
+            event = event.with(key, v);
+        }
+    }
+    event
+}
+
 type Charges = Vec<(Arc<dyn super::Charge>, u64)>;
 
 fn price(
@@ -194,6 +212,7 @@ fn price(
             .charge
             .as_ref()
             .map(|c| c.reservation_id().to_owned()),
+        tags: f.request.tags.map(|t| *t).unwrap_or_default(),
     };
     if let Some(charge) = f.request.charge {
         charges.push((charge, rec.cost_micro_usd));
@@ -221,6 +240,7 @@ fn price(
         .with("ttfb_ms", rec.ttfb_ms)
         .with("client_disconnected", rec.client_disconnected)
         .with("upstream_error", f.upstream_error);
+    let event = with_tags(event, &rec.tags);
     events.push(match &f.request.billing_group {
         None => event,
         Some(BillingGroup::Group(g)) => event.with("billing_group", g.clone()),

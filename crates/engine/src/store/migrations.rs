@@ -55,6 +55,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0007_usage_row_key.sql",
         sql: include_str!("../../../../migrations/sqlite/0007_usage_row_key.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_usage_sessions.sql",
+        sql: include_str!("../../../../migrations/sqlite/0008_usage_sessions.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -92,6 +97,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 7,
         name: "0007_usage_row_key.sql",
         sql: include_str!("../../../../migrations/postgres/0007_usage_row_key.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "0008_usage_sessions.sql",
+        sql: include_str!("../../../../migrations/postgres/0008_usage_sessions.sql"),
     },
 ];
 

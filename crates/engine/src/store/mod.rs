@@ -13,11 +13,14 @@ pub mod backup;
 mod convert;
 pub mod migrations;
 pub mod postgres;
+pub mod rollup;
 pub mod sqlite;
 pub mod timed;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+
+pub use crate::metering::tags::ClientTags;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -79,6 +82,16 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// A read of usage rows by time (see [`Store::usage_between`]).
+#[derive(Debug, Clone)]
+pub struct RowQuery {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub session_id: Option<String>,
+    pub newest_first: bool,
+    pub limit: usize,
+}
+
 /// One persisted usage row.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UsageRecord {
@@ -113,6 +126,8 @@ pub struct UsageRecord {
     pub client_disconnected: bool,
     /// The spend reservation this request settles (written in the same transaction).
     pub reservation_id: Option<String>,
+    /// Claude Code's session, agent and request class, and the client (all optional).
+    pub tags: ClientTags,
 }
 
 impl UsageRecord {
@@ -198,6 +213,17 @@ pub trait Store: Send + Sync {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
+    /// Usage rows with `from <= created_at < to`, of one session when the query names
+    /// one (a session's requests, the raw export), through the time index.
+    async fn usage_between(&self, query: RowQuery) -> Result<Vec<UsageRecord>, StoreError>;
+    /// The usage rollup's rows of UTC days `from_day..=to_day` ([`rollup::day_of`]), of
+    /// one session when named: the projects, sessions and charts views.
+    async fn usage_rollup(
+        &self,
+        from_day: i64,
+        to_day: i64,
+        session_id: Option<String>,
+    ) -> Result<Vec<rollup::RollupRow>, StoreError>;
     /// Each person's settled spend per UTC day for the days starting in `[from, to)`, days
     /// with no spend left out: `(person, day start, micro-USD)`, by day then person (the
     /// cost report).

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{LimitRows, OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals};
+use super::rollup::RollupRow;
+use super::{
+    LimitRows, OpenReservation, RowQuery, SettleAs, Store, StoreError, UsageRecord, UsageTotals,
+};
 use crate::identity::user::UserIdentity;
 use crate::spend;
 
@@ -66,6 +69,23 @@ impl Store for Timed {
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
         timed!(self, "usage_by_model", self.inner.usage_by_model(since))
+    }
+
+    async fn usage_between(&self, query: RowQuery) -> Result<Vec<UsageRecord>, StoreError> {
+        timed!(self, "usage_between", self.inner.usage_between(query))
+    }
+
+    async fn usage_rollup(
+        &self,
+        from_day: i64,
+        to_day: i64,
+        session_id: Option<String>,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        timed!(
+            self,
+            "usage_rollup",
+            self.inner.usage_rollup(from_day, to_day, session_id)
+        )
     }
 
     async fn daily_spend(

@@ -67,7 +67,10 @@ use tokio_postgres::{NoTls, Row};
 use tokio_util::sync::CancellationToken;
 
 use super::convert::ms;
-use super::{OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations};
+use super::rollup::RollupRow;
+use super::{
+    OpenReservation, RowQuery, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations,
+};
 use crate::config::PostgresConfig;
 use crate::config::postgres::describe;
 pub use crate::config::postgres::{PgConfigError, PgConnect, connect_config};
@@ -429,6 +432,21 @@ impl Store for PostgresStore {
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
         let c = self.report_client().await?;
         Ok(usage::by_model(&c, since).await?)
+    }
+
+    async fn usage_between(&self, query: RowQuery) -> Result<Vec<UsageRecord>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(usage::between(&c, &query).await?)
+    }
+
+    async fn usage_rollup(
+        &self,
+        from_day: i64,
+        to_day: i64,
+        session_id: Option<String>,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(usage::rollup_rows(&c, from_day, to_day, session_id.as_deref()).await?)
     }
 
     async fn daily_spend(

@@ -751,6 +751,7 @@ pub async fn retention(
             spend_before,
         ),
         ("usage_events", "created_at < $1", spend_before),
+        ("usage_rollup", "last_at < $1", spend_before),
         (
             "reservations",
             "created_at < $1 AND state <> 'open'",

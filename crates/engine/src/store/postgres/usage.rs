@@ -5,15 +5,20 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 
+use tokio_postgres::Row;
+
 use super::{Client, PgError, row_opt, rows};
+use crate::metering::tags;
 use crate::store::convert::{from_ms, i, ms, u};
-use crate::store::{UsageRecord, UsageTotals};
+use crate::store::rollup::{self, RollupKey, RollupRow, RollupSums};
+use crate::store::{ClientTags, RowQuery, UsageRecord, UsageTotals};
 
 /// Every column a usage row is written and read with (a row from before row keys reads 0).
 const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, upstream,
     upstream_model, status, route_reason, stream, input_tokens, output_tokens,
     cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
-    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected, row_key";
+    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected, row_key,
+    session_id, agent_id, parent_agent_id, request_class, client";
 
 /// Inserts a batch and charges the leases its rows carry, in one transaction. A row already
 /// stored (same time and row key: a replayed batch, say after a commit whose answer was
@@ -24,7 +29,7 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
         .prepare_cached(&format!(
             "INSERT INTO usage_events ({USAGE_COLS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21, $22)
+                $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
              ON CONFLICT (created_at, row_key) DO NOTHING"
         ))
         .await?;
@@ -56,6 +61,11 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
                     &r.ttfb_ms.map(i),
                     &r.client_disconnected,
                     &r.row_key,
+                    &r.tags.session_id,
+                    &r.tags.agent_id,
+                    &r.tags.parent_agent_id,
+                    &r.tags.request_class,
+                    &r.tags.client,
                 ],
             )
             .await?;
@@ -63,6 +73,7 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
             written.push(r);
         }
     }
+    add_to_rollup(&tx, &written).await?;
     // The charges land with their usage rows, atomically, one per lease (summed), person by
     // person in a fixed order, so two batches never wait on each other's rows in a cycle.
     // Shared budgets' rows after every person's, in group order (see the module doc).
@@ -78,6 +89,45 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
     tx.commit().await
 }
 
+/// A usage row from [`USAGE_COLS`].
+fn read_row(r: &Row) -> Result<UsageRecord, PgError> {
+    Ok(UsageRecord {
+        request_id: r.try_get(0)?,
+        created_at: from_ms(r.try_get(1)?),
+        principal: r.try_get(2)?,
+        endpoint: r.try_get(3)?,
+        model: r.try_get(4)?,
+        upstream: r.try_get(5)?,
+        upstream_model: r.try_get(6)?,
+        status: u16::try_from(r.try_get::<_, i32>(7)?).unwrap_or(0),
+        route_reason: r.try_get(8)?,
+        stream: r.try_get(9)?,
+        input_tokens: u(r.try_get(10)?),
+        output_tokens: u(r.try_get(11)?),
+        cache_read_tokens: u(r.try_get(12)?),
+        cache_write_5m_tokens: u(r.try_get(13)?),
+        cache_write_1h_tokens: u(r.try_get(14)?),
+        web_search_requests: u(r.try_get(15)?),
+        cost_micro_usd: u(r.try_get(16)?),
+        usage_source: r.try_get(17)?,
+        latency_ms: u(r.try_get(18)?),
+        ttfb_ms: r.try_get::<_, Option<i64>>(19)?.map(u),
+        client_disconnected: r.try_get(20)?,
+        row_key: r.try_get::<_, Option<i64>>(21)?.unwrap_or(0),
+        reservation_id: None,
+        tags: ClientTags {
+            session_id: r.try_get(22)?,
+            agent_id: r.try_get(23)?,
+            parent_agent_id: r.try_get(24)?,
+            request_class: r
+                .try_get::<_, Option<String>>(25)?
+                .as_deref()
+                .and_then(tags::request_class),
+            client: r.try_get(26)?,
+        },
+    })
+}
+
 /// Newest first.
 pub async fn recent(c: &impl GenericClient, limit: usize) -> Result<Vec<UsageRecord>, PgError> {
     rows(
@@ -89,34 +139,123 @@ pub async fn recent(c: &impl GenericClient, limit: usize) -> Result<Vec<UsageRec
     )
     .await?
     .iter()
-    .map(|r| {
-        Ok(UsageRecord {
-            request_id: r.try_get(0)?,
-            created_at: from_ms(r.try_get(1)?),
-            principal: r.try_get(2)?,
-            endpoint: r.try_get(3)?,
-            model: r.try_get(4)?,
-            upstream: r.try_get(5)?,
-            upstream_model: r.try_get(6)?,
-            status: u16::try_from(r.try_get::<_, i32>(7)?).unwrap_or(0),
-            route_reason: r.try_get(8)?,
-            stream: r.try_get(9)?,
-            input_tokens: u(r.try_get(10)?),
-            output_tokens: u(r.try_get(11)?),
-            cache_read_tokens: u(r.try_get(12)?),
-            cache_write_5m_tokens: u(r.try_get(13)?),
-            cache_write_1h_tokens: u(r.try_get(14)?),
-            web_search_requests: u(r.try_get(15)?),
-            cost_micro_usd: u(r.try_get(16)?),
-            usage_source: r.try_get(17)?,
-            latency_ms: u(r.try_get(18)?),
-            ttfb_ms: r.try_get::<_, Option<i64>>(19)?.map(u),
-            client_disconnected: r.try_get(20)?,
-            row_key: r.try_get::<_, Option<i64>>(21)?.unwrap_or(0),
-            reservation_id: None,
-        })
-    })
+    .map(read_row)
     .collect()
+}
+
+/// Rows with `from <= created_at < to` (of one session when named), at most `limit`,
+/// newest or oldest first; through the time index.
+pub async fn between(c: &impl GenericClient, q: &RowQuery) -> Result<Vec<UsageRecord>, PgError> {
+    let order = if q.newest_first { "DESC" } else { "ASC" };
+    rows(
+        c,
+        &format!(
+            "SELECT {USAGE_COLS} FROM usage_events
+             WHERE created_at >= $1 AND created_at < $2
+               AND ($3::TEXT IS NULL OR session_id = $3::TEXT)
+             ORDER BY created_at {order}, id {order} LIMIT $4"
+        ),
+        &[
+            &ms(q.from),
+            &ms(q.to),
+            &q.session_id,
+            &i64::try_from(q.limit).unwrap_or(i64::MAX),
+        ],
+    )
+    .await?
+    .iter()
+    .map(read_row)
+    .collect()
+}
+
+/// Adds the inserted rows' sums to `usage_rollup`, key by key in order (so two replicas'
+/// transactions take the rollup rows' locks in the same order).
+async fn add_to_rollup(
+    tx: &deadpool_postgres::Transaction<'_>,
+    written: &[&UsageRecord],
+) -> Result<(), PgError> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let st = tx
+        .prepare_cached(&format!(
+            "INSERT INTO usage_rollup (day, session_id, principal, model, subagent, requests,
+                errors, compactions, input_tokens, output_tokens, cache_read_tokens,
+                cache_write_tokens, cost_micro_usd, first_at, last_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT (day, session_id, principal, model, subagent) DO UPDATE SET {}",
+            rollup::upsert_set("usage_rollup")
+        ))
+        .await?;
+    for (k, s) in rollup::sums_of(written.iter().copied()) {
+        tx.execute(
+            &st,
+            &[
+                &k.day,
+                &k.session_id,
+                &k.principal,
+                &k.model,
+                &i16::from(k.subagent),
+                &i(s.requests),
+                &i(s.errors),
+                &i(s.compactions),
+                &i(s.input_tokens),
+                &i(s.output_tokens),
+                &i(s.cache_read_tokens),
+                &i(s.cache_write_tokens),
+                &i(s.cost_micro_usd),
+                &s.first_at_ms,
+                &s.last_at_ms,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Rollup rows of days `from_day..=to_day` (of one session when named).
+pub async fn rollup_rows(
+    c: &impl GenericClient,
+    from_day: i64,
+    to_day: i64,
+    session_id: Option<&str>,
+) -> Result<Vec<RollupRow>, PgError> {
+    let found = rows(
+        c,
+        "SELECT day, session_id, principal, model, subagent, requests, errors, compactions,
+            input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+            cost_micro_usd, first_at, last_at
+         FROM usage_rollup
+         WHERE day >= $1 AND day <= $2 AND ($3::TEXT IS NULL OR session_id = $3::TEXT)",
+        &[&from_day, &to_day, &session_id],
+    )
+    .await?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(RollupRow {
+                key: RollupKey {
+                    day: r.try_get(0)?,
+                    session_id: r.try_get(1)?,
+                    principal: r.try_get(2)?,
+                    model: r.try_get(3)?,
+                    subagent: r.try_get::<_, i16>(4)? != 0,
+                },
+                sums: RollupSums {
+                    requests: u(r.try_get(5)?),
+                    errors: u(r.try_get(6)?),
+                    compactions: u(r.try_get(7)?),
+                    input_tokens: u(r.try_get(8)?),
+                    output_tokens: u(r.try_get(9)?),
+                    cache_read_tokens: u(r.try_get(10)?),
+                    cache_write_tokens: u(r.try_get(11)?),
+                    cost_micro_usd: u(r.try_get(12)?),
+                    first_at_ms: r.try_get(13)?,
+                    last_at_ms: r.try_get(14)?,
+                },
+            })
+        })
+        .collect()
 }
 
 pub async fn totals(c: &impl GenericClient, since: DateTime<Utc>) -> Result<UsageTotals, PgError> {

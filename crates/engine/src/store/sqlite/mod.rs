@@ -24,7 +24,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 
-use super::{OpenReservation, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations};
+use super::rollup::RollupRow;
+use super::{
+    OpenReservation, RowQuery, SettleAs, Store, StoreError, UsageRecord, UsageTotals, migrations,
+};
 pub use lanes::REPORT_BUDGET;
 use lanes::{Detached, Lanes, Read};
 
@@ -175,6 +178,20 @@ impl Store for SqliteStore {
         since: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
         self.report(move |c| usage::by_model(c, since)).await
+    }
+
+    async fn usage_between(&self, query: RowQuery) -> Result<Vec<UsageRecord>, StoreError> {
+        self.report(move |c| usage::between(c, &query)).await
+    }
+
+    async fn usage_rollup(
+        &self,
+        from_day: i64,
+        to_day: i64,
+        session_id: Option<String>,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        self.report(move |c| usage::rollup_rows(c, from_day, to_day, session_id.as_deref()))
+            .await
     }
 
     async fn daily_spend(

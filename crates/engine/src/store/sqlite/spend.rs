@@ -628,7 +628,7 @@ pub fn retention_steps(
     audit_before: DateTime<Utc>,
     spend_before: DateTime<Utc>,
     principals_before: DateTime<Utc>,
-) -> [(&'static str, DateTime<Utc>); 6] {
+) -> [(&'static str, DateTime<Utc>); 7] {
     [
         (
             "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
@@ -644,6 +644,12 @@ pub fn retention_steps(
         ),
         (
             "DELETE FROM usage_events WHERE rowid IN (SELECT rowid FROM usage_events WHERE created_at < ?1 LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM usage_rollup WHERE (day, session_id, principal, model, subagent) IN (
+                SELECT day, session_id, principal, model, subagent FROM usage_rollup
+                WHERE last_at < ?1 LIMIT ?2)",
             spend_before,
         ),
         (

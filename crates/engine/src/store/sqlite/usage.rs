@@ -1,16 +1,26 @@
-//! SQLite usage rows: the batch insert (which settles each row's reservation in the same
-//! transaction), the newest rows, and totals overall and per model. Synchronous: these run
+//! SQLite usage rows: the batch insert (which settles each row's reservation and adds to
+//! the rollup in the same transaction), the newest rows, rows of a time range, rollup
+//! rows, and totals overall and per model. Synchronous: these run
 //! on the store's own thread (see [`super::SqliteStore`]).
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 
+use crate::metering::tags;
 use crate::store::convert::{from_ms, i, ms, u};
-use crate::store::{StoreError, UsageRecord, UsageTotals};
+use crate::store::rollup::{self, RollupKey, RollupRow, RollupSums};
+use crate::store::{ClientTags, RowQuery, StoreError, UsageRecord, UsageTotals};
+
+/// Every column a usage row is read with, in [`read_row`]'s order.
+const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, upstream,
+    upstream_model, status, route_reason, stream, input_tokens, output_tokens,
+    cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, web_search_requests,
+    cost_micro_usd, usage_source, latency_ms, ttfb_ms, client_disconnected,
+    COALESCE(row_key, 0), session_id, agent_id, parent_agent_id, request_class, client";
 
 /// Inserts a batch and settles the reservations its rows carry, inside the writer's
 /// transaction, so a charge lands with its usage row. A row already stored (same time and
-/// row key: a replayed batch) is skipped, and so is its charge.
+/// row key: a replayed batch) is skipped, and so are its charge and its rollup sums.
 pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
     let mut written = Vec::with_capacity(rows.len());
     {
@@ -19,9 +29,10 @@ pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
                 endpoint, model, upstream, upstream_model, status, route_reason, stream,
                 input_tokens, output_tokens, cache_read_tokens, cache_write_5m_tokens,
                 cache_write_1h_tokens, web_search_requests, cost_micro_usd, usage_source,
-                latency_ms, ttfb_ms, client_disconnected)
+                latency_ms, ttfb_ms, client_disconnected, session_id, agent_id,
+                parent_agent_id, request_class, client)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                ?17, ?18, ?19, ?20, ?21, ?22)",
+                ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
         )?;
         for r in rows {
             let inserted = stmt.execute(params![
@@ -47,12 +58,18 @@ pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
                 i(r.latency_ms),
                 r.ttfb_ms.map(i),
                 r.client_disconnected,
+                r.tags.session_id,
+                r.tags.agent_id,
+                r.tags.parent_agent_id,
+                r.tags.request_class,
+                r.tags.client,
             ])?;
             if inserted > 0 {
                 written.push(r);
             }
         }
     }
+    add_to_rollup(tx, &written)?;
     // The charges land with their usage rows, atomically, one per lease (summed); the
     // leases stay open.
     for ((_, id), (cost, at)) in crate::store::charges_by_lease(written) {
@@ -61,45 +78,159 @@ pub fn insert(tx: &Connection, rows: &[UsageRecord]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Adds the inserted rows' sums to `usage_rollup`, key by key in order.
+fn add_to_rollup(tx: &Connection, written: &[&UsageRecord]) -> Result<(), StoreError> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = tx.prepare_cached(&format!(
+        "INSERT INTO usage_rollup (day, session_id, principal, model, subagent, requests,
+            errors, compactions, input_tokens, output_tokens, cache_read_tokens,
+            cache_write_tokens, cost_micro_usd, first_at, last_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT (day, session_id, principal, model, subagent) DO UPDATE SET {}",
+        rollup::upsert_set("")
+    ))?;
+    for (k, s) in rollup::sums_of(written.iter().copied()) {
+        stmt.execute(params![
+            k.day,
+            k.session_id,
+            k.principal,
+            k.model,
+            k.subagent,
+            i(s.requests),
+            i(s.errors),
+            i(s.compactions),
+            i(s.input_tokens),
+            i(s.output_tokens),
+            i(s.cache_read_tokens),
+            i(s.cache_write_tokens),
+            i(s.cost_micro_usd),
+            s.first_at_ms,
+            s.last_at_ms,
+        ])?;
+    }
+    Ok(())
+}
+
+/// A usage row from [`USAGE_COLS`].
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRecord> {
+    Ok(UsageRecord {
+        request_id: r.get(0)?,
+        row_key: r.get(21)?,
+        created_at: from_ms(r.get(1)?),
+        principal: r.get(2)?,
+        endpoint: r.get(3)?,
+        model: r.get(4)?,
+        upstream: r.get(5)?,
+        upstream_model: r.get(6)?,
+        status: r.get(7)?,
+        route_reason: r.get(8)?,
+        stream: r.get(9)?,
+        input_tokens: u(r.get(10)?),
+        output_tokens: u(r.get(11)?),
+        cache_read_tokens: u(r.get(12)?),
+        cache_write_5m_tokens: u(r.get(13)?),
+        cache_write_1h_tokens: u(r.get(14)?),
+        web_search_requests: u(r.get(15)?),
+        cost_micro_usd: u(r.get(16)?),
+        usage_source: r.get(17)?,
+        latency_ms: u(r.get(18)?),
+        ttfb_ms: r.get::<_, Option<i64>>(19)?.map(u),
+        client_disconnected: r.get(20)?,
+        reservation_id: None,
+        tags: ClientTags {
+            session_id: r.get(22)?,
+            agent_id: r.get(23)?,
+            parent_agent_id: r.get(24)?,
+            request_class: r
+                .get::<_, Option<String>>(25)?
+                .as_deref()
+                .and_then(tags::request_class),
+            client: r.get(26)?,
+        },
+    })
+}
+
 /// Newest first.
 pub fn recent(c: &Connection, limit: usize) -> Result<Vec<UsageRecord>, StoreError> {
-    let mut stmt = c.prepare_cached(
-        "SELECT request_id, created_at, principal, endpoint, model, upstream,
-            upstream_model, status, route_reason, stream, input_tokens, output_tokens,
-            cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-            web_search_requests, cost_micro_usd, usage_source, latency_ms, ttfb_ms,
-            client_disconnected, COALESCE(row_key, 0)
-         FROM usage_events ORDER BY created_at DESC, id DESC LIMIT ?1",
-    )?;
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {USAGE_COLS} FROM usage_events ORDER BY created_at DESC, id DESC LIMIT ?1"
+    ))?;
     let rows = stmt
-        .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-            Ok(UsageRecord {
-                request_id: r.get(0)?,
-                row_key: r.get(21)?,
-                created_at: from_ms(r.get(1)?),
-                principal: r.get(2)?,
-                endpoint: r.get(3)?,
-                model: r.get(4)?,
-                upstream: r.get(5)?,
-                upstream_model: r.get(6)?,
-                status: r.get(7)?,
-                route_reason: r.get(8)?,
-                stream: r.get(9)?,
-                input_tokens: u(r.get(10)?),
-                output_tokens: u(r.get(11)?),
-                cache_read_tokens: u(r.get(12)?),
-                cache_write_5m_tokens: u(r.get(13)?),
-                cache_write_1h_tokens: u(r.get(14)?),
-                web_search_requests: u(r.get(15)?),
-                cost_micro_usd: u(r.get(16)?),
-                usage_source: r.get(17)?,
-                latency_ms: u(r.get(18)?),
-                ttfb_ms: r.get::<_, Option<i64>>(19)?.map(u),
-                client_disconnected: r.get(20)?,
-                reservation_id: None,
-            })
-        })?
+        .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], read_row)?
         .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Rows with `from <= created_at < to` (of one session when named), at most `limit`,
+/// newest or oldest first; through the time index.
+pub fn between(c: &Connection, q: &RowQuery) -> Result<Vec<UsageRecord>, StoreError> {
+    let order = if q.newest_first { "DESC" } else { "ASC" };
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {USAGE_COLS} FROM usage_events
+         WHERE created_at >= ?1 AND created_at < ?2 AND (?3 IS NULL OR session_id = ?3)
+         ORDER BY created_at {order}, id {order} LIMIT ?4"
+    ))?;
+    let rows = stmt
+        .query_map(
+            params![
+                ms(q.from),
+                ms(q.to),
+                q.session_id,
+                i64::try_from(q.limit).unwrap_or(i64::MAX)
+            ],
+            read_row,
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Rollup rows of days `from_day..=to_day` (of one session when named).
+pub fn rollup_rows(
+    c: &Connection,
+    from_day: i64,
+    to_day: i64,
+    session_id: Option<&str>,
+) -> Result<Vec<RollupRow>, StoreError> {
+    let sql = "SELECT day, session_id, principal, model, subagent, requests, errors,
+            compactions, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+            cost_micro_usd, first_at, last_at FROM usage_rollup";
+    let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<RollupRow> {
+        Ok(RollupRow {
+            key: RollupKey {
+                day: r.get(0)?,
+                session_id: r.get(1)?,
+                principal: r.get(2)?,
+                model: r.get(3)?,
+                subagent: r.get(4)?,
+            },
+            sums: RollupSums {
+                requests: u(r.get(5)?),
+                errors: u(r.get(6)?),
+                compactions: u(r.get(7)?),
+                input_tokens: u(r.get(8)?),
+                output_tokens: u(r.get(9)?),
+                cache_read_tokens: u(r.get(10)?),
+                cache_write_tokens: u(r.get(11)?),
+                cost_micro_usd: u(r.get(12)?),
+                first_at_ms: r.get(13)?,
+                last_at_ms: r.get(14)?,
+            },
+        })
+    };
+    let rows = match session_id {
+        Some(s) => c
+            .prepare_cached(&format!(
+                "{sql} WHERE session_id = ?1 AND day >= ?2 AND day <= ?3"
+            ))?
+            .query_map(params![s, from_day, to_day], map)?
+            .collect::<Result<Vec<_>, _>>()?,
+        None => c
+            .prepare_cached(&format!("{sql} WHERE day >= ?1 AND day <= ?2"))?
+            .query_map(params![from_day, to_day], map)?
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     Ok(rows)
 }
 
@@ -192,6 +323,7 @@ pub(super) mod tests {
             ttfb_ms: Some(3),
             client_disconnected: false,
             reservation_id: None,
+            tags: Default::default(),
         }
     }
 

@@ -1,0 +1,396 @@
+//! Usage export: CSV or JSON of usage rows for a range of UTC days, raw or grouped by
+//! day, model, project or session. The same code serves the window (`GET
+//! /gatehouse/app/usage/export`) and `gatehouse usage export`, against the running
+//! instance or its database when it is stopped.
+//!
+//! Raw rows are read a bounded page at a time and written out as they come; grouped rows
+//! come from the usage rollup. A CSV cell that a spreadsheet would run as a formula
+//! (`=`, `+`, `-`, `@`, tab, carriage return first) is prefixed with `'`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use gatehouse_engine::store::rollup::{RollupSums, day_of, day_start};
+use gatehouse_engine::store::{Store, UsageRecord};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::Sender;
+
+use super::AppError;
+use super::insight::{MAX_DAYS, Pager, ProjectRef};
+use crate::transcripts::TranscriptIndex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Raw,
+    Day,
+    Model,
+    Project,
+    Session,
+}
+
+impl Group {
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Raw => "raw",
+            Group::Day => "day",
+            Group::Model => "model",
+            Group::Project => "project",
+            Group::Session => "session",
+        }
+    }
+}
+
+/// What to export: UTC days `since..=until`.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub since: NaiveDate,
+    pub until: NaiveDate,
+    pub format: Format,
+    pub group: Group,
+}
+
+impl Query {
+    /// From the query's words (`since`, `until` as `YYYY-MM-DD`; `format`; `group`), the
+    /// last 30 days by default.
+    pub fn parse(
+        now: DateTime<Utc>,
+        since: Option<&str>,
+        until: Option<&str>,
+        format: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<Query, AppError> {
+        let date = |name: &str, v: &str| {
+            NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
+                AppError::BadInput(format!("{name} must be a date as YYYY-MM-DD, not {v:?}"))
+            })
+        };
+        let today = now.date_naive();
+        let until = until
+            .map(|v| date("until", v))
+            .transpose()?
+            .unwrap_or(today);
+        let since = since
+            .map(|v| date("since", v))
+            .transpose()?
+            .unwrap_or(until - Duration::days(29));
+        if since > until {
+            return Err(AppError::BadInput("since must not be after until".into()));
+        }
+        if (until - since).num_days() >= MAX_DAYS {
+            return Err(AppError::BadInput(format!(
+                "an export covers at most {MAX_DAYS} days"
+            )));
+        }
+        let format = match format.unwrap_or("csv") {
+            "csv" => Format::Csv,
+            "json" => Format::Json,
+            other => {
+                return Err(AppError::BadInput(format!(
+                    "format must be csv or json, not {other:?}"
+                )));
+            }
+        };
+        let group = match group.unwrap_or("raw") {
+            "raw" => Group::Raw,
+            "day" => Group::Day,
+            "model" => Group::Model,
+            "project" => Group::Project,
+            "session" => Group::Session,
+            other => {
+                return Err(AppError::BadInput(format!(
+                    "group must be raw, day, model, project or session, not {other:?}"
+                )));
+            }
+        };
+        Ok(Query {
+            since,
+            until,
+            format,
+            group,
+        })
+    }
+
+    /// `gatehouse-usage-<group>-<since>-<until>.<csv|json>`.
+    pub fn file_name(&self) -> String {
+        let ext = match self.format {
+            Format::Csv => "csv",
+            Format::Json => "json",
+        };
+        format!(
+            "gatehouse-usage-{}-{}-{}.{ext}",
+            self.group.name(),
+            self.since,
+            self.until
+        )
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        match self.format {
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
+
+    fn range(&self) -> (DateTime<Utc>, DateTime<Utc>) {
+        let start = |d: NaiveDate| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+        (start(self.since), start(self.until) + Duration::days(1))
+    }
+}
+
+/// A CSV cell: quoted when it must be, and with `'` before what a spreadsheet would run.
+pub fn csv_cell(v: &str) -> String {
+    let guarded = match v.as_bytes().first() {
+        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r') => format!("'{v}"),
+        _ => v.to_owned(),
+    };
+    if guarded.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
+}
+
+/// Micro-USD as dollars with six places.
+pub fn usd(micro: u64) -> String {
+    format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000)
+}
+
+const RAW_COLUMNS: [&str; 16] = [
+    "at",
+    "request_id",
+    "session_id",
+    "agent_id",
+    "request_class",
+    "project",
+    "model",
+    "upstream",
+    "upstream_model",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cost_usd",
+];
+
+fn raw_json(r: &UsageRecord, index: &TranscriptIndex) -> Value {
+    let project = r
+        .tags
+        .session_id
+        .as_deref()
+        .map(|s| ProjectRef::of(index, s).name);
+    json!({
+        "at": r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "request_id": r.request_id,
+        "session_id": r.tags.session_id,
+        "agent_id": r.tags.agent_id,
+        "request_class": r.tags.request_class,
+        "project": project,
+        "model": r.model,
+        "upstream": r.upstream,
+        "upstream_model": r.upstream_model,
+        "status": r.status,
+        "input_tokens": r.input_tokens,
+        "output_tokens": r.output_tokens,
+        "cache_read_tokens": r.cache_read_tokens,
+        "cache_write_5m_tokens": r.cache_write_5m_tokens,
+        "cache_write_1h_tokens": r.cache_write_1h_tokens,
+        "cost_usd": usd(r.cost_micro_usd),
+    })
+}
+
+/// One CSV line of `values` in `columns`' order.
+fn csv_line(columns: &[&str], v: &Value) -> String {
+    let cells: Vec<String> = columns
+        .iter()
+        .map(|c| match &v[*c] {
+            Value::Null => String::new(),
+            Value::String(s) => csv_cell(s),
+            other => csv_cell(&other.to_string()),
+        })
+        .collect();
+    format!("{}\r\n", cells.join(","))
+}
+
+/// Sends the export to `out`, a piece at a time (a raw export page by page); stops when
+/// the receiver is gone.
+pub async fn write(
+    store: &dyn Store,
+    index: &TranscriptIndex,
+    q: &Query,
+    out: &Sender<Vec<u8>>,
+) -> Result<(), AppError> {
+    if q.group == Group::Raw {
+        return write_raw(store, index, q, out).await;
+    }
+    let (columns, rows) = grouped(store, index, q).await?;
+    let body = match q.format {
+        Format::Csv => {
+            let mut s = format!("{}\r\n", columns.join(","));
+            for r in &rows {
+                s.push_str(&csv_line(&columns, r));
+            }
+            s.into_bytes()
+        }
+        Format::Json => serde_json::to_vec_pretty(&rows).unwrap_or_default(),
+    };
+    let _ = out.send(body).await;
+    Ok(())
+}
+
+async fn write_raw(
+    store: &dyn Store,
+    index: &TranscriptIndex,
+    q: &Query,
+    out: &Sender<Vec<u8>>,
+) -> Result<(), AppError> {
+    let (from, to) = q.range();
+    let mut pages = Pager::new(from, to, None);
+    let mut first = true;
+    let head = match q.format {
+        Format::Csv => format!("{}\r\n", RAW_COLUMNS.join(",")),
+        Format::Json => "[".to_owned(),
+    };
+    if out.send(head.into_bytes()).await.is_err() {
+        return Ok(());
+    }
+    while let Some(page) = pages.next(store).await? {
+        let mut chunk = String::new();
+        for r in &page {
+            let v = raw_json(r, index);
+            match q.format {
+                Format::Csv => chunk.push_str(&csv_line(&RAW_COLUMNS, &v)),
+                Format::Json => {
+                    chunk.push_str(if first { "\n" } else { ",\n" });
+                    chunk.push_str(&v.to_string());
+                }
+            }
+            first = false;
+        }
+        if !chunk.is_empty() && out.send(chunk.into_bytes()).await.is_err() {
+            return Ok(());
+        }
+    }
+    if q.format == Format::Json {
+        let _ = out.send(b"\n]\n".to_vec()).await;
+    }
+    Ok(())
+}
+
+/// The grouped rows (from the rollup) and their columns.
+async fn grouped(
+    store: &dyn Store,
+    index: &TranscriptIndex,
+    q: &Query,
+) -> Result<(Vec<&'static str>, Vec<Value>), AppError> {
+    let (from, to) = q.range();
+    let rows = store
+        .usage_rollup(day_of(from), day_of(to) - 1, None)
+        .await?;
+    let mut groups: BTreeMap<Vec<String>, RollupSums> = BTreeMap::new();
+    for r in &rows {
+        let key = match q.group {
+            Group::Day => vec![day_start(r.key.day).format("%Y-%m-%d").to_string()],
+            Group::Model => vec![r.key.model.clone()],
+            Group::Project if r.key.session_id.is_empty() => vec!["(no session)".to_owned()],
+            Group::Project => vec![ProjectRef::of(index, &r.key.session_id).name],
+            Group::Session if r.key.session_id.is_empty() => continue,
+            Group::Session => vec![
+                r.key.session_id.clone(),
+                ProjectRef::of(index, &r.key.session_id).name,
+            ],
+            Group::Raw => continue,
+        };
+        groups.entry(key).or_default().merge(&r.sums);
+    }
+    let key_columns: Vec<&'static str> = match q.group {
+        Group::Day => vec!["day"],
+        Group::Model => vec!["model"],
+        Group::Project => vec!["project"],
+        Group::Session => vec!["session_id", "project"],
+        Group::Raw => vec![],
+    };
+    let mut columns = key_columns.clone();
+    columns.extend([
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+    ]);
+    let out = groups
+        .into_iter()
+        .map(|(key, s)| {
+            let mut v = json!({
+                "requests": s.requests,
+                "input_tokens": s.input_tokens,
+                "output_tokens": s.output_tokens,
+                "cache_read_tokens": s.cache_read_tokens,
+                "cache_write_tokens": s.cache_write_tokens,
+                "cost_usd": usd(s.cost_micro_usd),
+            });
+            if let Some(m) = v.as_object_mut() {
+                for (c, k) in key_columns.iter().zip(key) {
+                    m.insert((*c).to_owned(), Value::String(k));
+                }
+            }
+            v
+        })
+        .collect();
+    Ok((columns, out))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::panic, clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn formulas_are_defused_and_cells_quoted() {
+        assert_eq!(csv_cell("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_cell("+1"), "'+1");
+        assert_eq!(csv_cell("-2"), "'-2");
+        assert_eq!(csv_cell("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_cell("\tx"), "'\tx");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("plain"), "plain");
+        assert_eq!(usd(1_234_567), "1.234567");
+        assert_eq!(usd(5), "0.000005");
+    }
+
+    #[test]
+    fn queries_are_checked() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
+            .map(|d| d.with_timezone(&Utc))
+            .unwrap_or_default();
+        let q = Query::parse(now, None, None, None, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (q.since.to_string(), q.until.to_string()),
+            ("2026-11-07".into(), "2026-12-06".into())
+        );
+        assert_eq!(
+            q.file_name(),
+            "gatehouse-usage-raw-2026-11-07-2026-12-06.csv"
+        );
+        for bad in [
+            (Some("2026-13-01"), None, None, None),
+            (Some("2026-12-07"), Some("2026-12-06"), None, None),
+            (None, None, Some("xml"), None),
+            (None, None, None, Some("person")),
+            (Some("2020-01-01"), None, None, None),
+        ] {
+            assert!(
+                Query::parse(now, bad.0, bad.1, bad.2, bad.3).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

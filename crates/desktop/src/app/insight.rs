@@ -1,0 +1,448 @@
+//! What the tray window shows about where the money went: projects, sessions, a session's
+//! requests and the charts (the app API's `insight/*`, see the UI contract), from the
+//! engine's usage rollup ([`gatehouse_engine::insight`]) and Claude Code's transcript
+//! index ([`crate::transcripts`]), which maps a session to the project it ran in.
+//!
+//! Nothing here writes: the rollup is kept by the store, the transcripts are read-only.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Timelike, Utc};
+use gatehouse_engine::insight::{self, SessionSummary, cache_read_ratio};
+use gatehouse_engine::store::RowQuery;
+use gatehouse_engine::store::rollup::{RollupRow, RollupSums, day_of, day_start};
+use serde_json::{Value, json};
+
+use super::{App, AppError};
+use crate::transcripts::{Project, TranscriptIndex};
+
+/// The most days a view or export reaches back.
+pub const MAX_DAYS: i64 = 400;
+/// The most requests a session's detail lists.
+const DETAIL_REQUESTS: usize = 500;
+
+/// A session's project as the views name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectRef {
+    /// The project's path, or `session:<id>` when the transcripts do not know the session.
+    pub key: String,
+    pub name: String,
+    pub path: Option<String>,
+    pub known: bool,
+}
+
+impl ProjectRef {
+    pub fn of(index: &TranscriptIndex, session_id: &str) -> ProjectRef {
+        match index.project_of(session_id) {
+            Some(Project { path, name }) => ProjectRef {
+                key: path.clone().unwrap_or_else(|| format!("dir:{name}")),
+                name: name.clone(),
+                path: path.clone(),
+                known: true,
+            },
+            None => ProjectRef {
+                key: format!("session:{session_id}"),
+                name: format!("unknown project (session {}…)", short(session_id)),
+                path: None,
+                known: false,
+            },
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({"key": self.key, "name": self.name, "path": self.path, "known": self.known})
+    }
+}
+
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+/// The transcript index, rescanned at most every few seconds.
+pub(crate) fn transcripts(app: &App) -> Arc<TranscriptIndex> {
+    let deps = &app.inner().deps;
+    let dir = crate::transcripts::config_dir(
+        deps.env
+            .var("CLAUDE_CONFIG_DIR")
+            .as_deref()
+            .map(std::ffi::OsStr::new),
+        Some(deps.home.as_path()),
+    );
+    match dir {
+        Some(dir) => app.inner().transcripts.get(&dir, std::time::Instant::now()),
+        None => Arc::new(TranscriptIndex::default()),
+    }
+}
+
+/// `days` from a query, 1..=[`MAX_DAYS`], default 30.
+pub fn days_param(v: Option<&str>) -> Result<i64, AppError> {
+    match v {
+        None => Ok(30),
+        Some(s) => match s.parse::<i64>() {
+            Ok(d) if (1..=MAX_DAYS).contains(&d) => Ok(d),
+            _ => Err(AppError::BadInput(format!(
+                "days must be a whole number from 1 to {MAX_DAYS}"
+            ))),
+        },
+    }
+}
+
+struct Window {
+    now: DateTime<Utc>,
+    today: i64,
+    from_day: i64,
+}
+
+impl Window {
+    fn new(app: &App, days: i64) -> Window {
+        let now = app.inner().deps.clock.now();
+        let today = day_of(now);
+        Window {
+            now,
+            today,
+            from_day: today - (days - 1),
+        }
+    }
+}
+
+async fn rollup(app: &App, w: &Window, session: Option<&str>) -> Result<Vec<RollupRow>, AppError> {
+    Ok(app
+        .store()
+        .usage_rollup(w.from_day, w.today, session.map(str::to_owned))
+        .await?)
+}
+
+fn sums_json(s: &RollupSums) -> Value {
+    json!({
+        "requests": s.requests,
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "cache_read_tokens": s.cache_read_tokens,
+        "cache_write_tokens": s.cache_write_tokens,
+        "cost_micro_usd": s.cost_micro_usd,
+    })
+}
+
+fn session_json(s: &SessionSummary, project: &ProjectRef) -> Value {
+    let mut v = sums_json(&s.total);
+    let extra = json!({
+        "session_id": s.session_id,
+        "project": project.json(),
+        "first_at": s.first_at(),
+        "last_at": s.last_at(),
+        "models": s.models,
+        "errors": s.total.errors,
+        "cache_read_ratio": cache_read_ratio(&s.total),
+        "subagent_requests": s.subagent.requests,
+        "subagent_cost_micro_usd": s.subagent.cost_micro_usd,
+        "compactions": s.total.compactions,
+    });
+    merge(&mut v, extra);
+    v
+}
+
+fn merge(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// `GET insight/sessions?days&q&limit`.
+pub async fn sessions(
+    app: &App,
+    days: i64,
+    q: Option<&str>,
+    limit: usize,
+) -> Result<Value, AppError> {
+    let w = Window::new(app, days);
+    let rows = rollup(app, &w, None).await?;
+    let index = transcripts(app);
+    let q = q.map(str::to_lowercase).filter(|q| !q.is_empty());
+    let matching: Vec<Value> = insight::sessions(&rows)
+        .iter()
+        .map(|s| (s, ProjectRef::of(&index, &s.session_id)))
+        .filter(|(s, p)| match &q {
+            None => true,
+            Some(q) => {
+                s.session_id.to_lowercase().contains(q)
+                    || p.name.to_lowercase().contains(q)
+                    || p.path
+                        .as_deref()
+                        .is_some_and(|x| x.to_lowercase().contains(q))
+                    || s.models.iter().any(|m| m.to_lowercase().contains(q))
+            }
+        })
+        .map(|(s, p)| session_json(s, &p))
+        .collect();
+    let total = matching.len();
+    Ok(json!({
+        "generated_at": w.now,
+        "days": days,
+        "total": total,
+        "sessions": matching.into_iter().take(limit).collect::<Vec<_>>(),
+    }))
+}
+
+/// `GET insight/sessions/<id>`: the session, its agents and its newest requests.
+pub async fn session_detail(app: &App, session_id: &str) -> Result<Option<Value>, AppError> {
+    if !gatehouse_engine::metering::tags::valid_id(session_id.as_bytes()) {
+        return Ok(None);
+    }
+    let w = Window::new(app, MAX_DAYS);
+    let rows = rollup(app, &w, Some(session_id)).await?;
+    let Some(summary) = insight::sessions(&rows).into_iter().next() else {
+        return Ok(None);
+    };
+    let project = ProjectRef::of(&transcripts(app), session_id);
+    let requests = app
+        .store()
+        .usage_between(RowQuery {
+            from: summary.first_at(),
+            to: summary.last_at() + Duration::milliseconds(1),
+            session_id: Some(session_id.to_owned()),
+            newest_first: true,
+            limit: DETAIL_REQUESTS,
+        })
+        .await?;
+    // Agents: the main agent, then each subagent by id, summed from the rows listed.
+    let mut agents: BTreeMap<Option<String>, (Option<String>, RollupSums)> = BTreeMap::new();
+    for r in &requests {
+        let e = agents
+            .entry(r.tags.agent_id.clone())
+            .or_insert_with(|| (r.tags.parent_agent_id.clone(), RollupSums::default()));
+        e.1.merge(
+            &gatehouse_engine::store::rollup::sums_of([r])
+                .into_values()
+                .next()
+                .unwrap_or_default(),
+        );
+    }
+    let agents: Vec<Value> = agents
+        .into_iter()
+        .map(|(id, (parent, sums))| {
+            let mut v = sums_json(&sums);
+            merge(
+                &mut v,
+                json!({
+                    "agent_id": id,
+                    "parent_agent_id": parent,
+                    "kind": if id.is_some() { "subagent" } else { "main" },
+                }),
+            );
+            v
+        })
+        .collect();
+    let listed: Vec<Value> = requests
+        .iter()
+        .map(|r| {
+            json!({
+                "at": r.created_at,
+                "request_id": r.request_id,
+                "model": r.model,
+                "upstream": r.upstream,
+                "status": r.status,
+                "request_class": r.tags.request_class,
+                "agent_id": r.tags.agent_id,
+                "input_tokens": r.input_tokens,
+                "output_tokens": r.output_tokens,
+                "cache_read_tokens": r.cache_read_tokens,
+                "cache_write_tokens": r.cache_write_5m_tokens.saturating_add(r.cache_write_1h_tokens),
+                "cost_micro_usd": r.cost_micro_usd,
+                "latency_ms": r.latency_ms,
+            })
+        })
+        .collect();
+    Ok(Some(json!({
+        "session": session_json(&summary, &project),
+        "agents": agents,
+        "requests": listed,
+        "requests_truncated": requests.len() >= DETAIL_REQUESTS,
+    })))
+}
+
+/// One project's sums over the window.
+#[derive(Default)]
+struct ProjectSums {
+    project: Option<ProjectRef>,
+    sessions: usize,
+    today: u64,
+    week: u64,
+    total: RollupSums,
+    subagent_cost: u64,
+}
+
+/// `GET insight/projects?days`.
+pub async fn projects(app: &App, days: i64) -> Result<Value, AppError> {
+    let w = Window::new(app, days);
+    let rows = rollup(app, &w, None).await?;
+    let index = transcripts(app);
+    let mut by_key: BTreeMap<String, ProjectSums> = BTreeMap::new();
+    let mut seen_sessions: BTreeMap<&str, String> = BTreeMap::new();
+    for r in rows.iter().filter(|r| !r.key.session_id.is_empty()) {
+        let sid = r.key.session_id.as_str();
+        let key = match seen_sessions.get(sid) {
+            Some(k) => k.clone(),
+            None => {
+                let p = ProjectRef::of(&index, sid);
+                let k = p.key.clone();
+                let e = by_key.entry(k.clone()).or_default();
+                e.sessions += 1;
+                e.project.get_or_insert(p);
+                seen_sessions.insert(sid, k.clone());
+                k
+            }
+        };
+        let e = by_key.entry(key).or_default();
+        e.total.merge(&r.sums);
+        if r.key.day == w.today {
+            e.today += r.sums.cost_micro_usd;
+        }
+        if r.key.day > w.today - 7 {
+            e.week += r.sums.cost_micro_usd;
+        }
+        if r.key.subagent {
+            e.subagent_cost += r.sums.cost_micro_usd;
+        }
+    }
+    let mut list: Vec<Value> = by_key
+        .into_values()
+        .filter_map(|p| {
+            let project = p.project?;
+            let cost = p.total.cost_micro_usd;
+            Some(json!({
+                "key": project.key,
+                "name": project.name,
+                "path": project.path,
+                "known": project.known,
+                "sessions": p.sessions,
+                "requests": p.total.requests,
+                "cost_today_micro_usd": p.today,
+                "cost_week_micro_usd": p.week,
+                "cost_month_micro_usd": cost,
+                "subagent_cost_micro_usd": p.subagent_cost,
+                "subagent_share": (cost > 0).then(|| p.subagent_cost as f64 / cost as f64),
+                "input_tokens": p.total.input_tokens,
+                "output_tokens": p.total.output_tokens,
+                "cache_read_tokens": p.total.cache_read_tokens,
+                "cache_write_tokens": p.total.cache_write_tokens,
+                "cache_read_ratio": cache_read_ratio(&p.total),
+                "last_at": insight::from_ms(p.total.last_at_ms),
+            }))
+        })
+        .collect();
+    list.sort_by_key(|v| std::cmp::Reverse(v["cost_month_micro_usd"].as_u64().unwrap_or(0)));
+    Ok(json!({"generated_at": w.now, "days": days, "projects": list}))
+}
+
+/// The name of a rollup row's project series in the charts.
+fn project_series(index: &TranscriptIndex, r: &RollupRow) -> String {
+    if r.key.session_id.is_empty() {
+        "other (no session)".to_owned()
+    } else {
+        ProjectRef::of(index, &r.key.session_id).name
+    }
+}
+
+/// `GET insight/charts?days`.
+pub async fn charts(app: &App, days: i64) -> Result<Value, AppError> {
+    let w = Window::new(app, days);
+    let rows = rollup(app, &w, None).await?;
+    let index = transcripts(app);
+    let series = |list: Vec<(String, Vec<u64>)>| -> Vec<Value> {
+        list.into_iter()
+            .map(|(name, v)| json!({"name": name, "cost_micro_usd": v}))
+            .collect()
+    };
+    let by_model = insight::daily_cost(&rows, w.from_day, w.today, |r| r.key.model.clone());
+    let by_project = insight::daily_cost(&rows, w.from_day, w.today, |r| project_series(&index, r));
+    let day_names: Vec<String> = (w.from_day..=w.today)
+        .map(|d| day_start(d).format("%Y-%m-%d").to_string())
+        .collect();
+    let ratios: Vec<Option<f64>> = insight::per_day(&rows, w.from_day, w.today)
+        .iter()
+        .map(cache_read_ratio)
+        .collect();
+    Ok(json!({
+        "generated_at": w.now,
+        "days": day_names,
+        "by_model": series(by_model),
+        "by_project": series(by_project),
+        "cache_read_ratio": ratios,
+        "today_by_hour": today_by_hour(app, &w).await?,
+    }))
+}
+
+/// Today's requests and cost per UTC hour, from today's rows.
+async fn today_by_hour(app: &App, w: &Window) -> Result<Vec<Value>, AppError> {
+    let mut hours = [(0u64, 0u64); 24];
+    let from = day_start(w.today);
+    let mut pages = Pager::new(from, from + Duration::days(1), None);
+    let store = app.store();
+    while let Some(page) = pages.next(store.as_ref()).await? {
+        for r in &page {
+            let h = r.created_at.hour() as usize;
+            hours[h].0 += 1;
+            hours[h].1 = hours[h].1.saturating_add(r.cost_micro_usd);
+        }
+    }
+    Ok(hours
+        .iter()
+        .enumerate()
+        .map(|(h, (n, c))| json!({"hour": h, "requests": n, "cost_micro_usd": c}))
+        .collect())
+}
+
+/// Usage rows of a time range, oldest first, read a bounded page at a time.
+pub struct Pager {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    session_id: Option<String>,
+    done: bool,
+}
+
+impl Pager {
+    const PAGE: usize = 5_000;
+
+    pub fn new(from: DateTime<Utc>, to: DateTime<Utc>, session_id: Option<String>) -> Pager {
+        Pager {
+            from,
+            to,
+            session_id,
+            done: false,
+        }
+    }
+
+    /// The next rows, `None` at the end. A full page is handed out up to (not including)
+    /// its last millisecond, where the next page starts, so no row comes twice or is
+    /// skipped (unless more than a page shares one millisecond: those come once, cut).
+    pub async fn next(
+        &mut self,
+        store: &dyn gatehouse_engine::store::Store,
+    ) -> Result<Option<Vec<gatehouse_engine::store::UsageRecord>>, AppError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut page = store
+            .usage_between(RowQuery {
+                from: self.from,
+                to: self.to,
+                session_id: self.session_id.clone(),
+                newest_first: false,
+                limit: Self::PAGE,
+            })
+            .await?;
+        if page.len() < Self::PAGE {
+            self.done = true;
+            return Ok(Some(page));
+        }
+        let last = page.last().map(|r| r.created_at).unwrap_or(self.to);
+        if last > self.from {
+            page.retain(|r| r.created_at < last);
+            self.from = last;
+        } else {
+            self.from += Duration::milliseconds(1);
+        }
+        Ok(Some(page))
+    }
+}
