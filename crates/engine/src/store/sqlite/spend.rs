@@ -740,7 +740,8 @@ mod tests {
             .retention(now - days(365), now - days(396), now - days(90))
             .await
             .unwrap();
-        assert_eq!(removed, 3);
+        // The old audit row, the old usage row and its rollup row, the old person.
+        assert_eq!(removed, 4);
         let (audit, _) = store.list_audit(None, 10).await.unwrap();
         assert_eq!(audit.len(), 1);
         let people = store.principals(None).await.unwrap();
