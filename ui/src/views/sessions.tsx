@@ -204,7 +204,7 @@ function SessionList({
                         </td>
                         <td class="time" title={localTime(s.last_at)} data-testid="session-last">{shortTime(s.last_at)}</td>
                         <td class="num" data-testid="session-cost">{money(s.cost_micro_usd)}</td>
-                        <td class="num" data-testid="session-subagent-cost" title={`${count(s.subagent_requests)} subagent requests`}>
+                        <td class="num" data-testid="session-subagent-cost" title={`${count(s.subagent_requests)} subagent ${s.subagent_requests === 1 ? 'request' : 'requests'}`}>
                           {money(s.subagent_cost_micro_usd)}
                         </td>
                         <td class="num">
@@ -311,7 +311,7 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
               <strong data-testid="session-detail-cost">{money(s.cost_micro_usd)}</strong>
               <span class="muted">
                 , of which subagents <span data-testid="session-detail-subagent-cost">{money(s.subagent_cost_micro_usd)}</span> in{' '}
-                {count(s.subagent_requests)} requests
+                {count(s.subagent_requests)} {s.subagent_requests === 1 ? 'request' : 'requests'}
               </span>
             </dd>
             <dt>Compactions</dt>
@@ -391,7 +391,7 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
                             data-testid="request-class"
                             title={r.agent_id ? `agent ${r.agent_id}` : undefined}
                           >
-                            {r.request_class ?? 'unclassified'}
+                            {r.request_class ?? (r.agent_id ? 'subagent' : 'main')}
                           </span>
                         </td>
                         <td class="mono">{r.model}</td>

@@ -484,7 +484,7 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
           n={3}
           title="Try it"
           state={three}
-          after={<FirstRequestLine first={s.first_request} />}
+          after={three === 'todo' ? undefined : <FirstRequestLine first={s.first_request} />}
         >
           <p>Run this in a terminal:</p>
           <CopyCommand />
@@ -492,6 +492,7 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
       </ol>
       {all && (
         <p class="banner ok" data-testid="setup-done">
+          <span>
           You're set. See what Claude Code spends in{' '}
           <TabLink to="projects" go={go} testid="setup-go-projects">
             Projects
@@ -501,6 +502,7 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
             Sessions
           </TabLink>
           .
+          </span>
         </p>
       )}
     </section>
