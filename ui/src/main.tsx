@@ -4,6 +4,8 @@
 // desktop-only views (Get started, Projects, Sessions, the charts) read the app API
 // themselves and re-read it on the same beat (`tick`).
 
+// First: mends a language tag `Intl` would refuse before any library reads it.
+import './locale';
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 
