@@ -187,6 +187,9 @@ fn human(base: &str, v: &Value) -> String {
         ));
     }
     out.push(sign_in_line(&v["sign_in"]));
+    if let Some(tray) = v["sign_in"]["app"]["tray"].as_str() {
+        out.push(format!("Tray:      {}", tray.replace('_', " ")));
+    }
     out.join("\n")
 }
 

@@ -1,9 +1,13 @@
 //! The tray icon and its menu. Every item calls one method of the app service; the status
-//! line (mode, today's spend) and the toggles' labels follow the app state.
+//! line (mode, today's spend) and the toggles' labels follow the app state, and so do the
+//! icon's badge and tooltip ([`TrayState`]: set up needed, ready, paused, over budget,
+//! sign-in needed, central server unreachable).
 
 use std::time::Duration;
 
+use gatehouse_desktop::app::tray_state::TrayState;
 use gatehouse_desktop::app::{App, LoginState};
+use tauri::image::Image;
 use tauri::menu::{Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::TrayIconBuilder;
 use tauri::{AppHandle, Runtime};
@@ -58,11 +62,12 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
         .tooltip("Gatehouse")
         .menu(&tm.menu)
         .show_menu_on_left_click(true);
-    if let Some(icon) = handle.default_window_icon() {
+    let base = handle.default_window_icon().map(|i| i.clone().to_owned());
+    if let Some(icon) = &base {
         tray = tray.icon(icon.clone());
     }
     let actions = app.clone();
-    tray.on_menu_event(move |handle, event| {
+    let tray = tray.on_menu_event(move |handle, event| {
         let app = actions.clone();
         match event.id.as_ref() {
             "open" => super::show_dashboard(handle),
@@ -98,9 +103,22 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
         }
     })
     .build(handle)?;
-    // Keep the labels true to the state.
+    // Keep the labels, the badge and the tooltip true to the state.
     tauri::async_runtime::spawn(async move {
+        let mut shown: Option<TrayState> = None;
         loop {
+            let state = app.tray_state().await;
+            if shown != Some(state) {
+                shown = Some(state);
+                let _ = tray.set_tooltip(Some(state.tooltip()));
+                if let Some(base) = &base {
+                    let icon = match state.badge() {
+                        Some(colour) => with_badge(base, colour),
+                        None => base.clone(),
+                    };
+                    let _ = tray.set_icon(Some(icon));
+                }
+            }
             let line = app.status_line().await;
             let _ = tm.status.set_text(line);
             let _ = tm.login.set_text(match app.login_state() {
@@ -118,9 +136,44 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
     Ok(())
 }
 
+/// The icon with a round badge of `colour` in its lower right corner, ringed in white so
+/// it reads on dark and light panels.
+pub fn with_badge(icon: &Image<'_>, colour: [u8; 4]) -> Image<'static> {
+    let (w, h) = (icon.width() as usize, icon.height() as usize);
+    let mut rgba = icon.rgba().to_vec();
+    let r = (w.min(h) as f32) * 0.22;
+    let (cx, cy) = (w as f32 - r - 1.0, h as f32 - r - 1.0);
+    for y in 0..h {
+        for x in 0..w {
+            let d = ((x as f32 + 0.5 - cx).powi(2) + (y as f32 + 0.5 - cy).powi(2)).sqrt();
+            let px = match d {
+                d if d <= r - 1.5 => colour,
+                d if d <= r => [0xff, 0xff, 0xff, 0xff],
+                _ => continue,
+            };
+            let at = (y * w + x) * 4;
+            if let Some(dst) = rgba.get_mut(at..at + 4) {
+                dst.copy_from_slice(&px);
+            }
+        }
+    }
+    Image::new_owned(rgba, w as u32, h as u32)
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used)]
 mod tests {
+    #[test]
+    fn a_badge_colours_only_the_corner() {
+        let icon = Image::new_owned(vec![0u8; 32 * 32 * 4], 32, 32);
+        let red = [0xdc, 0x26, 0x26, 0xff];
+        let b = with_badge(&icon, red);
+        let px = |x: usize, y: usize| b.rgba()[(y * 32 + x) * 4..(y * 32 + x) * 4 + 4].to_vec();
+        assert_eq!(px(2, 2), [0, 0, 0, 0], "the icon itself is kept");
+        assert_eq!(px(24, 24), red, "the badge sits in the lower right");
+        assert_eq!((b.width(), b.height()), (32, 32));
+    }
+
     use tauri::menu::MenuItemKind;
 
     use super::*;

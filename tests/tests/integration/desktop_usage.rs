@@ -83,6 +83,21 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     let app = App::start(deps).await.unwrap();
     let desk = Desk::new(&app);
 
+    // The tray's state at a glance, as `gatehouse status` reads it.
+    let tray = || async {
+        let v: Value = desk
+            .http
+            .get(format!("{}/gatehouse/api/status", app.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["sign_in"]["app"]["tray"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(tray().await, "setup_needed");
+
     // A fresh install opens on Get started: no provider yet.
     let (_, state) = get(&desk, "state").await;
     assert_eq!(state["setup"]["needed"], true, "{}", state["setup"]);
@@ -97,6 +112,10 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     let (_, state) = get(&desk, "state").await;
     assert_eq!(state["setup"]["needed"], false);
     assert_eq!(state["setup"]["provider_ready"], true);
+    assert_eq!(tray().await, "ready");
+    app.set_paused(true).await;
+    assert_eq!(tray().await, "paused");
+    app.set_paused(false).await;
 
     // What configuring would change is shown before anything changes.
     let (status, preview) = get(&desk, "claude-code/preview?statusline=true").await;
@@ -370,5 +389,10 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     assert_eq!(r.status(), 200);
     let newest = rows(&app, all.len() + 1).await;
     assert_eq!(newest[0].tags.session_id, None);
+
+    // A daily budget below today's spend: the tray says over budget.
+    let (status, _) = desk.post("settings", json!({"budgets": {"daily_cents": 0}})).await;
+    assert_eq!(status, 200);
+    assert_eq!(tray().await, "over_budget");
     app.shutdown().await;
 }

@@ -130,6 +130,7 @@ impl AppRoutes for AppApi {
         };
         let connected = settings.mode == crate::settings::Mode::Connected;
         Some(json!({
+            "tray": app.tray_state().await.as_str(),
             "mode": if connected { "connected" } else { "standalone" },
             "sign_in": connected.then_some(sign_in),
             "central_url": connected.then_some(settings.central_url),

@@ -22,6 +22,7 @@ pub mod presets;
 mod providers;
 mod setup;
 mod state;
+pub mod tray_state;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -315,6 +316,11 @@ impl App {
     /// The app state the UI shows (see the UI contract).
     pub async fn state(&self) -> Value {
         state::build(self).await
+    }
+
+    /// The tray icon's state (badge and tooltip).
+    pub async fn tray_state(&self) -> tray_state::TrayState {
+        tray_state::current(self).await
     }
 
     /// The tray's status line: mode and today's spend.

@@ -14,16 +14,24 @@ use crate::settings::Mode;
 /// How many of the newest usage rows are searched for Claude Code's first request.
 const FIRST_REQUEST_WINDOW: usize = 200;
 
+/// A provider is usable: standalone, one with its key (or needing none); connected,
+/// signed in to the central server.
+pub fn provider_ready(app: &App) -> bool {
+    let settings = app.settings();
+    match settings.mode {
+        Mode::Standalone => settings
+            .providers
+            .iter()
+            .any(|p| super::state::key_stored(app, p)),
+        Mode::Connected => app.inner().session.current().is_some(),
+    }
+}
+
 /// The app state's `setup` block: whether the window should open on Get started, and the
 /// live state of its three steps.
-pub async fn state(app: &App, providers: &[Value], claude_code_configured: bool) -> Value {
+pub async fn state(app: &App, claude_code_configured: bool) -> Value {
     let settings = app.settings();
-    let provider_ready = match settings.mode {
-        Mode::Standalone => providers
-            .iter()
-            .any(|p| p["key_stored"].as_bool().unwrap_or(false)),
-        Mode::Connected => app.inner().session.current().is_some(),
-    };
+    let provider_ready = provider_ready(app);
     let first = app
         .store()
         .recent_usage(FIRST_REQUEST_WINDOW)

@@ -124,17 +124,7 @@ pub async fn build(app: &App) -> Value {
         .providers
         .iter()
         .map(|p| {
-            let stored = if p.name == "anthropic" {
-                inner.keys.slot(&p.name).has_stored()
-            } else {
-                // A cloud provider or preset is an engine upstream only with what it
-                // needs; a profile or a local server has no key.
-                p.aws_profile.is_none()
-                    && p.preset
-                        .as_deref()
-                        .and_then(super::presets::find)
-                        .is_none_or(|pr| pr.key != super::presets::KeyNeed::None)
-            };
+            let stored = key_stored(app, p);
             json!({
                 "name": p.name,
                 "kind": p.kind,
@@ -168,7 +158,7 @@ pub async fn build(app: &App) -> Value {
         Err(e) => ("not_configured", Some(e.to_string())),
     };
     let doc = file.read().ok();
-    let setup = super::setup::state(app, &providers, cc_status != "not_configured").await;
+    let setup = super::setup::state(app, cc_status != "not_configured").await;
     json!({
         "setup": setup,
         "mode": settings.mode,
@@ -210,6 +200,21 @@ pub async fn build(app: &App) -> Value {
             "statusline": super::setup::statusline_owner(doc.as_ref()),
         },
     })
+}
+
+/// Whether a provider has the key it is shown with: Anthropic's in its slot; a cloud
+/// provider or preset is an engine upstream only with what it needs (a profile or a local
+/// server has no key).
+pub(super) fn key_stored(app: &App, p: &crate::settings::ProviderEntry) -> bool {
+    if p.name == "anthropic" {
+        app.inner().keys.slot(&p.name).has_stored()
+    } else {
+        p.aws_profile.is_none()
+            && p.preset
+                .as_deref()
+                .and_then(super::presets::find)
+                .is_none_or(|pr| pr.key != super::presets::KeyNeed::None)
+    }
 }
 
 pub async fn status_line(app: &App) -> String {
