@@ -123,6 +123,35 @@ pub fn show_dashboard<R: tauri::Runtime>(handle: &tauri::AppHandle<R>) {
     }
 }
 
+/// Where a download from the window is saved: the Downloads folder (else the home
+/// directory), the suggested file name without any directory, ` (n)` added when taken.
+fn download_path(suggested: &std::path::Path) -> PathBuf {
+    let name = suggested
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)
+        .unwrap_or_else(|| "gatehouse-export".into());
+    let dirs = directories::UserDirs::new();
+    let dir = dirs
+        .as_ref()
+        .and_then(|d| d.download_dir().map(PathBuf::from))
+        .or_else(|| dirs.as_ref().map(|d| d.home_dir().to_owned()))
+        .unwrap_or_else(std::env::temp_dir);
+    let first = dir.join(&name);
+    if !first.exists() {
+        return first;
+    }
+    let path = std::path::Path::new(&name);
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (1..1000)
+        .map(|n| dir.join(format!("{stem} ({n}){ext}")))
+        .find(|p| !p.exists())
+        .unwrap_or(first)
+}
+
 /// Opens the dashboard window. Closing it ends its web view, so WebKit's web process
 /// (most of the tray's memory) exits while the tray and the gateway keep running; the
 /// tray's Open (or a second launch) makes a new one with the same launch token.
@@ -137,6 +166,20 @@ fn open_dashboard<R: tauri::Runtime>(
     WebviewWindowBuilder::new(handle, "main", WebviewUrl::External(url))
         .title("Gatehouse")
         .inner_size(1120.0, 780.0)
+        .on_download(|_, event| {
+            match event {
+                // The page's exports (a Blob with the server's file name) go to the user's
+                // Downloads folder, never over an existing file.
+                tauri::webview::DownloadEvent::Requested { destination, .. } => {
+                    *destination = download_path(destination);
+                }
+                tauri::webview::DownloadEvent::Finished { path, success, .. } => {
+                    tracing::info!(?path, success, "export downloaded");
+                }
+                _ => {}
+            }
+            true
+        })
         .build()
         .map_err(|e| e.to_string())?;
     Ok(())
