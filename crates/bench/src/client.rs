@@ -52,6 +52,8 @@ pub enum Auth {
     ApiKey(String),
     /// `Authorization: Bearer` (a signed-in person's session token).
     Bearer(String),
+    /// `x-gatehouse-app-token` (the desktop app window's per-launch token).
+    AppToken(String),
 }
 
 /// One keep-alive HTTP/1.1 client connection.
@@ -102,6 +104,7 @@ impl Conn {
         let (name, value) = match &self.auth {
             Auth::ApiKey(key) => ("x-api-key", key.clone()),
             Auth::Bearer(token) => ("authorization", format!("Bearer {token}")),
+            Auth::AppToken(token) => ("x-gatehouse-app-token", token.clone()),
         };
         Ok(Request::builder()
             .method(method)
@@ -204,11 +207,32 @@ impl Conn {
         self.collect(Method::GET, path, Bytes::new()).await
     }
 
+    /// Sends `GET path` and reads the whole response within `timeout`.
+    pub async fn get_collect_within(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<(StatusCode, String)> {
+        self.collect_within(Method::GET, path, Bytes::new(), timeout)
+            .await
+    }
+
     async fn collect(
         &mut self,
         method: Method,
         path: &str,
         body: Bytes,
+    ) -> anyhow::Result<(StatusCode, String)> {
+        self.collect_within(method, path, body, Duration::from_secs(10))
+            .await
+    }
+
+    async fn collect_within(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        timeout: Duration,
     ) -> anyhow::Result<(StatusCode, String)> {
         let req = self.request(method, path, body)?;
         let fut = async {
@@ -218,9 +242,9 @@ impl Conn {
             let body = resp.into_body().collect().await?.to_bytes();
             anyhow::Ok((status, String::from_utf8_lossy(&body).into_owned()))
         };
-        tokio::time::timeout(Duration::from_secs(10), fut)
+        tokio::time::timeout(timeout, fut)
             .await
-            .context("control request timed out")?
+            .with_context(|| format!("control request {path} timed out after {timeout:?}"))?
     }
 }
 

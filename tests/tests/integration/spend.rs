@@ -771,3 +771,113 @@ fn effective_cents(micro: u64) -> String {
     let s = format!("{}.{:03}", t / 1000, t % 1000);
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
+
+/// Claude Code sessions for the team's admins (`/v1/organizations/analytics/sessions`, an
+/// extension): who ran each session, its cost equal to the usage rows, the subagents'
+/// share, paging, the same credentials as the cost report, and bad queries refused.
+#[tokio::test]
+async fn sessions_report_for_admins() {
+    let s = sign_in_gateway(&[SESSION_SECRET_A], ADMIN).await;
+    let sonnet = json!({"model": "claude-sonnet-4-6", "max_tokens": 16,
+                        "messages": [{"role": "user", "content": "hi"}]});
+    for (sub, session, agent) in [
+        ("alice", "sess-a", None),
+        ("alice", "sess-a", Some("agent-1")),
+        ("bob", "sess-b", None),
+        ("bob", "", None),
+    ] {
+        let mut r = s
+            .gw
+            .client
+            .post(s.gw.url("/v1/messages"))
+            .bearer_auth(token(&s, sub, &["eng"]))
+            .json(&sonnet);
+        if !session.is_empty() {
+            r = r.header("x-claude-code-session-id", session);
+        }
+        if let Some(a) = agent {
+            r = r.header("x-claude-code-agent-id", a);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 200);
+    }
+    let rows = s.gw.usage_rows(4).await;
+    let cost = |sess: &str| -> u64 {
+        rows.iter()
+            .filter(|r| r.tags.session_id.as_deref() == Some(sess))
+            .map(|r| r.cost_micro_usd)
+            .sum()
+    };
+    let get = |path: &str, key: Option<&str>| {
+        let mut r = s.gw.client.get(s.gw.url(path));
+        if let Some(k) = key {
+            r = r.header("x-api-key", k);
+        }
+        r.send()
+    };
+    let path = "/v1/organizations/analytics/sessions";
+    let r = get(path, Some(READ_KEY)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2, "{v}");
+    let a = data.iter().find(|d| d["session_id"] == "sess-a").unwrap();
+    assert_eq!(a["actor"], json!({"type": "user_actor", "user_id": "alice"}));
+    assert_eq!(a["requests"], 2);
+    assert_eq!(a["subagent_requests"], 1);
+    let cents = |micro: u64| format!("{}.{:04}00", micro / 10_000, micro % 10_000);
+    assert_eq!(a["cost"], cents(cost("sess-a")));
+    // One person's sessions, and a page at a time.
+    let v: Value = get(&format!("{path}?actor_ids[]=bob"), Some(READ_KEY))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 1);
+    assert_eq!(v["data"][0]["session_id"], "sess-b");
+    let first: Value = get(&format!("{path}?limit=1"), Some(READ_KEY))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["has_more"], true);
+    let next = first["next_page"].as_str().unwrap();
+    let second: Value = get(&format!("{path}?limit=1&page={next}"), Some(READ_KEY))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(second["has_more"], false);
+    assert_ne!(second["data"][0]["session_id"], first["data"][0]["session_id"]);
+    // The cost report's credentials and refusals.
+    assert_eq!(get(path, None).await.unwrap().status(), 401);
+    let person = s
+        .gw
+        .client
+        .get(s.gw.url(path))
+        .bearer_auth(token(&s, "mallory", &["eng"]))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(person.status(), 200, "not an admin");
+    for bad in [
+        "?starting_at=yesterday",
+        "?starting_at=2026-01-01T00:00:00Z&ending_at=2026-03-01T00:00:00Z",
+        "?limit=0",
+        "?page=%21%21",
+    ] {
+        let r = get(&format!("{path}{bad}"), Some(READ_KEY)).await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+    let r = s
+        .gw
+        .client
+        .post(s.gw.url(path))
+        .header("x-api-key", WRITE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error());
+}

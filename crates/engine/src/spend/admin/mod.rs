@@ -6,6 +6,7 @@
 //! session whose groups hit `admin.admin_groups`. Audit actors are named as the reference
 //! names them: `admin-key:<id>` or `oidc:<sub>`. The same credentials read the cost
 //! report (`cost`, parameters checked in `cost_query`) at `/v1/organizations/analytics/cost`;
+//! Claude Code sessions (`sessions`, an extension) at `/v1/organizations/analytics/sessions`;
 //! `pooled` merges and shows shared group budgets.
 
 mod body;
@@ -13,6 +14,7 @@ mod cost;
 mod cost_query;
 mod effective;
 mod pooled;
+mod sessions;
 
 pub use effective::cents_text;
 
@@ -137,11 +139,15 @@ async fn route(
     let now = gw.deps.clock.now();
     let path = req.uri().path().to_owned();
     let q = query(req.uri());
-    if path == COST {
-        if req.method() == Method::GET {
-            return cost::report(gw, &q, request_id, now).await;
+    if path == COST || path == sessions::SESSIONS {
+        if req.method() != Method::GET {
+            return Err(ApiError::NotFound("not found".into()));
         }
-        return Err(ApiError::NotFound("not found".into()));
+        return if path == COST {
+            cost::report(gw, &q, request_id, now).await
+        } else {
+            sessions::report(gw, &q, request_id, now).await
+        };
     }
     let rest = path
         .strip_prefix(PREFIX)
