@@ -14,17 +14,22 @@ export function count(n: number): string {
   return n.toLocaleString('en-US');
 }
 
-/** A local date and time, short. */
+/**
+ * A local date and time to the second, on the same 24-hour clock as `shortTime`:
+ * `Dec 6, 2026, 14:04:36`. For tooltips and places where the seconds matter.
+ */
 export function localTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '—';
   return d.toLocaleString(undefined, {
+    year: 'numeric',
     month: 'short',
     day: 'numeric',
     hour: '2-digit',
     minute: '2-digit',
     second: '2-digit',
+    hourCycle: 'h23',
   });
 }
 
@@ -47,6 +52,7 @@ export function resetsIn(iso: string, now = Date.now()): string {
 export function relative(iso: string | null, now = Date.now()): string {
   if (!iso) return '—';
   const d = new Date(iso).getTime() - now;
+  if (d < 0 && d > -60_000) return 'just now';
   return d >= 0 ? `in ${span(d)}` : `${span(-d)} ago`;
 }
 
@@ -60,12 +66,49 @@ export function ratio(r: number | null | undefined): string {
   return r === null || r === undefined || Number.isNaN(r) ? '—' : `${percent(r)}%`;
 }
 
-/** A local date and time without seconds, on a 24-hour clock: `Dec 6, 14:04`. */
+/**
+ * The one visible time format: a local date and time without seconds, on a 24-hour
+ * clock: `Dec 6, 14:04`. (`localTime`, with the seconds, goes in its tooltip.)
+ */
 export function shortTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '—';
   return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+}
+
+/** A local time of day, `14:04`. */
+export function clockTime(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '—';
+  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+}
+
+/** `Dec 6, 14:04 – 14:31`, or `Dec 5, 23:50 – Dec 6, 00:10` across days. */
+export function timeRange(from: string | null | undefined, to: string | null | undefined): string {
+  if (!from || !to) return shortTime(from ?? to);
+  const a = new Date(from);
+  const b = new Date(to);
+  if (Number.isNaN(a.getTime()) || Number.isNaN(b.getTime())) return shortTime(from);
+  if (shortTime(from) === shortTime(to)) return shortTime(from);
+  return a.toDateString() === b.toDateString()
+    ? `${shortTime(from)} – ${clockTime(to)}`
+    : `${shortTime(from)} – ${shortTime(to)}`;
+}
+
+/** Token counts for a narrow column: `950`, `12.3k`, `480k`, `1.2M`. */
+export function compact(n: number): string {
+  const abs = Math.abs(n);
+  const unit = (v: number, suffix: string) => {
+    const digits = v < 100 ? 1 : 0;
+    const s = v.toFixed(digits).replace(/\.0$/, '');
+    return `${n < 0 ? '-' : ''}${s}${suffix}`;
+  };
+  if (abs < 1_000) return String(n);
+  if (abs < 999_500) return unit(abs / 1_000, 'k');
+  if (abs < 999_500_000) return unit(abs / 1_000_000, 'M');
+  return unit(abs / 1_000_000_000, 'B');
 }
 
 /** `2026-12-06` (a UTC day) as `Dec 6`. */
@@ -78,4 +121,32 @@ export function dayLabel(day: string): string {
 /** The UTC day `offset` days from now, as `YYYY-MM-DD`. */
 export function utcDay(offset = 0, now = Date.now()): string {
   return new Date(now + offset * 86_400_000).toISOString().slice(0, 10);
+}
+
+/**
+ * A model's name without what only tells versions apart: the date stamp and a cloud's
+ * wrapping (`claude-sonnet-4-5-20250929` → `claude-sonnet-4-5`,
+ * `us.anthropic.claude-3-5-haiku-20241022-v1:0` → `claude-3-5-haiku`). Keep the full name
+ * in a tooltip.
+ */
+export function modelLabel(model: string): string {
+  const short = model
+    .replace(/^(?:[a-z]+\.)?anthropic\./, '')
+    .replace(/-v\d+(?::\d+)?$/, '')
+    .replace(/[-@]\d{8}$/, '');
+  return short === '' ? model : short;
+}
+
+/** `modelLabel` for each of `models`, unless two would read the same: then the full names. */
+export function modelLabels(models: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  const seen = new Map<string, number>();
+  for (const m of models) seen.set(modelLabel(m), (seen.get(modelLabel(m)) ?? 0) + 1);
+  for (const m of models) out.set(m, (seen.get(modelLabel(m)) ?? 0) > 1 ? m : modelLabel(m));
+  return out;
+}
+
+/** A latency: `850 ms`, `2.3 s`. */
+export function latency(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }

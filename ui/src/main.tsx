@@ -215,8 +215,8 @@ function App() {
         <p class="banner error" role="alert">Could not read the dashboard: {dashError}</p>
       )}
       {notice && (
-        <p class={`banner ${notice.kind}`} role="alert" data-testid="notice">
-          {notice.text}
+        <p class={`banner with-action ${notice.kind}`} role="alert" data-testid="notice">
+          <span class="banner-text">{notice.text}</span>
           <button type="button" class="link" onClick={() => setNotice(null)} aria-label="Dismiss">×</button>
         </p>
       )}

@@ -40,8 +40,8 @@ pub struct FakeConfig {
     /// Model echoed in answers; `None` echoes the request's `model`.
     pub model_override: Option<String>,
     /// Tool calls the answer makes after its text (`tool_use` blocks, `stop_reason:
-    /// tool_use`; streamed as `input_json_delta` fragments), unless the request's last
-    /// message carries a `tool_result`: then the plain reply answers, as a model does once
+    /// tool_use`; streamed as `input_json_delta` fragments), unless the conversation
+    /// already carries a `tool_result`: then the plain reply answers, as a model does once
     /// its tools ran. Empty: no tool calls.
     pub tool_uses: Vec<ToolUse>,
 }

@@ -319,18 +319,22 @@ pub(crate) struct Probe {
     pub(crate) model: Option<String>,
     #[serde(default)]
     pub(crate) stream: Option<bool>,
-    /// The last message returns tool results (read only from a parsed body: recording on).
+    /// The conversation returned tool results (read only from a parsed body: recording on).
     #[serde(skip)]
     pub(crate) answers_tool: bool,
 }
 
-/// Whether a Messages body's last message carries a `tool_result` block.
+/// Whether a Messages body's conversation already returned tool results: its tools ran,
+/// so the scripted calls are not made again (a later turn of the same conversation, such
+/// as Claude Code's notice that a background subagent finished, gets the plain reply).
 pub(crate) fn answers_tool(body: &Value) -> bool {
-    body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_array())
-        .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    body["messages"].as_array().is_some_and(|messages| {
+        messages.iter().any(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+        })
+    })
 }
 
 impl Probe {

@@ -1,7 +1,8 @@
-//! Where the money went, through the tray's app API: the real Claude Code CLI run in two
+//! Where the money went, through the tray's app API: the real Claude Code CLI run in three
 //! project directories against the tray's gateway writes its own transcripts; the usage
-//! rows carry its session ids; Projects and Sessions name both projects with costs equal
-//! to the rows; a subagent's requests are counted as the subagent's; the status line's
+//! rows carry its session ids; Projects and Sessions name every project with costs equal
+//! to the rows; a subagent Claude Code starts (its Agent tool, called by the fake model)
+//! is counted as the subagent's; the status line's
 //! figures and the export (CSV parsed back) agree with the rows; hostile ids and queries
 //! are refused or dropped.
 
@@ -20,10 +21,11 @@ use gatehouse_tests::desktop::{Desk, desktop_deps};
 use serde_json::{Value, json};
 
 /// Claude Code in `cwd` against the tray's gateway, its transcripts under `claude_dir`.
-async fn claude_in(cwd: &Path, claude_dir: &Path, base_url: &str, token: &str) {
+async fn claude_in(cwd: &Path, claude_dir: &Path, base_url: &str, token: &str, extra: &[&str]) {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = tokio::process::Command::new(gatehouse_tests::e2e_bin("claude"));
     cmd.args(["-p", "Say hello", "--output-format", "json"])
+        .args(extra)
         .current_dir(cwd)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -36,9 +38,9 @@ async fn claude_in(cwd: &Path, claude_dir: &Path, base_url: &str, token: &str) {
         .env("ANTHROPIC_API_KEY", token)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
-        .expect("claude finished within 120 s")
+        .expect("claude finished within 60 s")
         .expect("claude ran");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -145,9 +147,26 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     for name in ["shop", "blog"] {
         let cwd = projects.join(name);
         std::fs::create_dir_all(&cwd).unwrap();
-        claude_in(&cwd, &claude_dir, &app.base_url(), local.expose()).await;
+        claude_in(&cwd, &claude_dir, &app.base_url(), local.expose(), &[]).await;
     }
-    let landed = rows(&app, 2).await;
+    // A third project whose conversation hands work to a subagent: the fake model calls
+    // Claude Code's Agent tool once, the subagent answers, then the main agent does.
+    fake.set_config(FakeConfig {
+        tool_uses: vec![fake_upstream::ToolUse {
+            id: "toolu_agent_1".into(),
+            name: "Agent".into(),
+            input: json!({"description": "Greet", "prompt": "Say hi",
+                          "subagent_type": "greeter"}),
+        }],
+        ..FakeConfig::default()
+    });
+    let docs = projects.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    // A subagent without the Agent tool, so the scripted call cannot recurse in it.
+    let agents = r#"{"greeter": {"description": "Greets", "prompt": "Greet the user.", "tools": ["Read"]}}"#;
+    claude_in(&docs, &claude_dir, &app.base_url(), local.expose(), &["--agents", agents]).await;
+    fake.set_config(FakeConfig::default());
+    let landed = rows(&app, 4).await;
     let by_session: BTreeMap<String, Vec<&UsageRecord>> =
         landed.iter().fold(BTreeMap::new(), |mut m, r| {
             if let Some(s) = &r.tags.session_id {
@@ -155,7 +174,7 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
             }
             m
         });
-    assert_eq!(by_session.len(), 2, "one session per run: {landed:?}");
+    assert_eq!(by_session.len(), 3, "one session per run: {landed:?}");
     for r in &landed {
         assert!(r.tags.from_claude_code(), "{:?}", r.tags);
     }
@@ -205,7 +224,7 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     assert_eq!(status, 200, "{p}");
     let list = p["projects"].as_array().unwrap();
     let names: BTreeSet<&str> = list.iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, BTreeSet::from(["blog", "shop"]), "{p}");
+    assert_eq!(names, BTreeSet::from(["blog", "docs", "shop"]), "{p}");
     for proj in list {
         let sessions: Vec<&String> = by_session
             .keys()
@@ -234,7 +253,7 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
 
     // Sessions, searchable; the shop session's detail splits main and subagent.
     let (_, s) = get(&desk, "insight/sessions?days=30").await;
-    assert_eq!(s["total"], 2, "{s}");
+    assert_eq!(s["total"], 3, "{s}");
     for row in s["sessions"].as_array().unwrap() {
         let id = row["session_id"].as_str().unwrap();
         assert_eq!(row["cost_micro_usd"], cost_of(id), "{row}");
@@ -327,7 +346,7 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
         (r.status().as_u16(), r.json::<Value>().await.unwrap())
     };
     assert_eq!(status, 200);
-    assert_eq!(grouped.as_array().unwrap().len(), 2, "{grouped}");
+    assert_eq!(grouped.as_array().unwrap().len(), 3, "{grouped}");
 
     // The status line's figures, read with the local token (what `gatehouse statusline` holds).
     let line = |key: &str, session: &str| {

@@ -1,7 +1,7 @@
 // Policy blocks: what the gateway refused, by which layer, and the message the caller saw.
 
 import type { Block, Dashboard } from '../api';
-import { localTime } from '../format';
+import { localTime, shortTime } from '../format';
 
 const LAYER_LABEL: Record<Block['layer'], string> = {
   policy: 'Policy allowlist',
@@ -39,7 +39,7 @@ export function BlocksView({ dash }: { dash: Dashboard }) {
             <tbody>
               {blocks.map((b) => (
                 <tr data-testid="block-row" data-layer={b.layer} key={`${b.request_id}-${b.at}`}>
-                  <td class="time" title={b.request_id}>{localTime(b.at)}</td>
+                  <td class="time" title={`${localTime(b.at)} · request ${b.request_id}`}>{shortTime(b.at)}</td>
                   <td>
                     <span class={`badge layer-${b.layer}`} data-testid="block-layer">
                       {LAYER_LABEL[b.layer] ?? b.layer}

@@ -10,7 +10,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 
 import { type ChartSeries, type InsightCharts, insightChartsPath } from '../api';
-import { count, dayLabel, money, ratio } from '../format';
+import { count, dayLabel, modelLabels, money, ratio } from '../format';
 import { useAppGet } from '../hooks';
 import { WINDOW_DAYS } from './common';
 
@@ -52,13 +52,34 @@ function axis(extra: uPlot.Axis = {}): uPlot.Axis {
   };
 }
 
-/** Axis labels for a scale of indices: the label of each whole index, nothing between. */
-const indexAxis = (label: (i: number) => string): uPlot.Axis =>
-  axis({
-    space: 48,
-    incrs: [1, 2, 3, 4, 6, 7, 10, 14],
+/** The room one date label takes under the axis, in CSS pixels. */
+const LABEL_PX = 52;
+
+/**
+ * The bottom axis of a chart with one bar per index: a label under every bar that leaves
+ * room for one, counted from the last bar (today, on a chart of days) or, with `steps`,
+ * from the first in one of those steps (hours: every 1, 2, 3, 6 or 12). No vertical grid
+ * lines: the bars are the grid.
+ */
+function indexAxis(label: (i: number) => string, count: number, minPx = LABEL_PX, steps?: number[]): uPlot.Axis {
+  return axis({
+    grid: { show: false },
+    splits: (u) => {
+      if (count === 0) return [];
+      const width = u.bbox.width / uPlot.pxRatio;
+      const need = Math.max(1, Math.ceil(minPx / (width / count)));
+      const out: number[] = [];
+      if (steps) {
+        const step = steps.find((x) => x >= need) ?? steps[steps.length - 1];
+        for (let i = 0; i < count; i += step) out.push(i);
+      } else {
+        for (let i = count - 1; i >= 0; i -= need) out.unshift(i);
+      }
+      return out;
+    },
     values: (_u, splits) => splits.map((i) => (Number.isInteger(i) ? label(i) : '')),
   });
+}
 
 const dollarsAxis = (): uPlot.Axis =>
   axis({
@@ -131,6 +152,13 @@ function SpendChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
   const total = sum(totals);
   const { options, data } = useMemo(() => {
     const shown = topSeries(series, days.length);
+    // Models by their short names in the legend (the table has the full ones).
+    if (split === 'model') {
+      const labels = modelLabels(shown.map((x) => x.name));
+      shown.forEach((x) => {
+        x.name = labels.get(x.name) ?? x.name;
+      });
+    }
     // Stacked bars: each series is drawn up to the running total, the tallest first,
     // so the ones below cover it; the legend shows each one's own amount.
     const stacked: number[][] = [];
@@ -141,11 +169,15 @@ function SpendChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
     const bars = uPlot.paths.bars?.({ size: [0.7, 36], align: 0 });
     const opts: Omit<uPlot.Options, 'width' | 'height'> = {
       scales: { x: indexScale(), y: fromZero() },
-      axes: [indexAxis((i) => (days[i] ? dayLabel(days[i]) : '')), dollarsAxis()],
+      axes: [indexAxis((i) => (days[i] ? dayLabel(days[i]) : ''), days.length), dollarsAxis()],
       cursor: { drag: { x: false, y: false, setScale: false }, points: { show: false } },
       legend: { live: true },
       series: [
-        { label: 'Day', value: (_u, v) => (v === null || !days[v] ? '—' : dayLabel(days[v])) },
+        // Not hovering a day: the legend gives each series' total over the whole window.
+        {
+          label: 'Day',
+          value: (_u, v) => (v === null || !days[v] ? `${days.length}-day total` : dayLabel(days[v])),
+        },
         ...order.map((i) => ({
           label: shown[i].name,
           stroke: shown[i].colour,
@@ -154,14 +186,14 @@ function SpendChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
           paths: bars,
           points: { show: false },
           value: (_u: uPlot, _v: number, _s: number, idx: number | null) =>
-            idx === null ? '—' : money(shown[i].values[idx] ?? 0),
+            money(idx === null ? sum(shown[i].values) : (shown[i].values[idx] ?? 0)),
         })),
       ],
     };
     const aligned: uPlot.AlignedData = [days.map((_, i) => i), ...order.map((i) => stacked[i])];
     return { options: opts, data: aligned };
     // Keyed on the numbers, not the objects: a poll with the same numbers redraws nothing.
-  }, [JSON.stringify(series), JSON.stringify(days), dark]);
+  }, [split, JSON.stringify(series), JSON.stringify(days), dark]);
   return (
     <figure class="card chart wide" data-testid="chart-spend" data-split={split} aria-labelledby="h-chart-spend">
       <figcaption class="chart-head">
@@ -234,17 +266,10 @@ function HourlyChart({ charts, dark }: { charts: InsightCharts; dark: boolean })
     const accent = cssVar('--accent', '#2f6f5e');
     const opts: Omit<uPlot.Options, 'width' | 'height'> = {
       scales: { x: indexScale(), y: fromZero() },
-      axes: [
-        axis({
-          space: 36,
-          incrs: [1, 3, 6, 12],
-          values: (_u, splits) => splits.map((h) => (Number.isInteger(h) ? hourLabel(h) : '')),
-        }),
-        dollarsAxis(),
-      ],
+      axes: [indexAxis(hourLabel, 24, 44, [1, 2, 3, 4, 6, 12]), dollarsAxis()],
       cursor: { drag: { x: false, y: false, setScale: false }, points: { show: false } },
       series: [
-        { label: 'Hour (UTC)', value: (_u, v) => (v === null ? '—' : hourLabel(v)) },
+        { label: 'Hour (UTC)', value: (_u, v) => (v === null ? 'all of today' : hourLabel(v)) },
         {
           label: 'Cost',
           stroke: accent,
@@ -252,14 +277,18 @@ function HourlyChart({ charts, dark }: { charts: InsightCharts; dark: boolean })
           width: 0,
           paths: uPlot.paths.bars?.({ size: [0.7, 28], align: 0 }),
           points: { show: false },
-          value: (_u, _v, _s, idx) => (idx === null ? '—' : `${money(hours[idx]?.cost_micro_usd ?? 0)} (${count(hours[idx]?.requests ?? 0)} requests)`),
+          value: (_u, _v, _s, idx) => {
+            const cost = idx === null ? total : (hours[idx]?.cost_micro_usd ?? 0);
+            const n = idx === null ? requests : (hours[idx]?.requests ?? 0);
+            return `${money(cost)} (${count(n)} ${n === 1 ? 'request' : 'requests'})`;
+          },
         },
       ],
     };
     const aligned: uPlot.AlignedData = [hours.map((h) => h.hour), hours.map((h) => h.cost_micro_usd / 1_000_000)];
     return { options: opts, data: aligned };
     // Keyed on the numbers, not the objects: a poll with the same numbers redraws nothing.
-  }, [JSON.stringify(hours), dark]);
+  }, [JSON.stringify(hours), total, requests, dark]);
   return (
     <figure class="card chart" data-testid="chart-hourly" aria-labelledby="h-chart-hourly">
       <figcaption class="chart-head">
@@ -304,24 +333,35 @@ function CacheChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
   const days = charts.days;
   const ratios = charts.cache_read_ratio;
   const any = ratios.some((r) => r !== null && r !== undefined);
+  // The newest day anything was sent: what the summary line and the legend tell.
+  let latest = -1;
+  ratios.forEach((r, i) => {
+    if (r !== null && r !== undefined) latest = i;
+  });
+  const isToday = latest === days.length - 1;
+  const latestLabel = latest < 0 ? '' : isToday ? 'today' : dayLabel(days[latest]);
   const { options, data } = useMemo(() => {
     const colour = PALETTE[2];
     const opts: Omit<uPlot.Options, 'width' | 'height'> = {
       scales: { x: indexScale(), y: { range: [0, 100] } },
       axes: [
-        indexAxis((i) => (days[i] ? dayLabel(days[i]) : '')),
+        indexAxis((i) => (days[i] ? dayLabel(days[i]) : ''), days.length),
         axis({ size: 48, values: (_u, splits) => splits.map((v) => `${v}%`) }),
       ],
-      cursor: { drag: { x: false, y: false, setScale: false } },
+      cursor: { drag: { x: false, y: false, setScale: false }, points: { show: false } },
       series: [
-        { label: 'Day', value: (_u, v) => (v === null || !days[v] ? '—' : dayLabel(days[v])) },
         {
-          label: 'Cache-read ratio',
+          label: 'Day',
+          value: (_u, v) => (v === null || !days[v] ? latestLabel : dayLabel(days[v])),
+        },
+        {
+          label: 'Read from the cache',
           stroke: colour,
-          width: 2,
-          spanGaps: false,
-          points: { show: true, size: 5, fill: colour },
-          value: (_u, v) => (v === null || v === undefined ? '—' : `${Math.round(v)}%`),
+          fill: colour,
+          width: 0,
+          paths: uPlot.paths.bars?.({ size: [0.7, 36], align: 0 }),
+          points: { show: false },
+          value: (_u, _v, _s, idx) => ratio(ratios[idx === null ? latest : idx]),
         },
       ],
     };
@@ -340,7 +380,19 @@ function CacheChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
       <figcaption class="chart-head">
         <h3 id="h-chart-cache">Cache-read ratio</h3>
       </figcaption>
-      <p class="muted small">Share of the prompt read from the cache, per UTC day (higher is cheaper).</p>
+      <p class="muted small">
+        {latest < 0 ? (
+          'Share of the prompt read from the cache, per UTC day. Higher is cheaper.'
+        ) : (
+          <>
+            <span data-testid="chart-cache-summary">
+              <strong class="fg">{ratio(ratios[latest])}</strong> of {isToday ? "today's" : `${latestLabel}'s`} prompt
+              came from the cache
+            </span>
+            {isToday ? '' : ' (the last day with requests)'}. Higher is cheaper.
+          </>
+        )}
+      </p>
       {any ? (
         <Plot options={options} data={data} />
       ) : (

@@ -42,6 +42,18 @@ export function NoSessions({ go, testid }: { go: Go; testid: string }) {
   );
 }
 
+/** What Sessions searches for when it opens next (Projects sets it: "this project's sessions"). */
+let sessionSearch = '';
+export function searchSessionsFor(q: string) {
+  sessionSearch = q;
+}
+/** Takes the search Projects left for Sessions, once. */
+export function takeSessionSearch(): string {
+  const q = sessionSearch;
+  sessionSearch = '';
+  return q;
+}
+
 /** `value`, once it has stopped changing for `ms`. */
 export function useDebounced<T>(value: T, ms: number): T {
   const [settled, setSettled] = useState(value);

@@ -3,7 +3,7 @@
 // Get started while nothing is set up, and the charts.
 
 import type { AppState, Dashboard, Meter, Totals } from '../api';
-import { count, localTime, money, percent, relative, resetsIn } from '../format';
+import { count, localTime, money, percent, relative, resetsIn, shortTime } from '../format';
 import { InsightChartsView } from './charts';
 import { type Go, TabLink } from './common';
 
@@ -102,11 +102,30 @@ export function DashboardView({ dash, app, desktop }: { dash: Dashboard; app: Ap
               From the central server, fetched {relative(central.fetched_at)}.
             </p>
           )}
-          <div class="meters" data-testid="meters">
-            {meters.map((m) => (
-              <MeterBar m={m} key={m.period} />
-            ))}
-          </div>
+          {meters.every((m) => m.limit_micro_usd === null) ? (
+            // Three empty bars "of no limit" say nothing: one line says it all.
+            <p class="muted no-limits" data-testid="meters-none">
+              {central ? (
+                'Your organisation sets no spend limits for you.'
+              ) : app?.mode === 'standalone' && desktop ? (
+                <>
+                  No budgets set — add one in{' '}
+                  <TabLink to="settings" go={desktop.go} testid="meters-settings-link">
+                    Settings
+                  </TabLink>
+                  .
+                </>
+              ) : (
+                'No spend limits are set.'
+              )}
+            </p>
+          ) : (
+            <div class="meters" data-testid="meters">
+              {meters.map((m) => (
+                <MeterBar m={m} key={m.period} />
+              ))}
+            </div>
+          )}
         </section>
       )}
       <section aria-labelledby="h-usage">
@@ -172,9 +191,9 @@ export function DashboardView({ dash, app, desktop }: { dash: Dashboard; app: Ap
               <tbody>
                 {recent.map((r) => (
                   <tr data-testid="recent-row" key={r.request_id}>
-                    <td class="time" title={r.request_id}>{localTime(r.at)}</td>
+                    <td class="time" title={`${localTime(r.at)} · ${r.request_id}`}>{shortTime(r.at)}</td>
                     <td class="mono">{r.model}</td>
-                    <td>{r.upstream ?? '—'}</td>
+                    <td class="upstream" title={r.upstream ?? undefined}>{r.upstream ?? '—'}</td>
                     <td class="num">
                       <span class={r.status < 400 ? 'badge ok' : 'badge bad'}>{r.status}</span>
                     </td>

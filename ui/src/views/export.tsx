@@ -52,7 +52,13 @@ export function ExportForm({ token }: { token: string }) {
   };
   return (
     <section class="card stack export" aria-labelledby="h-export" data-testid="export">
-      <h3 id="h-export">Export…</h3>
+      <div class="section-head">
+        <h3 id="h-export">Export usage</h3>
+        <p class="muted small">
+          A CSV or JSON file of the usage between two UTC days, both included. Requests outside any Claude Code
+          session are in it too.
+        </p>
+      </div>
       <form class="row" noValidate onSubmit={(e) => void submit(e)}>
         <label>
           From
@@ -115,7 +121,6 @@ export function ExportForm({ token }: { token: string }) {
           {said.text}
         </p>
       )}
-      <p class="muted small">Days are UTC, both included. Requests outside any Claude Code session are included too.</p>
     </section>
   );
 }

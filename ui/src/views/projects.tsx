@@ -4,9 +4,9 @@
 import { useState } from 'preact/hooks';
 
 import { type InsightProject, type InsightProjects, insightProjectsPath } from '../api';
-import { count, localTime, money, ratio, relative } from '../format';
+import { count, localTime, money, ratio, relative, shortTime } from '../format';
 import { useAppGet } from '../hooks';
-import { type Go, NoSessions, WINDOW_DAYS } from './common';
+import { type Go, NoSessions, WINDOW_DAYS, searchSessionsFor } from './common';
 import { SortHeader, type SortValue, sortRows, useSort } from './table';
 
 type Col = 'name' | 'today' | 'week' | 'month' | 'sessions' | 'subagent' | 'cache' | 'last';
@@ -32,6 +32,18 @@ function valueOf(p: InsightProject, col: Col): SortValue {
   }
 }
 
+/** The name; an unknown project's `(session 1a2b3c4d…)` part quieter than the rest. */
+function ProjectLabel({ p }: { p: InsightProject }) {
+  const m = p.known ? null : /^(.*?)( \(.*\))$/.exec(p.name);
+  if (!m) return <>{p.name}</>;
+  return (
+    <>
+      <span class="unknown">{m[1]}</span>
+      <span class="small">{m[2]}</span>
+    </>
+  );
+}
+
 export function ProjectsView({ token, tick, go }: { token: string; tick: unknown; go: Go }) {
   const read = useAppGet<InsightProjects>(token, insightProjectsPath(WINDOW_DAYS), tick);
   const [q, setQ] = useState('');
@@ -48,7 +60,10 @@ export function ProjectsView({ token, tick, go }: { token: string; tick: unknown
     <section class="stack" aria-labelledby="h-projects" data-testid="projects-view">
       <div class="view-head">
         <h2 id="h-projects">Projects</h2>
-        <span class="muted small">Claude Code's spend per project (working directory), last {WINDOW_DAYS} days</span>
+        <span class="muted small">
+          Claude Code's spend per project (working directory) over the last {WINDOW_DAYS} days; click a project for its
+          sessions
+        </span>
       </div>
       {read.error && (
         <p class="banner error" role="alert" data-testid="projects-error">
@@ -60,18 +75,18 @@ export function ProjectsView({ token, tick, go }: { token: string; tick: unknown
       {all.length > 0 && (
         <>
           <div class="toolbar">
-            <label>
-              Search projects
-              <input
-                type="search"
-                value={q}
-                placeholder="name or path"
-                data-testid="project-search"
-                onInput={(e) => setQ(e.currentTarget.value)}
-              />
-            </label>
+            <input
+              type="search"
+              value={q}
+              aria-label="Search projects"
+              placeholder="Search by name or folder"
+              data-testid="project-search"
+              onInput={(e) => setQ(e.currentTarget.value)}
+            />
             <span class="muted small" role="status" data-testid="projects-count">
-              {shown.length === all.length ? `${count(all.length)} projects` : `${count(shown.length)} of ${count(all.length)} projects`}
+              {shown.length === all.length
+                ? `${count(all.length)} ${all.length === 1 ? 'project' : 'projects'}`
+                : `${count(shown.length)} of ${count(all.length)} projects`}
             </span>
           </div>
           {shown.length === 0 ? (
@@ -91,16 +106,26 @@ export function ProjectsView({ token, tick, go }: { token: string; tick: unknown
                     <SortHeader id="sessions" num {...head}>Sessions</SortHeader>
                     <SortHeader id="subagent" num title="Share of the cost spent by subagents" {...head}>Subagents</SortHeader>
                     <SortHeader id="cache" num title="Share of the prompt read from the cache" {...head}>Cache read</SortHeader>
-                    <SortHeader id="last" {...head}>Last activity</SortHeader>
+                    <SortHeader id="last" title="The project's last request" {...head}>Last active</SortHeader>
                   </tr>
                 </thead>
                 <tbody>
                   {shown.map((p) => (
                     <tr data-testid="project-row" data-key={p.key} key={p.key}>
-                      <td>
-                        <span class={p.known ? undefined : 'muted'} title={p.path ?? p.key} data-testid="project-name">
-                          {p.name}
-                        </span>
+                      <td class="project-cell">
+                        <a
+                          href="#sessions"
+                          class={p.known ? 'plain-link' : 'plain-link muted'}
+                          title={`${p.path ?? 'No Claude Code transcript names this folder'} — show its sessions`}
+                          data-testid="project-name"
+                          onClick={(e) => {
+                            e.preventDefault();
+                            searchSessionsFor(p.path ?? p.key.replace(/^session:/, ''));
+                            go('sessions');
+                          }}
+                        >
+                          <ProjectLabel p={p} />
+                        </a>
                       </td>
                       <td class="num" data-testid="project-cost-today">{money(p.cost_today_micro_usd)}</td>
                       <td class="num" data-testid="project-cost-week">{money(p.cost_week_micro_usd)}</td>
@@ -116,8 +141,8 @@ export function ProjectsView({ token, tick, go }: { token: string; tick: unknown
                         {ratio(p.subagent_share)}
                       </td>
                       <td class="num" data-testid="project-cache-ratio">{ratio(p.cache_read_ratio)}</td>
-                      <td class="time" data-testid="project-last" title={localTime(p.last_at)}>
-                        {relative(p.last_at)}
+                      <td class="time" data-testid="project-last" title={`${localTime(p.last_at)} (${relative(p.last_at)})`}>
+                        {shortTime(p.last_at)}
                       </td>
                     </tr>
                   ))}

@@ -100,8 +100,8 @@ export function AnthropicKey({ app, act }: { app: AppState; act: Act }) {
     await act('POST', 'providers', { kind: 'anthropic', api_key: sent });
   };
   return (
-    <form class="row" onSubmit={(e) => void add(e)}>
-      <label>
+    <form class="row" data-testid="anthropic-key-form" onSubmit={(e) => void add(e)}>
+      <label class="grow">
         Anthropic API key
         <input
           type="password"
@@ -109,6 +109,7 @@ export function AnthropicKey({ app, act }: { app: AppState; act: Act }) {
           spellcheck={false}
           value={key}
           disabled={locked || !app.keychain.available}
+          placeholder="sk-ant-…"
           data-testid="api-key"
           onInput={(e) => setKey(e.currentTarget.value)}
         />
@@ -378,7 +379,7 @@ export function ProviderPicker({ app, act }: { app: AppState; act: Act }) {
   const [choice, setChoice] = useState('anthropic');
   const locked = app.locks.local_providers;
   return (
-    <div class="stack" data-testid="provider-picker">
+    <div class="stack provider-picker" data-testid="provider-picker">
       <label>
         Provider
         <select

@@ -9,76 +9,76 @@ import {
   type InsightSession,
   type InsightSessions,
   type SessionDetail,
+  type SessionRequest,
   insightSessionPath,
   insightSessionsPath,
 } from '../api';
-import { count, localTime, money, ratio, shortTime } from '../format';
+import { clockTime, compact, count, latency, localTime, modelLabels, money, ratio, shortTime, span, timeRange } from '../format';
 import { useAppGet } from '../hooks';
-import { type Go, NoSessions, WINDOW_DAYS, useDebounced } from './common';
+import { type Go, NoSessions, WINDOW_DAYS, takeSessionSearch, useDebounced } from './common';
 import { ExportForm } from './export';
 import { SortHeader, type SortValue, sortRows, useSort } from './table';
 
 const SEARCH_DEBOUNCE_MS = 300;
 
-type Col =
-  | 'project'
-  | 'session'
-  | 'first'
-  | 'last'
-  | 'models'
-  | 'requests'
-  | 'input'
-  | 'output'
-  | 'cache_read'
-  | 'cache_write'
-  | 'cache'
-  | 'cost'
-  | 'subagent'
-  | 'compactions';
+type Col = 'project' | 'models' | 'last' | 'requests' | 'tokens' | 'cache' | 'subagent' | 'cost';
 
-const TEXT_COLS: readonly Col[] = ['project', 'session', 'models'];
+const TEXT_COLS: readonly Col[] = ['project', 'models'];
 
 const time = (iso: string | null) => (iso ? new Date(iso).getTime() : null);
 
 function valueOf(s: InsightSession, col: Col): SortValue {
   switch (col) {
     case 'project':
-      return s.project.name;
-    case 'session':
-      return s.session_id;
-    case 'first':
-      return time(s.first_at);
-    case 'last':
-      return time(s.last_at);
+      // Known projects by name; the unknown ones after them, by session.
+      return s.project.known ? s.project.name : `\uffff${s.session_id}`;
     case 'models':
       return s.models.join(', ');
+    case 'last':
+      return time(s.last_at);
     case 'requests':
       return s.requests;
-    case 'input':
-      return s.input_tokens;
-    case 'output':
-      return s.output_tokens;
-    case 'cache_read':
-      return s.cache_read_tokens;
-    case 'cache_write':
-      return s.cache_write_tokens;
+    case 'tokens':
+      return s.input_tokens + s.output_tokens;
     case 'cache':
       return s.cache_read_ratio;
-    case 'cost':
-      return s.cost_micro_usd;
     case 'subagent':
       return s.subagent_cost_micro_usd;
-    case 'compactions':
-      return s.compactions;
+    case 'cost':
+      return s.cost_micro_usd;
   }
 }
 
 const short = (id: string) => id.slice(0, 8);
 
-function ProjectName({ p }: { p: InsightSession['project'] }) {
+/** A project's name; an unknown one (no transcript names its folder) says so, briefly. */
+function ProjectName({ p, sessionId }: { p: InsightSession['project']; sessionId: string }) {
+  if (!p.known) {
+    return (
+      <span class="muted unknown" title={`No Claude Code transcript names the folder of session ${sessionId}`}>
+        unknown project
+      </span>
+    );
+  }
+  return <span title={p.path ?? p.key}>{p.name}</span>;
+}
+
+const plural = (n: number, one: string, many: string) => `${count(n)} ${n === 1 ? one : many}`;
+
+/** The models, one a line, by their short names (the first two; the rest as `+N more`);
+ *  the full names in the tooltip. */
+function Models({ models, labels, testid }: { models: string[]; labels: Map<string, string>; testid?: string }) {
+  if (models.length === 0) return <span class="muted" data-testid={testid}>—</span>;
+  const shown = models.slice(0, 2);
   return (
-    <span class={p.known ? undefined : 'muted'} title={p.path ?? p.key}>
-      {p.name}
+    <span class="models" data-testid={testid} title={models.join('\n')}>
+      {shown.map((m, i) => (
+        <span class="model" key={m}>
+          {labels.get(m) ?? m}
+          {i < models.length - 1 && <span class="visually-hidden">, </span>}
+        </span>
+      ))}
+      {models.length > shown.length && <span class="model more">+{models.length - shown.length} more</span>}
     </span>
   );
 }
@@ -106,6 +106,7 @@ function SessionList({
   const table = useRef<HTMLDivElement>(null);
   const data = read.data;
   const rows = data ? sortRows(data.sessions, sort, valueOf) : [];
+  const labels = modelLabels([...new Set(rows.flatMap((r) => r.models))]);
   const searching = settled !== '' || q.trim() !== '';
   const focused = useRef(false);
   // Back from a session: put the focus on the row it was opened from.
@@ -132,20 +133,18 @@ function SessionList({
         data && (
           <>
             <div class="toolbar">
-              <label>
-                Search sessions
-                <input
-                  type="search"
-                  value={q}
-                  placeholder="id, project or model"
-                  data-testid="session-search"
-                  onInput={(e) => setQ(e.currentTarget.value)}
-                />
-              </label>
+              <input
+                type="search"
+                value={q}
+                aria-label="Search sessions"
+                placeholder="Search by session id, project or model"
+                data-testid="session-search"
+                onInput={(e) => setQ(e.currentTarget.value)}
+              />
               <span class="muted small" role="status" data-testid="sessions-count">
                 {data.sessions.length < data.total
                   ? `The newest ${count(data.sessions.length)} of ${count(data.total)} sessions`
-                  : `${count(data.total)} ${data.total === 1 ? 'session' : 'sessions'}`}
+                  : plural(data.total, 'session', 'sessions')}
                 {read.dataPath !== insightSessionsPath(WINDOW_DAYS, settled) || settled !== q.trim() ? ' · searching…' : ''}
               </span>
             </div>
@@ -155,24 +154,18 @@ function SessionList({
               </p>
             ) : (
               <div class="scroll" ref={table}>
-                <table class="dense" data-testid="sessions">
+                <table class="dense sessions" data-testid="sessions">
                   <caption class="visually-hidden">Sessions, sortable by each column; open one for its details</caption>
                   <thead>
                     <tr>
                       <SortHeader id="project" {...head}>Project</SortHeader>
-                      <SortHeader id="session" {...head}>Session</SortHeader>
-                      <SortHeader id="last" title="Last request" {...head}>Last</SortHeader>
-                      <SortHeader id="cost" num {...head}>Cost</SortHeader>
-                      <SortHeader id="subagent" num title="Cost of the subagents' requests" {...head}>Subagents</SortHeader>
-                      <SortHeader id="requests" num {...head}>Requests</SortHeader>
-                      <SortHeader id="cache" num title="Share of the prompt read from the cache" {...head}>Cache %</SortHeader>
-                      <SortHeader id="compactions" num {...head}>Compactions</SortHeader>
-                      <SortHeader id="first" title="First request" {...head}>First</SortHeader>
                       <SortHeader id="models" {...head}>Models</SortHeader>
-                      <SortHeader id="input" num title="Input tokens" {...head}>In</SortHeader>
-                      <SortHeader id="output" num title="Output tokens" {...head}>Out</SortHeader>
-                      <SortHeader id="cache_read" num title="Cache-read tokens" {...head}>Cache read</SortHeader>
-                      <SortHeader id="cache_write" num title="Cache-write tokens (5-minute and 1-hour)" {...head}>Cache write</SortHeader>
+                      <SortHeader id="last" title="The session's last request (and when it started)" {...head}>Last active</SortHeader>
+                      <SortHeader id="requests" num {...head}>Requests</SortHeader>
+                      <SortHeader id="tokens" num title="Input / output tokens (cache reads and writes not included)" {...head}>Tokens in / out</SortHeader>
+                      <SortHeader id="cache" num title="Share of the prompt read from the cache (higher is cheaper)" {...head}>Cache read</SortHeader>
+                      <SortHeader id="subagent" num title="What the session's subagents cost (part of the session's cost)" {...head}>Subagents</SortHeader>
+                      <SortHeader id="cost" num {...head}>Cost</SortHeader>
                     </tr>
                   </thead>
                   <tbody>
@@ -184,13 +177,13 @@ function SessionList({
                         key={s.session_id}
                         onClick={() => open(s.session_id)}
                       >
-                        <td class="project" data-testid="session-project">
-                          <ProjectName p={s.project} />
-                        </td>
-                        <td>
+                        <td class="project">
+                          <span class="line" data-testid="session-project">
+                            <ProjectName p={s.project} sessionId={s.session_id} />
+                          </span>
                           <button
                             type="button"
-                            class="linklike mono"
+                            class="linklike mono sub"
                             title={s.session_id}
                             aria-label={`Open session ${s.session_id}`}
                             data-testid="session-open"
@@ -202,29 +195,64 @@ function SessionList({
                             {short(s.session_id)}
                           </button>
                         </td>
-                        <td class="time" title={localTime(s.last_at)} data-testid="session-last">{shortTime(s.last_at)}</td>
-                        <td class="num" data-testid="session-cost">{money(s.cost_micro_usd)}</td>
-                        <td class="num" data-testid="session-subagent-cost" title={`${count(s.subagent_requests)} subagent ${s.subagent_requests === 1 ? 'request' : 'requests'}`}>
-                          {money(s.subagent_cost_micro_usd)}
+                        <td class="models-cell">
+                          <Models models={s.models} labels={labels} testid="session-models" />
                         </td>
-                        <td class="num">
-                          <span data-testid="session-requests">{count(s.requests)}</span>
-                          {s.errors > 0 && (
-                            <span class="errors-note" data-testid="session-errors">
-                              {count(s.errors)} failed
+                        <td class="time" title={`${localTime(s.first_at)} – ${localTime(s.last_at)}`}>
+                          <span class="line" data-testid="session-last">{shortTime(s.last_at)}</span>
+                          {shortTime(s.first_at) !== shortTime(s.last_at) && (
+                            <span class="sub muted" data-testid="session-first">
+                              started{' '}
+                              {new Date(s.first_at).toDateString() === new Date(s.last_at).toDateString()
+                                ? clockTime(s.first_at)
+                                : shortTime(s.first_at)}
                             </span>
                           )}
                         </td>
-                        <td class="num" data-testid="session-cache-ratio">{ratio(s.cache_read_ratio)}</td>
-                        <td class="num" data-testid="session-compactions">{count(s.compactions)}</td>
-                        <td class="time" title={localTime(s.first_at)} data-testid="session-first">{shortTime(s.first_at)}</td>
-                        <td class="small">
-                          <span class="mono models" data-testid="session-models">{s.models.join(', ')}</span>
+                        <td class="num">
+                          <span class="line" data-testid="session-requests">{count(s.requests)}</span>
+                          {s.errors > 0 && (
+                            <span class="sub errors-note" data-testid="session-errors">
+                              {count(s.errors)} failed
+                            </span>
+                          )}
+                          {s.compactions > 0 && (
+                            <span class="sub muted" data-testid="session-compactions">
+                              {plural(s.compactions, 'compaction', 'compactions')}
+                            </span>
+                          )}
                         </td>
-                        <td class="num" data-testid="session-input">{count(s.input_tokens)}</td>
-                        <td class="num" data-testid="session-output">{count(s.output_tokens)}</td>
-                        <td class="num" data-testid="session-cache-read">{count(s.cache_read_tokens)}</td>
-                        <td class="num" data-testid="session-cache-write">{count(s.cache_write_tokens)}</td>
+                        <td
+                          class="num"
+                          title={`${count(s.input_tokens)} input and ${count(s.output_tokens)} output tokens`}
+                        >
+                          <span data-testid="session-input">{compact(s.input_tokens)}</span>
+                          <span class="muted"> / </span>
+                          <span data-testid="session-output">{compact(s.output_tokens)}</span>
+                        </td>
+                        <td
+                          class="num"
+                          title={`${count(s.cache_read_tokens)} tokens read from the cache, ${count(s.cache_write_tokens)} written to it`}
+                        >
+                          <span class="line" data-testid="session-cache-ratio">{ratio(s.cache_read_ratio)}</span>
+                          {s.cache_read_tokens > 0 && (
+                            <span class="sub muted">
+                              <span data-testid="session-cache-read">{compact(s.cache_read_tokens)}</span> read
+                            </span>
+                          )}
+                        </td>
+                        <td class="num">
+                          <span
+                            class={s.subagent_requests === 0 ? 'line muted' : 'line'}
+                            data-testid="session-subagent-cost"
+                          >
+                            {money(s.subagent_cost_micro_usd)}
+                          </span>
+                          {s.subagent_requests > 0 && (
+                            <span class="sub muted">{plural(s.subagent_requests, 'request', 'requests')}</span>
+                          )}
+                        </td>
+                        <td class="num cost" data-testid="session-cost">{money(s.cost_micro_usd)}</td>
                       </tr>
                     ))}
                   </tbody>
@@ -238,6 +266,10 @@ function SessionList({
   );
 }
 
+/** The request's class; an older record without one is the subagent's when it names an
+ *  agent, else the main conversation's. */
+const classOf = (r: SessionRequest) => r.request_class ?? (r.agent_id ? 'subagent' : 'main');
+
 function agentName(a: AgentUsage): string {
   if (a.kind === 'main' || a.agent_id === null) return 'Main conversation';
   return `Subagent ${short(a.agent_id)}`;
@@ -250,6 +282,7 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => heading.current?.focus(), [id]);
   const s = d?.session;
+  const requestLabels = modelLabels([...new Set(d?.requests.map((r) => r.model) ?? [])]);
   return (
     <section class="stack" aria-labelledby="h-session" data-testid="session-detail" data-session-id={id}>
       <div class="row">
@@ -262,7 +295,7 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
         {s && (
           <>
             {' · '}
-            <ProjectName p={s.project} />
+            <ProjectName p={s.project} sessionId={s.session_id} />
           </>
         )}
       </h2>
@@ -283,19 +316,46 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
           <dl class="facts card" data-testid="session-summary">
             <dt>Project</dt>
             <dd>
-              <ProjectName p={s.project} />
-              {s.project.path && <span class="muted mono small"> {s.project.path}</span>}
+              {s.project.known ? (
+                <>
+                  {s.project.name}
+                  {s.project.path && <span class="muted mono small"> {s.project.path}</span>}
+                </>
+              ) : (
+                <span class="muted">Unknown: no Claude Code transcript on this computer names this session's folder.</span>
+              )}
             </dd>
             <dt>Session id</dt>
             <dd class="mono" data-testid="session-detail-id">{s.session_id}</dd>
+            <dt>When</dt>
+            <dd title={`${localTime(s.first_at)} – ${localTime(s.last_at)}`} data-testid="session-detail-when">
+              {timeRange(s.first_at, s.last_at)}
+              {shortTime(s.first_at) !== shortTime(s.last_at) && (
+                <span class="muted"> ({span(new Date(s.last_at).getTime() - new Date(s.first_at).getTime())})</span>
+              )}
+            </dd>
+            <dt>Cost</dt>
+            <dd>
+              <strong data-testid="session-detail-cost">{money(s.cost_micro_usd)}</strong>
+              {s.subagent_requests > 0 ? (
+                <span class="muted">
+                  , of which subagents <span data-testid="session-detail-subagent-cost">{money(s.subagent_cost_micro_usd)}</span> in{' '}
+                  {plural(s.subagent_requests, 'request', 'requests')}
+                </span>
+              ) : (
+                <span class="muted">, no subagents</span>
+              )}
+            </dd>
             <dt>Requests</dt>
             <dd>
               <span data-testid="session-detail-requests">{count(s.requests)}</span>
-              {s.errors > 0 && <span class="muted"> ({count(s.errors)} failed)</span>}
-              <span class="muted">
-                {' '}
-                · {localTime(s.first_at)} to {localTime(s.last_at)}
-              </span>
+              {s.errors > 0 && <span class="error-text"> · {count(s.errors)} failed</span>}
+              {s.compactions > 0 && (
+                <span class="muted">
+                  {' · '}
+                  <span data-testid="session-detail-compactions">{plural(s.compactions, 'compaction', 'compactions')}</span>
+                </span>
+              )}
             </dd>
             <dt>Models</dt>
             <dd class="mono">{s.models.join(', ') || '—'}</dd>
@@ -305,17 +365,9 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
               {count(s.cache_write_tokens)} cache write
             </dd>
             <dt>Cache read</dt>
-            <dd data-testid="session-detail-cache-ratio">{ratio(s.cache_read_ratio)} of the prompt</dd>
-            <dt>Cost</dt>
-            <dd>
-              <strong data-testid="session-detail-cost">{money(s.cost_micro_usd)}</strong>
-              <span class="muted">
-                , of which subagents <span data-testid="session-detail-subagent-cost">{money(s.subagent_cost_micro_usd)}</span> in{' '}
-                {count(s.subagent_requests)} {s.subagent_requests === 1 ? 'request' : 'requests'}
-              </span>
+            <dd data-testid="session-detail-cache-ratio">
+              {s.cache_read_ratio === null ? '—' : `${ratio(s.cache_read_ratio)} of the prompt came from the cache`}
             </dd>
-            <dt>Compactions</dt>
-            <dd data-testid="session-detail-compactions">{count(s.compactions)}</dd>
           </dl>
           <section class="stack" aria-labelledby="h-agents">
             <h3 id="h-agents">Main conversation and subagents</h3>
@@ -366,14 +418,12 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
                       <th scope="col">Time</th>
                       <th scope="col">Class</th>
                       <th scope="col">Model</th>
-                      <th scope="col" class="num">Cost</th>
                       <th scope="col" class="num">Status</th>
-                      <th scope="col" class="num">In</th>
-                      <th scope="col" class="num">Out</th>
-                      <th scope="col" class="num">Cache read</th>
-                      <th scope="col" class="num">Cache write</th>
+                      <th scope="col" class="num" title="Input / output tokens">Tokens in / out</th>
+                      <th scope="col" class="num" title="Tokens read from the cache / written to it">Cache read / write</th>
                       <th scope="col" class="num">Latency</th>
                       <th scope="col">Upstream</th>
+                      <th scope="col" class="num">Cost</th>
                     </tr>
                   </thead>
                   <tbody>
@@ -384,27 +434,29 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
                         data-class={r.request_class ?? 'none'}
                         key={r.request_id}
                       >
-                        <td class="time" title={`${localTime(r.at)} · ${r.request_id}`}>{shortTime(r.at)}</td>
+                        <td class="time" title={`${localTime(r.at)} · request ${r.request_id}`}>{shortTime(r.at)}</td>
                         <td>
                           <span
-                            class={`badge class-${r.request_class ?? 'none'}`}
+                            class={`badge class-${classOf(r)}`}
                             data-testid="request-class"
                             title={r.agent_id ? `agent ${r.agent_id}` : undefined}
                           >
-                            {r.request_class ?? (r.agent_id ? 'subagent' : 'main')}
+                            {classOf(r)}
                           </span>
                         </td>
-                        <td class="mono">{r.model}</td>
-                        <td class="num" data-testid="request-cost">{money(r.cost_micro_usd)}</td>
+                        <td class="mono model-name" title={r.model}>{requestLabels.get(r.model) ?? r.model}</td>
                         <td class="num">
                           <span class={r.status < 400 ? 'badge ok' : 'badge bad'}>{r.status}</span>
                         </td>
-                        <td class="num">{count(r.input_tokens)}</td>
-                        <td class="num">{count(r.output_tokens)}</td>
-                        <td class="num">{count(r.cache_read_tokens)}</td>
-                        <td class="num">{count(r.cache_write_tokens)}</td>
-                        <td class="num">{count(r.latency_ms)} ms</td>
-                        <td>{r.upstream ?? '—'}</td>
+                        <td class="num" title={`${count(r.input_tokens)} in / ${count(r.output_tokens)} out`}>
+                          {compact(r.input_tokens)} <span class="muted">/</span> {compact(r.output_tokens)}
+                        </td>
+                        <td class="num" title={`${count(r.cache_read_tokens)} read / ${count(r.cache_write_tokens)} written`}>
+                          {compact(r.cache_read_tokens)} <span class="muted">/</span> {compact(r.cache_write_tokens)}
+                        </td>
+                        <td class="num" title={`${count(r.latency_ms)} ms`}>{latency(r.latency_ms)}</td>
+                        <td class="upstream" title={r.upstream ?? undefined}>{r.upstream ?? '—'}</td>
+                        <td class="num" data-testid="request-cost">{money(r.cost_micro_usd)}</td>
                       </tr>
                     ))}
                   </tbody>
@@ -420,7 +472,7 @@ function SessionPanel({ token, tick, id, back }: { token: string; tick: unknown;
 }
 
 export function SessionsView({ token, tick, go }: { token: string; tick: unknown; go: Go }) {
-  const [q, setQ] = useState('');
+  const [q, setQ] = useState(takeSessionSearch);
   const [openId, setOpenId] = useState<string | null>(null);
   const [lastOpened, setLastOpened] = useState<string | null>(null);
   if (openId) {
@@ -440,7 +492,7 @@ export function SessionsView({ token, tick, go }: { token: string; tick: unknown
     <section class="stack" aria-labelledby="h-sessions" data-testid="sessions-view">
       <div class="view-head">
         <h2 id="h-sessions">Sessions</h2>
-        <span class="muted small">Claude Code's sessions, last {WINDOW_DAYS} days</span>
+        <span class="muted small">Claude Code's sessions over the last {WINDOW_DAYS} days; open one for its requests and subagents</span>
       </div>
       <SessionList token={token} tick={tick} go={go} q={q} setQ={setQ} open={setOpenId} focusId={lastOpened} />
       <ExportForm token={token} />

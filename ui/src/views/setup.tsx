@@ -12,7 +12,7 @@ import { localTime, money, relative } from '../format';
 import { useAppGet } from '../hooks';
 import { type Go, TabLink } from './common';
 import { DeviceCode, STATE_LABEL } from './login';
-import { Lock, ProviderList, ProviderPicker, TestResult } from './providers';
+import { CLOUD_LABEL, Lock, ProviderList, ProviderPicker, TestResult } from './providers';
 
 type StepState = 'done' | 'current' | 'todo';
 
@@ -217,7 +217,16 @@ function SourceSummary({ app, act }: { app: AppState; act: Act }) {
   return (
     <div class="row center" data-testid="setup-source-summary">
       <span>
-        Using <strong>{p.name}</strong> <span class="muted">({p.kind})</span>.
+        Using <strong>{p.name}</strong>{' '}
+        <span class="muted">
+          ({p.kind === 'anthropic'
+            ? 'Anthropic API key'
+            : p.kind === 'preset'
+              ? ((app.presets ?? []).find((x) => x.id === p.preset)?.label ?? p.preset ?? 'preset')
+              : CLOUD_LABEL[p.kind]}
+          )
+        </span>
+        .
       </span>
       <button
         type="button"
@@ -453,8 +462,10 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
   const all = one === 'done' && two === 'done' && three === 'done';
   return (
     <section class="stack" aria-labelledby="h-setup" data-testid="setup">
-      <h2 id="h-setup">Get started</h2>
-      <p class="muted">Three steps to send Claude Code through Gatehouse and see what it costs.</p>
+      <div class="view-head">
+        <h2 id="h-setup">Get started</h2>
+        <span class="muted small">Three steps to send Claude Code through Gatehouse and see what it costs</span>
+      </div>
       {app.bootstrap.login_notice && <p class="banner info">{app.bootstrap.login_notice}</p>}
       <ol class="steps">
         <Step
@@ -492,7 +503,6 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
       </ol>
       {all && (
         <p class="banner ok" data-testid="setup-done">
-          <span>
           You're set. See what Claude Code spends in{' '}
           <TabLink to="projects" go={go} testid="setup-go-projects">
             Projects
@@ -502,7 +512,6 @@ export function SetupView({ app, act, token, go }: { app: AppState; act: Act; to
             Sessions
           </TabLink>
           .
-          </span>
         </p>
       )}
     </section>
