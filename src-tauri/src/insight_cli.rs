@@ -26,9 +26,9 @@ pub const FALLBACK: &str = "Gatehouse: not running";
 
 #[derive(Subcommand, Debug)]
 pub enum UsageAction {
-    /// Write usage rows (raw or grouped) for a range of UTC days as CSV or JSON.
+    /// Write usage rows (raw or grouped) for a range of days as CSV or JSON.
     Export {
-        /// First day, YYYY-MM-DD (default: 29 days before --until).
+        /// First day, YYYY-MM-DD, in this computer's time zone (default: 29 days before --until).
         #[arg(long)]
         since: Option<String>,
         /// Last day, YYYY-MM-DD, included (default: today).
@@ -178,8 +178,12 @@ pub fn usage(data: &Path, action: UsageAction) -> Result<(), String> {
         group,
         output,
     } = action;
+    // Days are this computer's days, as a person typing dates means them.
+    let tz = chrono::Local::now().offset().local_minus_utc() / 60;
+    let local = gatehouse_engine::insight::Days::new(tz).unwrap_or_default();
     let query = Query::parse(
         crate::chrono_now(),
+        local,
         since.as_deref(),
         until.as_deref(),
         Some(&format),
@@ -226,8 +230,8 @@ async fn export_running(
         .map_err(|e| Running::Failed(e.to_string()))?
         .map_err(|_| Running::Unreachable)?;
     let url = format!(
-        "{origin}/gatehouse/app/usage/export?since={}&until={}&format={format}&group={group}",
-        q.since, q.until
+        "{origin}/gatehouse/app/usage/export?since={}&until={}&format={format}&group={group}&tz={}",
+        q.since, q.until, q.local.offset_minutes
     );
     let client = client(Duration::from_secs(600)).map_err(Running::Failed)?;
     let mut r = match client.get(url).bearer_auth(token).send().await {

@@ -384,13 +384,13 @@ export type ChartSeries = { name: string; cost_micro_usd: number[] };
 
 export type InsightCharts = {
   generated_at: string;
-  /** `YYYY-MM-DD` (UTC), oldest first. */
+  /** `YYYY-MM-DD` (this browser's days), oldest first. */
   days: string[];
   by_model: ChartSeries[];
   by_project: ChartSeries[];
   /** Per day; null where nothing was sent. */
   cache_read_ratio: (number | null)[];
-  /** 24 entries, UTC hours. */
+  /** 24 entries, this browser's hours of today. */
   today_by_hour: { hour: number; requests: number; cost_micro_usd: number }[];
 };
 
@@ -412,16 +412,19 @@ export async function appGet<T>(token: string, path: string): Promise<T> {
 export const fetchClaudeCodePreview = (token: string) =>
   appGet<ClaudeCodePreview>(token, 'claude-code/preview');
 
-export const insightProjectsPath = (days: number) => `insight/projects?days=${days}`;
+/** This browser's offset from UTC in minutes east, so the app counts days as the user does. */
+export const tzOffset = () => -new Date().getTimezoneOffset();
+
+export const insightProjectsPath = (days: number) => `insight/projects?days=${days}&tz=${tzOffset()}`;
 
 export function insightSessionsPath(days: number, q: string, limit = 200): string {
-  const p = new URLSearchParams({ days: String(days), q, limit: String(limit) });
+  const p = new URLSearchParams({ days: String(days), q, limit: String(limit), tz: String(tzOffset()) });
   return `insight/sessions?${p.toString()}`;
 }
 
 export const insightSessionPath = (id: string) => `insight/sessions/${encodeURIComponent(id)}`;
 
-export const insightChartsPath = (days: number) => `insight/charts?days=${days}`;
+export const insightChartsPath = (days: number) => `insight/charts?days=${days}&tz=${tzOffset()}`;
 
 export type ExportGroup = 'raw' | 'day' | 'model' | 'project' | 'session';
 
@@ -456,7 +459,13 @@ export function dispositionFileName(header: string | null): string | null {
  * `<a download>`), named as the server says. Answers the file name.
  */
 export async function downloadExport(token: string, q: ExportQuery): Promise<string> {
-  const params = new URLSearchParams({ since: q.since, until: q.until, format: q.format, group: q.group });
+  const params = new URLSearchParams({
+    since: q.since,
+    until: q.until,
+    format: q.format,
+    group: q.group,
+    tz: String(tzOffset()),
+  });
   let r: Response;
   try {
     r = await fetch(`/gatehouse/app/usage/export?${params.toString()}`, {

@@ -111,16 +111,19 @@ export function compact(n: number): string {
   return unit(abs / 1_000_000_000, 'B');
 }
 
-/** `2026-12-06` (a UTC day) as `Dec 6`. */
+/** `2026-12-06` (a calendar day) as `Dec 6`. */
 export function dayLabel(day: string): string {
   const d = new Date(`${day}T00:00:00Z`);
   if (Number.isNaN(d.getTime())) return day;
   return d.toLocaleDateString('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
 }
 
-/** The UTC day `offset` days from now, as `YYYY-MM-DD`. */
-export function utcDay(offset = 0, now = Date.now()): string {
-  return new Date(now + offset * 86_400_000).toISOString().slice(0, 10);
+/** This browser's day `offset` days from today, as `YYYY-MM-DD`. */
+export function localDay(offset = 0, now = Date.now()): string {
+  const d = new Date(now);
+  d.setDate(d.getDate() + offset);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
 /**

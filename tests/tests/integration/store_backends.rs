@@ -868,11 +868,11 @@ async fn principals_usage_retention_and_the_local_key() {
 }
 
 /// Claude Code's tags are stored with each row and summed into the rollup in the rows'
-/// transaction: per day, session and agent kind, a replayed batch adding nothing; a
+/// transaction: per hour, session and agent kind, a replayed batch adding nothing; a
 /// session's rows are read back by time.
 #[tokio::test]
 async fn session_tags_and_the_rollup_follow_the_rows_exactly_once() {
-    use gatehouse_engine::store::rollup::day_of;
+    use gatehouse_engine::store::rollup::hour_of;
     use gatehouse_engine::store::{ClientTags, RowQuery};
     for b in backends().await {
         let (s, n) = (&b.store, b.name);
@@ -895,8 +895,8 @@ async fn session_tags_and_the_rollup_follow_the_rows_exactly_once() {
         ]);
         s.insert_usage(batch.clone()).await.unwrap();
         s.insert_usage(batch.clone()).await.unwrap();
-        let day = day_of(now + chrono::Duration::milliseconds(2));
-        let mut rolled = s.usage_rollup(day - 1, day + 1, None).await.unwrap();
+        let hour = hour_of(now + chrono::Duration::milliseconds(2));
+        let mut rolled = s.usage_rollup(hour - 1, hour + 1, None).await.unwrap();
         rolled.sort_by(|a, b| a.key.cmp(&b.key));
         let got: Vec<(&str, bool, u64, u64)> = rolled
             .iter()
@@ -919,7 +919,7 @@ async fn session_tags_and_the_rollup_follow_the_rows_exactly_once() {
             "{n}"
         );
         let one = s
-            .usage_rollup(day - 1, day + 1, Some("s-1".into()))
+            .usage_rollup(hour - 1, hour + 1, Some("s-1".into()))
             .await
             .unwrap();
         assert_eq!(one.len(), 2, "{n}");

@@ -214,7 +214,7 @@ function SpendChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
         </div>
       </figcaption>
       <p class="muted small">
-        <span data-testid="chart-spend-total">{money(total)}</span> in all, per UTC day.
+        <span data-testid="chart-spend-total">{money(total)}</span> in all, per day.
       </p>
       {total === 0 ? (
         <p class="muted" data-testid="chart-spend-empty">
@@ -228,7 +228,7 @@ function SpendChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
           <caption>Spend per day by {split} (USD)</caption>
           <thead>
             <tr>
-              <th scope="col">Day (UTC)</th>
+              <th scope="col">Day</th>
               {series.map((s) => (
                 <th scope="col" class="num" key={s.name}>
                   {s.name}
@@ -269,7 +269,7 @@ function HourlyChart({ charts, dark }: { charts: InsightCharts; dark: boolean })
       axes: [indexAxis(hourLabel, 24, 44, [1, 2, 3, 4, 6, 12]), dollarsAxis()],
       cursor: { drag: { x: false, y: false, setScale: false }, points: { show: false } },
       series: [
-        { label: 'Hour (UTC)', value: (_u, v) => (v === null ? 'all of today' : hourLabel(v)) },
+        { label: 'Hour', value: (_u, v) => (v === null ? 'all of today' : hourLabel(v)) },
         {
           label: 'Cost',
           stroke: accent,
@@ -292,7 +292,7 @@ function HourlyChart({ charts, dark }: { charts: InsightCharts; dark: boolean })
   return (
     <figure class="card chart" data-testid="chart-hourly" aria-labelledby="h-chart-hourly">
       <figcaption class="chart-head">
-        <h3 id="h-chart-hourly">Today by hour (UTC)</h3>
+        <h3 id="h-chart-hourly">Today by hour</h3>
       </figcaption>
       <p class="muted small">
         <span data-testid="chart-hourly-total">{money(total)}</span> in {count(requests)} requests today.
@@ -306,10 +306,10 @@ function HourlyChart({ charts, dark }: { charts: InsightCharts; dark: boolean })
       )}
       <AsTable testid="chart-hourly">
         <table class="dense">
-          <caption>Today by UTC hour</caption>
+          <caption>Today by hour</caption>
           <thead>
             <tr>
-              <th scope="col">Hour (UTC)</th>
+              <th scope="col">Hour</th>
               <th scope="col" class="num">Requests</th>
               <th scope="col" class="num">Cost</th>
             </tr>
@@ -382,7 +382,7 @@ function CacheChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
       </figcaption>
       <p class="muted small">
         {latest < 0 ? (
-          'Share of the prompt read from the cache, per UTC day. Higher is cheaper.'
+          'Share of the prompt read from the cache, per day. Higher is cheaper.'
         ) : (
           <>
             <span data-testid="chart-cache-summary">
@@ -402,10 +402,10 @@ function CacheChart({ charts, dark }: { charts: InsightCharts; dark: boolean }) 
       )}
       <AsTable testid="chart-cache">
         <table class="dense">
-          <caption>Cache-read ratio per UTC day</caption>
+          <caption>Cache-read ratio per day</caption>
           <thead>
             <tr>
-              <th scope="col">Day (UTC)</th>
+              <th scope="col">Day</th>
               <th scope="col" class="num">Cache read</th>
             </tr>
           </thead>

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 
 import { ApiFailure, type ExportGroup, type ExportQuery, downloadExport } from '../api';
-import { utcDay } from '../format';
+import { localDay } from '../format';
 import { WINDOW_DAYS } from './common';
 
 const GROUPS: { id: ExportGroup; label: string }[] = [
@@ -17,8 +17,8 @@ const GROUPS: { id: ExportGroup; label: string }[] = [
 
 export function ExportForm({ token }: { token: string }) {
   const [q, setQ] = useState<ExportQuery>(() => ({
-    since: utcDay(-(WINDOW_DAYS - 1)),
-    until: utcDay(0),
+    since: localDay(-(WINDOW_DAYS - 1)),
+    until: localDay(0),
     format: 'csv',
     group: 'raw',
   }));
@@ -55,7 +55,7 @@ export function ExportForm({ token }: { token: string }) {
       <div class="section-head">
         <h3 id="h-export">Export usage</h3>
         <p class="muted small">
-          A CSV or JSON file of the usage between two UTC days, both included. Requests outside any Claude Code
+          A CSV or JSON file of the usage between two days, both included. Requests outside any Claude Code
           session are in it too.
         </p>
       </div>

@@ -100,7 +100,7 @@ export function ProjectsView({ token, tick, go }: { token: string; tick: unknown
                 <thead>
                   <tr>
                     <SortHeader id="name" {...head}>Project</SortHeader>
-                    <SortHeader id="today" num title="Today (UTC)" {...head}>Today</SortHeader>
+                    <SortHeader id="today" num title="Today" {...head}>Today</SortHeader>
                     <SortHeader id="week" num title="The last 7 days, today included" {...head}>7 days</SortHeader>
                     <SortHeader id="month" num title={`The last ${WINDOW_DAYS} days`} {...head}>{WINDOW_DAYS} days</SortHeader>
                     <SortHeader id="sessions" num {...head}>Sessions</SortHeader>

@@ -223,8 +223,10 @@ fn limit_param(v: Option<&String>) -> Result<usize, Fail> {
 /// `GET usage/export`: the file, streamed a page at a time.
 fn export(app: &App, q: &std::collections::HashMap<String, String>) -> Result<Answer, Fail> {
     let get = |k: &str| q.get(k).map(String::as_str);
+    let local = super::insight::tz_param(get("tz")).map_err(|e| app_error(&e))?;
     let query = super::export::Query::parse(
         app.inner().deps.clock.now(),
+        local,
         get("since"),
         get("until"),
         get("format"),
@@ -278,13 +280,14 @@ async fn route(app: &App, req: Request<Body>) -> Result<Answer, Fail> {
     let json = |r: Result<Value, AppError>| r.map(Answer::Json).map_err(|e| app_error(&e));
     let days =
         || super::insight::days_param(q.get("days").map(String::as_str)).map_err(|e| app_error(&e));
+    let tz = || super::insight::tz_param(q.get("tz").map(String::as_str)).map_err(|e| app_error(&e));
     match (method, path.as_str()) {
         (Method::GET, "state") => Ok(Answer::State),
-        (Method::GET, "insight/projects") => json(super::insight::projects(app, days()?).await),
+        (Method::GET, "insight/projects") => json(super::insight::projects(app, days()?, tz()?).await),
         (Method::GET, "insight/sessions") => {
             let limit = limit_param(q.get("limit"))?;
             json(
-                super::insight::sessions(app, days()?, q.get("q").map(String::as_str), limit).await,
+                super::insight::sessions(app, days()?, tz()?, q.get("q").map(String::as_str), limit).await,
             )
         }
         (Method::GET, p) if p.starts_with("insight/sessions/") => {
@@ -299,7 +302,7 @@ async fn route(app: &App, req: Request<Body>) -> Result<Answer, Fail> {
                 Err(e) => Err(app_error(&e)),
             }
         }
-        (Method::GET, "insight/charts") => json(super::insight::charts(app, days()?).await),
+        (Method::GET, "insight/charts") => json(super::insight::charts(app, days()?, tz()?).await),
         (Method::GET, "usage/export") => export(app, &q),
         (Method::GET, "statusline") => {
             json(super::setup::statusline(app, q.get("session_id").map(String::as_str)).await)

@@ -1,5 +1,6 @@
-//! Usage export: CSV or JSON of usage rows for a range of UTC days, raw or grouped by
-//! day, model, project or session. The same code serves the window (`GET
+//! Usage export: CSV or JSON of usage rows for a range of days (the viewer's, UTC unless
+//! told otherwise), raw or grouped by day, model, project or session. The same code
+//! serves the window (`GET
 //! /gatehouse/app/usage/export`) and `gatehouse usage export`, against the running
 //! instance or its database when it is stopped.
 //!
@@ -9,8 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
-use gatehouse_engine::store::rollup::{RollupSums, day_of, day_start};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+use gatehouse_engine::insight::Days;
+use gatehouse_engine::store::rollup::RollupSums;
 use gatehouse_engine::store::{Store, UsageRecord};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
@@ -53,13 +55,16 @@ pub struct Query {
     pub until: NaiveDate,
     pub format: Format,
     pub group: Group,
+    /// Whose days `since` and `until` are (the viewer's offset from UTC).
+    pub local: Days,
 }
 
 impl Query {
-    /// From the query's words (`since`, `until` as `YYYY-MM-DD`; `format`; `group`), the
-    /// last 30 days by default.
+    /// From the query's words (`since`, `until` as `YYYY-MM-DD`, days of `local`; `format`;
+    /// `group`), the last 30 days by default.
     pub fn parse(
         now: DateTime<Utc>,
+        local: Days,
         since: Option<&str>,
         until: Option<&str>,
         format: Option<&str>,
@@ -70,7 +75,7 @@ impl Query {
                 AppError::BadInput(format!("{name} must be a date as YYYY-MM-DD, not {v:?}"))
             })
         };
-        let today = now.date_naive();
+        let today = (now + Duration::minutes(i64::from(local.offset_minutes))).date_naive();
         let until = until
             .map(|v| date("until", v))
             .transpose()?
@@ -113,6 +118,7 @@ impl Query {
             until,
             format,
             group,
+            local,
         })
     }
 
@@ -137,9 +143,16 @@ impl Query {
         }
     }
 
+    /// The local days as numbers (days since 1970-01-01 there), first and last.
+    fn days(&self) -> (i64, i64) {
+        let n = |d: NaiveDate| i64::from(d.num_days_from_ce()) - 719_163;
+        (n(self.since), n(self.until))
+    }
+
+    /// The range as times: from the first day's start to the end of the last.
     fn range(&self) -> (DateTime<Utc>, DateTime<Utc>) {
-        let start = |d: NaiveDate| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
-        (start(self.since), start(self.until) + Duration::days(1))
+        let (first, last) = self.days();
+        (self.local.start(first), self.local.start(last + 1))
     }
 }
 
@@ -290,14 +303,14 @@ async fn grouped(
     index: &TranscriptIndex,
     q: &Query,
 ) -> Result<(Vec<&'static str>, Vec<Value>), AppError> {
-    let (from, to) = q.range();
+    let (first, last) = q.days();
     let rows = store
-        .usage_rollup(day_of(from), day_of(to) - 1, None)
+        .usage_rollup(q.local.first_hour(first), q.local.first_hour(last + 1) - 1, None)
         .await?;
     let mut groups: BTreeMap<Vec<String>, RollupSums> = BTreeMap::new();
     for r in &rows {
         let key = match q.group {
-            Group::Day => vec![day_start(r.key.day).format("%Y-%m-%d").to_string()],
+            Group::Day => vec![q.local.label(q.local.of_hour(r.key.hour))],
             Group::Model => vec![r.key.model.clone()],
             Group::Project if r.key.session_id.is_empty() => vec!["(no session)".to_owned()],
             Group::Project => vec![ProjectRef::of(index, &r.key.session_id).name],
@@ -371,7 +384,8 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
             .map(|d| d.with_timezone(&Utc))
             .unwrap_or_default();
-        let q = Query::parse(now, None, None, None, None).unwrap_or_else(|e| panic!("{e}"));
+        let utc = Days::default();
+        let q = Query::parse(now, utc, None, None, None, None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             (q.since.to_string(), q.until.to_string()),
             ("2026-11-07".into(), "2026-12-06".into())
@@ -388,7 +402,7 @@ mod tests {
             (Some("2020-01-01"), None, None, None),
         ] {
             assert!(
-                Query::parse(now, bad.0, bad.1, bad.2, bad.3).is_err(),
+                Query::parse(now, utc, bad.0, bad.1, bad.2, bad.3).is_err(),
                 "{bad:?}"
             );
         }

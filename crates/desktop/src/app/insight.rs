@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Timelike, Utc};
+use chrono::{DateTime, Duration, Utc};
 use gatehouse_engine::insight::{self, SessionSummary, cache_read_ratio};
 use gatehouse_engine::store::RowQuery;
-use gatehouse_engine::store::rollup::{RollupRow, RollupSums, day_of, day_start};
+use gatehouse_engine::insight::Days;
+use gatehouse_engine::store::rollup::{RollupRow, RollupSums, hour_of};
 use serde_json::{Value, json};
 
 use super::{App, AppError};
@@ -88,18 +89,21 @@ pub fn days_param(v: Option<&str>) -> Result<i64, AppError> {
     }
 }
 
+/// What a view covers: its last `days` local days, today included.
 struct Window {
     now: DateTime<Utc>,
+    local: Days,
     today: i64,
     from_day: i64,
 }
 
 impl Window {
-    fn new(app: &App, days: i64) -> Window {
+    fn new(app: &App, days: i64, local: Days) -> Window {
         let now = app.inner().deps.clock.now();
-        let today = day_of(now);
+        let today = local.of(now);
         Window {
             now,
+            local,
             today,
             from_day: today - (days - 1),
         }
@@ -109,8 +113,26 @@ impl Window {
 async fn rollup(app: &App, w: &Window, session: Option<&str>) -> Result<Vec<RollupRow>, AppError> {
     Ok(app
         .store()
-        .usage_rollup(w.from_day, w.today, session.map(str::to_owned))
+        .usage_rollup(
+            w.local.first_hour(w.from_day),
+            hour_of(w.now),
+            session.map(str::to_owned),
+        )
         .await?)
+}
+
+/// `tz` from a query: the viewer's offset from UTC in minutes east (0 when absent).
+pub fn tz_param(v: Option<&str>) -> Result<Days, AppError> {
+    let bad = || {
+        AppError::BadInput(format!(
+            "tz must be the offset from UTC in whole minutes, -{0} to {0}",
+            gatehouse_engine::insight::MAX_OFFSET_MINUTES
+        ))
+    };
+    match v {
+        None => Ok(Days::default()),
+        Some(s) => s.parse::<i32>().ok().and_then(Days::new).ok_or_else(bad),
+    }
 }
 
 fn sums_json(s: &RollupSums) -> Value {
@@ -152,10 +174,11 @@ fn merge(into: &mut Value, from: Value) {
 pub async fn sessions(
     app: &App,
     days: i64,
+    local: Days,
     q: Option<&str>,
     limit: usize,
 ) -> Result<Value, AppError> {
-    let w = Window::new(app, days);
+    let w = Window::new(app, days, local);
     let rows = rollup(app, &w, None).await?;
     let index = transcripts(app);
     let q = q.map(str::to_lowercase).filter(|q| !q.is_empty());
@@ -189,7 +212,7 @@ pub async fn session_detail(app: &App, session_id: &str) -> Result<Option<Value>
     if !gatehouse_engine::metering::tags::valid_id(session_id.as_bytes()) {
         return Ok(None);
     }
-    let w = Window::new(app, MAX_DAYS);
+    let w = Window::new(app, MAX_DAYS, Days::default());
     let rows = rollup(app, &w, Some(session_id)).await?;
     let Some(summary) = insight::sessions(&rows).into_iter().next() else {
         return Ok(None);
@@ -273,8 +296,8 @@ struct ProjectSums {
 }
 
 /// `GET insight/projects?days`.
-pub async fn projects(app: &App, days: i64) -> Result<Value, AppError> {
-    let w = Window::new(app, days);
+pub async fn projects(app: &App, days: i64, local: Days) -> Result<Value, AppError> {
+    let w = Window::new(app, days, local);
     let rows = rollup(app, &w, None).await?;
     let index = transcripts(app);
     let mut by_key: BTreeMap<String, ProjectSums> = BTreeMap::new();
@@ -295,10 +318,11 @@ pub async fn projects(app: &App, days: i64) -> Result<Value, AppError> {
         };
         let e = by_key.entry(key).or_default();
         e.total.merge(&r.sums);
-        if r.key.day == w.today {
+        let day = w.local.of_hour(r.key.hour);
+        if day == w.today {
             e.today += r.sums.cost_micro_usd;
         }
-        if r.key.day > w.today - 7 {
+        if day > w.today - 7 {
             e.week += r.sums.cost_micro_usd;
         }
         if r.key.subagent {
@@ -345,8 +369,8 @@ fn project_series(index: &TranscriptIndex, r: &RollupRow) -> String {
 }
 
 /// `GET insight/charts?days`.
-pub async fn charts(app: &App, days: i64) -> Result<Value, AppError> {
-    let w = Window::new(app, days);
+pub async fn charts(app: &App, days: i64, local: Days) -> Result<Value, AppError> {
+    let w = Window::new(app, days, local);
     let rows = rollup(app, &w, None).await?;
     let index = transcripts(app);
     let series = |list: Vec<(String, Vec<u64>)>| -> Vec<Value> {
@@ -354,12 +378,16 @@ pub async fn charts(app: &App, days: i64) -> Result<Value, AppError> {
             .map(|(name, v)| json!({"name": name, "cost_micro_usd": v}))
             .collect()
     };
-    let by_model = insight::daily_cost(&rows, w.from_day, w.today, |r| r.key.model.clone());
-    let by_project = insight::daily_cost(&rows, w.from_day, w.today, |r| project_series(&index, r));
+    let by_model = insight::daily_cost(&rows, local, w.from_day, w.today, |r| {
+        r.key.model.clone()
+    });
+    let by_project = insight::daily_cost(&rows, local, w.from_day, w.today, |r| {
+        project_series(&index, r)
+    });
     let day_names: Vec<String> = (w.from_day..=w.today)
-        .map(|d| day_start(d).format("%Y-%m-%d").to_string())
+        .map(|d| local.label(d))
         .collect();
-    let ratios: Vec<Option<f64>> = insight::per_day(&rows, w.from_day, w.today)
+    let ratios: Vec<Option<f64>> = insight::per_day(&rows, local, w.from_day, w.today)
         .iter()
         .map(cache_read_ratio)
         .collect();
@@ -369,28 +397,13 @@ pub async fn charts(app: &App, days: i64) -> Result<Value, AppError> {
         "by_model": series(by_model),
         "by_project": series(by_project),
         "cache_read_ratio": ratios,
-        "today_by_hour": today_by_hour(app, &w).await?,
+        "tz": local.offset_minutes,
+        "today_by_hour": insight::hourly(&rows, local, w.today)
+            .iter()
+            .enumerate()
+            .map(|(h, s)| json!({"hour": h, "requests": s.requests, "cost_micro_usd": s.cost_micro_usd}))
+            .collect::<Vec<_>>(),
     }))
-}
-
-/// Today's requests and cost per UTC hour, from today's rows.
-async fn today_by_hour(app: &App, w: &Window) -> Result<Vec<Value>, AppError> {
-    let mut hours = [(0u64, 0u64); 24];
-    let from = day_start(w.today);
-    let mut pages = Pager::new(from, from + Duration::days(1), None);
-    let store = app.store();
-    while let Some(page) = pages.next(store.as_ref()).await? {
-        for r in &page {
-            let h = r.created_at.hour() as usize;
-            hours[h].0 += 1;
-            hours[h].1 = hours[h].1.saturating_add(r.cost_micro_usd);
-        }
-    }
-    Ok(hours
-        .iter()
-        .enumerate()
-        .map(|(h, (n, c))| json!({"hour": h, "requests": n, "cost_micro_usd": c}))
-        .collect())
 }
 
 /// Usage rows of a time range, oldest first, read a bounded page at a time.

@@ -4,7 +4,8 @@
 
 use chrono::{Duration, NaiveTime};
 use gatehouse_engine::spend::Period;
-use gatehouse_engine::store::rollup::day_of;
+use gatehouse_engine::insight::Days;
+use gatehouse_engine::store::rollup::hour_of;
 use serde_json::{Value, json};
 
 use super::{App, AppError, insight};
@@ -123,7 +124,8 @@ pub fn preview(
 }
 
 /// What `gatehouse statusline` prints from: this session's cost, today's, the daily
-/// budget and the cache-read ratio of the session (or of today without one).
+/// budget and the cache-read ratio of the session (or of today without one). Today is the
+/// UTC day, the window the daily budget and the central daily cap count in.
 pub async fn statusline(app: &App, session_id: Option<&str>) -> Result<Value, AppError> {
     let now = app.inner().deps.clock.now();
     let midnight = now.date_naive().and_time(NaiveTime::MIN).and_utc();
@@ -134,8 +136,8 @@ pub async fn statusline(app: &App, session_id: Option<&str>) -> Result<Value, Ap
             Some(id) => {
                 let rows = store
                     .usage_rollup(
-                        day_of(now - Duration::days(insight::MAX_DAYS)),
-                        day_of(now),
+                        hour_of(now - Duration::days(insight::MAX_DAYS)),
+                        hour_of(now),
                         Some(id.to_owned()),
                     )
                     .await?;
@@ -148,8 +150,13 @@ pub async fn statusline(app: &App, session_id: Option<&str>) -> Result<Value, Ap
     let ratio = match &session {
         Some(s) => gatehouse_engine::insight::cache_read_ratio(&s.total),
         None => {
-            let rows = store.usage_rollup(day_of(now), day_of(now), None).await?;
-            let day = gatehouse_engine::insight::per_day(&rows, day_of(now), day_of(now));
+            // Today as the caps count it: the UTC day (the daily budget's window).
+            let utc = Days::default();
+            let today = utc.of(now);
+            let rows = store
+                .usage_rollup(utc.first_hour(today), hour_of(now), None)
+                .await?;
+            let day = gatehouse_engine::insight::per_day(&rows, utc, today, today);
             day.first()
                 .and_then(gatehouse_engine::insight::cache_read_ratio)
         }

@@ -216,12 +216,12 @@ pub trait Store: Send + Sync {
     /// Usage rows with `from <= created_at < to`, of one session when the query names
     /// one (a session's requests, the raw export), through the time index.
     async fn usage_between(&self, query: RowQuery) -> Result<Vec<UsageRecord>, StoreError>;
-    /// The usage rollup's rows of UTC days `from_day..=to_day` ([`rollup::day_of`]), of
+    /// The usage rollup's rows of hours `from_hour..=to_hour` ([`rollup::hour_of`]), of
     /// one session when named: the projects, sessions and charts views.
     async fn usage_rollup(
         &self,
-        from_day: i64,
-        to_day: i64,
+        from_hour: i64,
+        to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<rollup::RollupRow>, StoreError>;
     /// Each person's settled spend per UTC day for the days starting in `[from, to)`, days

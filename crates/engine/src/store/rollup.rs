@@ -1,4 +1,4 @@
-//! The usage rollup: usage summed per UTC day, session, principal, model and agent kind
+//! The usage rollup: usage summed per UTC hour, session, principal, model and agent kind
 //! (`usage_rollup`, migration 0008). Both stores add a batch's inserted rows to it in the
 //! batch's transaction, with the sums made here, so a replayed batch adds nothing and the
 //! rollup always equals its rows. Keys are applied in one sorted order, so two
@@ -11,16 +11,16 @@ use chrono::{DateTime, Utc};
 
 use super::UsageRecord;
 
-const DAY_MS: i64 = 86_400_000;
+const HOUR_MS: i64 = 3_600_000;
 
-/// A UTC day as stored: whole days since 1970-01-01.
-pub fn day_of(at: DateTime<Utc>) -> i64 {
-    at.timestamp_millis().div_euclid(DAY_MS)
+/// An hour as stored: whole UTC hours since 1970-01-01 00:00.
+pub fn hour_of(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis().div_euclid(HOUR_MS)
 }
 
-/// The start of a stored day.
-pub fn day_start(day: i64) -> DateTime<Utc> {
-    super::convert::from_ms(day.saturating_mul(DAY_MS))
+/// The start of a stored hour.
+pub fn hour_start(hour: i64) -> DateTime<Utc> {
+    super::convert::from_ms(hour.saturating_mul(HOUR_MS))
 }
 
 /// The summed columns, in the order both stores bind them after the key.
@@ -66,7 +66,8 @@ pub fn upsert_set(table: &str) -> String {
 /// What one rollup row is kept by.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RollupKey {
-    pub day: i64,
+    /// [`hour_of`] the requests summed.
+    pub hour: i64,
     /// `""` for requests without a session.
     pub session_id: String,
     pub principal: String,
@@ -148,7 +149,7 @@ pub fn sums_of<'a>(
     let mut out: BTreeMap<RollupKey, RollupSums> = BTreeMap::new();
     for r in rows {
         let key = RollupKey {
-            day: day_of(r.created_at),
+            hour: hour_of(r.created_at),
             session_id: r.tags.session_id.clone().unwrap_or_default(),
             principal: r.principal.clone(),
             model: r.model.clone(),
@@ -199,8 +200,8 @@ mod tests {
     }
 
     #[test]
-    fn rows_sum_by_day_session_and_agent_kind() {
-        let d = DAY_MS;
+    fn rows_sum_by_hour_session_and_agent_kind() {
+        let d = HOUR_MS;
         let rows = [
             row(d + 5, Some("s1"), None, 10),
             row(d + 9, Some("s1"), None, 0),
@@ -212,7 +213,7 @@ mod tests {
         assert_eq!(sums.len(), 4);
         let keys: Vec<_> = sums
             .keys()
-            .map(|k| (k.day, k.session_id.as_str(), k.subagent))
+            .map(|k| (k.hour, k.session_id.as_str(), k.subagent))
             .collect();
         assert_eq!(
             keys,
@@ -236,9 +237,10 @@ mod tests {
     }
 
     #[test]
-    fn days_are_utc_and_negative_safe() {
-        assert_eq!(day_of(super::super::convert::from_ms(DAY_MS - 1)), 0);
-        assert_eq!(day_of(super::super::convert::from_ms(DAY_MS)), 1);
-        assert_eq!(day_start(2).timestamp_millis(), 2 * DAY_MS);
+    fn hours_are_utc_and_negative_safe() {
+        assert_eq!(hour_of(super::super::convert::from_ms(HOUR_MS - 1)), 0);
+        assert_eq!(hour_of(super::super::convert::from_ms(HOUR_MS)), 1);
+        assert_eq!(hour_of(super::super::convert::from_ms(-1)), -1);
+        assert_eq!(hour_start(2).timestamp_millis(), 2 * HOUR_MS);
     }
 }

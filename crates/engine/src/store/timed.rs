@@ -77,14 +77,14 @@ impl Store for Timed {
 
     async fn usage_rollup(
         &self,
-        from_day: i64,
-        to_day: i64,
+        from_hour: i64,
+        to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<RollupRow>, StoreError> {
         timed!(
             self,
             "usage_rollup",
-            self.inner.usage_rollup(from_day, to_day, session_id)
+            self.inner.usage_rollup(from_hour, to_hour, session_id)
         )
     }
 

@@ -3,7 +3,7 @@
 //! which models, tokens, cost and the subagents' share, from the usage rollup.
 //!
 //! Query: `starting_at` / `ending_at` (RFC 3339; the last 7 days by default, at most 31
-//! days, whole UTC days), `actor_ids[]` (people, by `sub`; at most 100), `limit` (1–1000,
+//! days; sessions active in the range, by whole UTC hours), `actor_ids[]` (people, by `sub`; at most 100), `limit` (1–1000,
 //! default 100) and `page` (the previous answer's `next_page`). Newest activity first.
 //! Amounts are cents with six decimals, as in the cost report.
 
@@ -18,7 +18,7 @@ use super::{bad, ok, page_limit, store_failed};
 use crate::error::ApiError;
 use crate::gateway::Gateway;
 use crate::insight::{self, SessionSummary};
-use crate::store::rollup::day_of;
+use crate::store::rollup::hour_of;
 
 /// The path.
 pub const SESSIONS: &str = "/v1/organizations/analytics/sessions";
@@ -117,7 +117,7 @@ pub async fn report(
         .transpose()?;
     let rows = gw
         .store
-        .usage_rollup(day_of(start), day_of(until), None)
+        .usage_rollup(hour_of(start), hour_of(until), None)
         .await
         .map_err(store_failed)?;
     let mut sessions: Vec<SessionSummary> = insight::sessions(&rows)

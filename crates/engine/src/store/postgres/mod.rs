@@ -441,12 +441,12 @@ impl Store for PostgresStore {
 
     async fn usage_rollup(
         &self,
-        from_day: i64,
-        to_day: i64,
+        from_hour: i64,
+        to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<RollupRow>, StoreError> {
         let c = self.report_client().await?;
-        Ok(usage::rollup_rows(&c, from_day, to_day, session_id.as_deref()).await?)
+        Ok(usage::rollup_rows(&c, from_hour, to_hour, session_id.as_deref()).await?)
     }
 
     async fn daily_spend(

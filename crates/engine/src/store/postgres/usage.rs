@@ -179,11 +179,11 @@ async fn add_to_rollup(
     }
     let st = tx
         .prepare_cached(&format!(
-            "INSERT INTO usage_rollup (day, session_id, principal, model, subagent, requests,
+            "INSERT INTO usage_rollup (hour, session_id, principal, model, subagent, requests,
                 errors, compactions, input_tokens, output_tokens, cache_read_tokens,
                 cache_write_tokens, cost_micro_usd, first_at, last_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT (day, session_id, principal, model, subagent) DO UPDATE SET {}",
+             ON CONFLICT (hour, session_id, principal, model, subagent) DO UPDATE SET {}",
             rollup::upsert_set("usage_rollup")
         ))
         .await?;
@@ -191,7 +191,7 @@ async fn add_to_rollup(
         tx.execute(
             &st,
             &[
-                &k.day,
+                &k.hour,
                 &k.session_id,
                 &k.principal,
                 &k.model,
@@ -213,21 +213,21 @@ async fn add_to_rollup(
     Ok(())
 }
 
-/// Rollup rows of days `from_day..=to_day` (of one session when named).
+/// Rollup rows of hours `from_hour..=to_hour` (of one session when named).
 pub async fn rollup_rows(
     c: &impl GenericClient,
-    from_day: i64,
-    to_day: i64,
+    from_hour: i64,
+    to_hour: i64,
     session_id: Option<&str>,
 ) -> Result<Vec<RollupRow>, PgError> {
     let found = rows(
         c,
-        "SELECT day, session_id, principal, model, subagent, requests, errors, compactions,
+        "SELECT hour, session_id, principal, model, subagent, requests, errors, compactions,
             input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
             cost_micro_usd, first_at, last_at
          FROM usage_rollup
-         WHERE day >= $1 AND day <= $2 AND ($3::TEXT IS NULL OR session_id = $3::TEXT)",
-        &[&from_day, &to_day, &session_id],
+         WHERE hour >= $1 AND hour <= $2 AND ($3::TEXT IS NULL OR session_id = $3::TEXT)",
+        &[&from_hour, &to_hour, &session_id],
     )
     .await?;
     found
@@ -235,7 +235,7 @@ pub async fn rollup_rows(
         .map(|r| {
             Ok(RollupRow {
                 key: RollupKey {
-                    day: r.try_get(0)?,
+                    hour: r.try_get(0)?,
                     session_id: r.try_get(1)?,
                     principal: r.try_get(2)?,
                     model: r.try_get(3)?,

@@ -186,11 +186,11 @@ impl Store for SqliteStore {
 
     async fn usage_rollup(
         &self,
-        from_day: i64,
-        to_day: i64,
+        from_hour: i64,
+        to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<RollupRow>, StoreError> {
-        self.report(move |c| usage::rollup_rows(c, from_day, to_day, session_id.as_deref()))
+        self.report(move |c| usage::rollup_rows(c, from_hour, to_hour, session_id.as_deref()))
             .await
     }
 

@@ -647,8 +647,8 @@ pub fn retention_steps(
             spend_before,
         ),
         (
-            "DELETE FROM usage_rollup WHERE (day, session_id, principal, model, subagent) IN (
-                SELECT day, session_id, principal, model, subagent FROM usage_rollup
+            "DELETE FROM usage_rollup WHERE (hour, session_id, principal, model, subagent) IN (
+                SELECT hour, session_id, principal, model, subagent FROM usage_rollup
                 WHERE last_at < ?1 LIMIT ?2)",
             spend_before,
         ),

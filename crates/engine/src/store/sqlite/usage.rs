@@ -84,16 +84,16 @@ fn add_to_rollup(tx: &Connection, written: &[&UsageRecord]) -> Result<(), StoreE
         return Ok(());
     }
     let mut stmt = tx.prepare_cached(&format!(
-        "INSERT INTO usage_rollup (day, session_id, principal, model, subagent, requests,
+        "INSERT INTO usage_rollup (hour, session_id, principal, model, subagent, requests,
             errors, compactions, input_tokens, output_tokens, cache_read_tokens,
             cache_write_tokens, cost_micro_usd, first_at, last_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT (day, session_id, principal, model, subagent) DO UPDATE SET {}",
+         ON CONFLICT (hour, session_id, principal, model, subagent) DO UPDATE SET {}",
         rollup::upsert_set("")
     ))?;
     for (k, s) in rollup::sums_of(written.iter().copied()) {
         stmt.execute(params![
-            k.day,
+            k.hour,
             k.session_id,
             k.principal,
             k.model,
@@ -186,20 +186,20 @@ pub fn between(c: &Connection, q: &RowQuery) -> Result<Vec<UsageRecord>, StoreEr
     Ok(rows)
 }
 
-/// Rollup rows of days `from_day..=to_day` (of one session when named).
+/// Rollup rows of hours `from_hour..=to_hour` (of one session when named).
 pub fn rollup_rows(
     c: &Connection,
-    from_day: i64,
-    to_day: i64,
+    from_hour: i64,
+    to_hour: i64,
     session_id: Option<&str>,
 ) -> Result<Vec<RollupRow>, StoreError> {
-    let sql = "SELECT day, session_id, principal, model, subagent, requests, errors,
+    let sql = "SELECT hour, session_id, principal, model, subagent, requests, errors,
             compactions, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
             cost_micro_usd, first_at, last_at FROM usage_rollup";
     let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<RollupRow> {
         Ok(RollupRow {
             key: RollupKey {
-                day: r.get(0)?,
+                hour: r.get(0)?,
                 session_id: r.get(1)?,
                 principal: r.get(2)?,
                 model: r.get(3)?,
@@ -222,13 +222,13 @@ pub fn rollup_rows(
     let rows = match session_id {
         Some(s) => c
             .prepare_cached(&format!(
-                "{sql} WHERE session_id = ?1 AND day >= ?2 AND day <= ?3"
+                "{sql} WHERE session_id = ?1 AND hour >= ?2 AND hour <= ?3"
             ))?
-            .query_map(params![s, from_day, to_day], map)?
+            .query_map(params![s, from_hour, to_hour], map)?
             .collect::<Result<Vec<_>, _>>()?,
         None => c
-            .prepare_cached(&format!("{sql} WHERE day >= ?1 AND day <= ?2"))?
-            .query_map(params![from_day, to_day], map)?
+            .prepare_cached(&format!("{sql} WHERE hour >= ?1 AND hour <= ?2"))?
+            .query_map(params![from_hour, to_hour], map)?
             .collect::<Result<Vec<_>, _>>()?,
     };
     Ok(rows)
