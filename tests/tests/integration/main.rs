@@ -7,6 +7,7 @@ mod backup;
 mod billing_tags;
 mod chat_door;
 mod claude_login;
+mod claude_statusline;
 mod clients;
 mod clouds;
 mod clouds_aws;
