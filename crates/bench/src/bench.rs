@@ -296,6 +296,7 @@ impl Run<'_> {
             faults,
             peers,
             tray: None,
+            insight: None,
         })
     }
 

@@ -28,15 +28,17 @@ use gatehouse_desktop::notifier::Notifier;
 use gatehouse_desktop::transcripts;
 use gatehouse_engine::deps::{CredentialError, CredentialStore, MapEnvironment};
 use gatehouse_engine::events::{Event, EventSink};
+use gatehouse_engine::insight::Days as LocalDays;
 use gatehouse_engine::secret::Secret;
 use gatehouse_engine::store::RowQuery;
-use gatehouse_engine::store::rollup::{day_of, day_start};
+use gatehouse_engine::store::rollup::hour_of;
 use http::StatusCode;
 use serde_json::Value;
 
 use crate::client::{Auth, Conn, parse_url};
+use crate::cpu::CpuMeter;
 use crate::insight_seed::{self, Seeded};
-use crate::statusline::{self, CommandTimes};
+use crate::statusline;
 
 /// The Projects and Sessions views' target (issue 31), at p95.
 const VIEW_TARGET_MS: f64 = 300.0;
@@ -46,6 +48,8 @@ const COMMAND_TARGET_MS: f64 = 30.0;
 const CALL_LIMIT: Duration = Duration::from_secs(60);
 /// Calls before the measured ones.
 const WARMUP: usize = 3;
+/// Other processes' share of the CPU above which a measurement is flagged.
+const DISTURBED: f64 = 0.05;
 
 /// Sizes of the phase.
 #[derive(Debug, Clone)]
@@ -116,6 +120,8 @@ pub struct Endpoint {
     pub timing: Timing,
     /// p95 target in ms.
     pub target_ms: Option<f64>,
+    /// Share of the machine's CPU other processes used during the timed calls.
+    pub foreign_cpu: Option<f64>,
 }
 
 /// One step behind the views, timed through the same store.
@@ -133,9 +139,9 @@ pub struct Insight {
     pub rollup_rows: usize,
     pub endpoints: Vec<Endpoint>,
     pub steps: Vec<Step>,
-    /// Per binary, the status line command's runs (or why none); `Err` when the keychain
-    /// session itself could not be made.
-    pub commands: Result<Vec<Result<CommandTimes, String>>, String>,
+    /// The keychain session: per binary the status line command's runs (or why none);
+    /// `Err` when the session itself could not be made.
+    pub commands: Result<statusline::Session, String>,
     pub opts: Options,
     pub elapsed: Duration,
 }
@@ -150,7 +156,9 @@ impl CredentialStore for MemoryKeychain {
             .0
             .lock()
             .map_err(|_| CredentialError::Backend("poisoned".into()))?;
-        Ok(map.get(&(s.into(), a.into())).map(|v| Secret::new(v.clone())))
+        Ok(map
+            .get(&(s.into(), a.into()))
+            .map(|v| Secret::new(v.clone())))
     }
     fn set(&self, s: &str, a: &str, v: &Secret) -> Result<(), CredentialError> {
         self.0
@@ -190,10 +198,7 @@ impl EventSink for Quiet {
 /// Runs the phase in a temporary directory (removed afterwards) on its own runtime.
 pub fn run(opts: &Options) -> anyhow::Result<Insight> {
     let started = Instant::now();
-    let work = std::env::temp_dir().join(format!(
-        "gatehouse-bench-insight-{}",
-        std::process::id()
-    ));
+    let work = std::env::temp_dir().join(format!("gatehouse-bench-insight-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     // The app service and the client share the machine's two cores, as the tray and its
@@ -283,13 +288,13 @@ async fn with_app(
     let mut endpoints = Vec::new();
     let views = [
         (
-            "insight/projects?days=30".to_owned(),
-            "insight/projects?days=30".to_owned(),
+            "insight/projects?days=30&tz=0".to_owned(),
+            "insight/projects?days=30&tz=0".to_owned(),
             Some(VIEW_TARGET_MS),
         ),
         (
-            "insight/sessions?days=30&limit=200".to_owned(),
-            "insight/sessions?days=30&limit=200".to_owned(),
+            "insight/sessions?days=30&q=&limit=200&tz=0".to_owned(),
+            "insight/sessions?days=30&q=&limit=200&tz=0".to_owned(),
             Some(VIEW_TARGET_MS),
         ),
         (
@@ -301,8 +306,8 @@ async fn with_app(
             None,
         ),
         (
-            "insight/charts?days=30".to_owned(),
-            "insight/charts?days=30".to_owned(),
+            "insight/charts?days=30&tz=0".to_owned(),
+            "insight/charts?days=30&tz=0".to_owned(),
             None,
         ),
     ];
@@ -349,32 +354,35 @@ async fn with_app(
         }
     }
     let commands = if binaries.is_empty() {
-        Ok(missing)
+        Ok(statusline::Session {
+            keychain: Vec::new(),
+            binaries: missing,
+        })
     } else {
         eprintln!("  insight: timing `gatehouse statusline` in a keychain session");
         let target = statusline::Target {
             port: addr.port(),
-            data_dir,
-            session_id: &current.id,
-            cwd: &current
+            data_dir: data_dir.to_owned(),
+            session_id: current.id.clone(),
+            cwd: current
                 .project
                 .map_or_else(|| "/home/bench".to_owned(), insight_seed::project_cwd),
-            token: &local_token,
+            token: local_token.clone(),
             runs: opts.command_runs,
         };
         let keychain_dir = work.join("keychain");
         // Blocking (processes): off the runtime's workers, which serve the app.
-        let measured = std::thread::scope(|s| {
-            s.spawn(|| statusline::measure(&binaries, &target, &keychain_dir))
-                .join()
-        });
+        let measured = tokio::task::spawn_blocking(move || {
+            statusline::measure(&binaries, &target, &keychain_dir)
+        })
+        .await;
         match measured {
             Ok(Ok(mut v)) => {
-                v.extend(missing);
+                v.binaries.extend(missing);
                 Ok(v)
             }
             Ok(Err(e)) => Err(format!("{e:#}")),
-            Err(_) => Err("the keychain session's thread panicked".to_owned()),
+            Err(e) => Err(format!("the keychain session's task failed: {e}")),
         }
     };
     if let Err(e) = &commands {
@@ -400,7 +408,7 @@ async fn time_calls(
     n: usize,
 ) -> anyhow::Result<Endpoint> {
     let full = format!("/gatehouse/app/{path}");
-    let mut one = async |conn: &mut Conn| -> anyhow::Result<(Duration, String)> {
+    let one = async |conn: &mut Conn| -> anyhow::Result<(Duration, String)> {
         let start = Instant::now();
         let (status, body) = conn.get_collect_within(&full, CALL_LIMIT).await?;
         let took = start.elapsed();
@@ -416,9 +424,11 @@ async fn time_calls(
         one(conn).await?;
     }
     let mut samples = Vec::with_capacity(n);
+    let meter = CpuMeter::start(&[]);
     for _ in 0..n {
         samples.push(one(conn).await?.0);
     }
+    let foreign_cpu = meter.foreign_share(&[]);
     Ok(Endpoint {
         call,
         answer,
@@ -426,6 +436,7 @@ async fn time_calls(
         first_ms: first.as_secs_f64() * 1e3,
         timing: Timing::of(&samples),
         target_ms,
+        foreign_cpu,
     })
 }
 
@@ -476,11 +487,10 @@ fn describe(path: &str, v: &Value) -> String {
 }
 
 /// Times `f` `n` times.
-async fn repeat<T, F, Fut>(n: usize, mut f: F) -> anyhow::Result<(Timing, T)>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<T>>,
-{
+async fn repeat<T>(
+    n: usize,
+    mut f: impl AsyncFnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<(Timing, T)> {
     let mut samples = Vec::with_capacity(n);
     let mut last = None;
     for _ in 0..n.max(1) {
@@ -492,35 +502,97 @@ where
     Ok((Timing::of(&samples), last))
 }
 
-/// The views' steps on their own: the rollup reads, the transcript scan, the row reads.
-async fn steps(app: &App, seeded: &Seeded, claude_dir: &Path) -> anyhow::Result<(Vec<Step>, usize)> {
+/// The views' steps on their own: the rollup reads, the sums, the handlers without HTTP,
+/// the transcript scan, a session's rows, today's totals.
+async fn steps(
+    app: &App,
+    seeded: &Seeded,
+    claude_dir: &Path,
+) -> anyhow::Result<(Vec<Step>, usize)> {
     let store = app.store();
     let now = Utc::now();
-    let today = day_of(now);
-    let from = today - 29;
+    // As the window asks (its `tz`; UTC on this machine): 30 days to now, by the hour.
+    let utc = LocalDays::default();
+    let today = utc.of(now);
+    let (from, to) = (utc.first_hour(today - 29), hour_of(now));
     let mut steps = Vec::new();
 
-    let (t, rows) = repeat(20, || async {
-        Ok(store.usage_rollup(from, today, None).await?.len())
+    let (t, rows) = repeat(20, async || {
+        Ok(store.usage_rollup(from, to, None).await?.len())
     })
     .await?;
     steps.push(Step {
         name: "rollup rows of 30 days (`Store::usage_rollup`)".into(),
-        what: format!("{rows} rows; Projects, Sessions and Charts each read them once"),
+        what: format!(
+            "{rows} rows (session, model, agent kind and hour); Projects, Sessions and Charts \
+             each read them once"
+        ),
         timing: t,
     });
     let rollup_rows = rows;
 
+    let rows = store.usage_rollup(from, to, None).await?;
+    let (t, n) = repeat(20, async || {
+        Ok(gatehouse_engine::insight::sessions(&rows).len())
+    })
+    .await?;
+    steps.push(Step {
+        name: "sessions summed from those rows (`insight::sessions`)".into(),
+        what: format!("{n} sessions; Sessions (Projects sums per project in its own loop)"),
+        timing: t,
+    });
+
+    let (t, bytes) = repeat(10, async || {
+        let v = gatehouse_desktop::app::insight::projects(app, 30, utc)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok(v.to_string().len())
+    })
+    .await?;
+    steps.push(Step {
+        name: "the Projects handler without HTTP (`app::insight::projects`, and its JSON text)"
+            .into(),
+        what: format!(
+            "{bytes} bytes; the rollup read, the project of each session, the sums, the JSON"
+        ),
+        timing: t,
+    });
+    let (t, bytes) = repeat(10, async || {
+        let v = gatehouse_desktop::app::insight::sessions(app, 30, utc, None, 200)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok(v.to_string().len())
+    })
+    .await?;
+    steps.push(Step {
+        name: "the Sessions handler without HTTP (`app::insight::sessions`, and its JSON text)"
+            .into(),
+        what: format!(
+            "{bytes} bytes; the rollup read, the sessions summed, a JSON object for each \
+             session (all of them, for the search and the total), the first 200 kept"
+        ),
+        timing: t,
+    });
+    let answer = gatehouse_desktop::app::insight::sessions(app, 30, utc, None, 200)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let (t, bytes) = repeat(10, async || Ok(answer.to_string().len())).await?;
+    steps.push(Step {
+        name: "of which the Sessions answer's JSON text alone (`Value::to_string`, as the route \
+               makes it)"
+            .into(),
+        what: format!("{bytes} bytes, 200 sessions"),
+        timing: t,
+    });
+
     let dir = claude_dir.to_owned();
-    let (t, known) = repeat(5, || {
+    let (t, known) = repeat(5, async || {
         let dir = dir.clone();
-        async move {
-            let index = tokio::task::spawn_blocking(move || {
-                transcripts::scan(&dir, &transcripts::Limits::default())
-            })
-            .await?;
-            Ok(index.len())
-        }
+        let index = tokio::task::spawn_blocking(move || {
+            transcripts::scan(&dir, &transcripts::Limits::default())
+        })
+        .await?;
+        Ok(index.len())
     })
     .await?;
     steps.push(Step {
@@ -535,14 +607,11 @@ async fn steps(app: &App, seeded: &Seeded, claude_dir: &Path) -> anyhow::Result<
 
     let largest = &seeded.sessions[seeded.largest];
     let id = largest.id.clone();
-    let (t, rows) = repeat(20, || {
-        let id = id.clone();
-        async move {
-            Ok(store
-                .usage_rollup(day_of(now - Days::days(400)), today, Some(id))
-                .await?
-                .len())
-        }
+    let (t, rows) = repeat(20, async || {
+        Ok(store
+            .usage_rollup(hour_of(now - Days::days(400)), to, Some(id.clone()))
+            .await?
+            .len())
     })
     .await?;
     steps.push(Step {
@@ -553,20 +622,17 @@ async fn steps(app: &App, seeded: &Seeded, claude_dir: &Path) -> anyhow::Result<
 
     let from_at = insight_seed_time(largest.start_ms);
     let to_at = insight_seed_time(largest.end_ms + 1);
-    let (t, rows) = repeat(10, || {
-        let id = largest.id.clone();
-        async move {
-            Ok(store
-                .usage_between(RowQuery {
-                    from: from_at,
-                    to: to_at,
-                    session_id: Some(id),
-                    newest_first: true,
-                    limit: 500,
-                })
-                .await?
-                .len())
-        }
+    let (t, rows) = repeat(10, async || {
+        Ok(store
+            .usage_between(RowQuery {
+                from: from_at,
+                to: to_at,
+                session_id: Some(largest.id.clone()),
+                newest_first: true,
+                limit: 500,
+            })
+            .await?
+            .len())
     })
     .await?;
     let span_h = (largest.end_ms - largest.start_ms) as f64 / 3.6e6;
@@ -579,29 +645,8 @@ async fn steps(app: &App, seeded: &Seeded, claude_dir: &Path) -> anyhow::Result<
         timing: t,
     });
 
-    let midnight = day_start(today);
-    let (t, rows) = repeat(5, || async {
-        let mut pages =
-            gatehouse_desktop::app::insight::Pager::new(midnight, midnight + Days::days(1), None);
-        let mut n = 0;
-        while let Some(page) = pages
-            .next(store.as_ref())
-            .await
-            .map_err(|e| anyhow!("{e}"))?
-        {
-            n += page.len();
-        }
-        Ok(n)
-    })
-    .await?;
-    steps.push(Step {
-        name: "today's usage rows, 5,000 a page (`usage_between`)".into(),
-        what: format!("{rows} rows; the charts' requests per hour today"),
-        timing: t,
-    });
-
     let since = now.date_naive().and_time(NaiveTime::MIN).and_utc();
-    let (t, n) = repeat(20, || async { Ok(store.usage_totals(since).await?.requests) }).await?;
+    let (t, n) = repeat(20, async || Ok(store.usage_totals(since).await?.requests)).await?;
     steps.push(Step {
         name: "today's totals (`Store::usage_totals`)".into(),
         what: format!("{n} rows summed; the status line's cost today"),
@@ -645,12 +690,20 @@ fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
     }
     out
+}
+
+/// A call as shown: the route as code, a remark after it in plain text.
+fn shown(call: &str) -> String {
+    match call.split_once(" (") {
+        Some((route, rest)) => format!("`{route}` ({rest}"),
+        None => format!("`{call}`"),
+    }
 }
 
 fn verdict(ok: Option<bool>) -> &'static str {
@@ -676,13 +729,13 @@ impl Insight {
         );
         let subagent_share = s.subagent_rows as f64 / s.rows.max(1) as f64 * 100.0;
         let no_session = s.no_session_rows as f64 / s.rows.max(1) as f64 * 100.0;
-        let unknown = s.sessions.iter().filter(|x| x.project.is_none()).count();
+        let unknown = s.active().filter(|x| x.project.is_none()).count();
         out.push_str("| data | value |\n|---|---:|\n");
         let _ = writeln!(out, "| usage rows (last 30 days) | {} |", thousands(s.rows));
         let _ = writeln!(
             out,
             "| sessions (projects; without a transcript) | {} ({}; {unknown}) |",
-            thousands(s.sessions.len()),
+            thousands(s.active().count()),
             s.projects_with_sessions()
         );
         let _ = writeln!(
@@ -725,8 +778,8 @@ impl Insight {
             };
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {target} | {} |",
-                e.call,
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {target} | {} |",
+                shown(&e.call),
                 e.answer,
                 e.bytes,
                 e.first_ms,
@@ -737,9 +790,25 @@ impl Insight {
             );
         }
 
+        let disturbed: Vec<String> = self
+            .endpoints
+            .iter()
+            .filter_map(|e| {
+                let share = e.foreign_cpu.filter(|s| *s > DISTURBED)?;
+                Some(format!(
+                    "- {}: other processes used {:.0}% of the machine's CPU meanwhile (disturbed).\n",
+                    shown(&e.call),
+                    share * 100.0
+                ))
+            })
+            .collect();
+        if !disturbed.is_empty() {
+            out.push('\n');
+            out.push_str(&disturbed.concat());
+        }
         out.push_str(
             "\nWhere a view's time goes: each step behind it, timed on its own through the \
-             same store (no HTTP, no JSON).\n\n\
+             same store, without HTTP.\n\n\
              | step | p50 (ms) | max (ms) | what |\n|---|---:|---:|---|\n",
         );
         for st in &self.steps {
@@ -750,15 +819,16 @@ impl Insight {
             );
         }
 
-        out.push_str("\n");
+        out.push('\n');
         match &self.commands {
             Err(e) => {
                 let _ = writeln!(out, "`gatehouse statusline`: not measured: {e}.");
             }
-            Ok(list) if list.is_empty() => {
+            Ok(session) if session.binaries.is_empty() => {
                 out.push_str("`gatehouse statusline`: not measured (no binary given).\n");
             }
-            Ok(list) => {
+            Ok(session) => {
+                let list = &session.binaries;
                 out.push_str(
                     "| `gatehouse statusline` (a process per run) | p50 (ms) | p95 (ms) | max (ms) | process start alone, `--version` p50 (ms) | target | verdict |\n\
                      |---|---:|---:|---:|---:|---|---|\n",
@@ -784,12 +854,29 @@ impl Insight {
                             lines.push(c.line.clone());
                         }
                         Err(e) => {
-                            let _ = writeln!(out, "| not measured: {e} | — | — | — | — | p50 ≤ {COMMAND_TARGET_MS:.0} ms | n/a |");
+                            let _ = writeln!(
+                                out,
+                                "| not measured: {e} | — | — | — | — | p50 ≤ {COMMAND_TARGET_MS:.0} ms | n/a |"
+                            );
                         }
                     }
                 }
                 for l in lines.iter().take(1) {
                     let _ = writeln!(out, "\nThe command printed `{l}`.");
+                }
+                if !session.keychain.is_empty() {
+                    let k = Timing::of(&session.keychain);
+                    let _ = writeln!(
+                        out,
+                        "\nOf a run's time, reading the local token from the keychain alone (a new \
+                         D-Bus connection and Secret Service session, then the lookup, as each run \
+                         makes them; {} times inside gatehouse-bench, build: {}): p50 {:.1} ms, \
+                         max {:.1} ms.",
+                        k.n,
+                        own_profile(),
+                        k.p50,
+                        k.max
+                    );
                 }
             }
         }
@@ -805,7 +892,8 @@ impl Insight {
              Code transcript dir (`<config>/projects/<encoded cwd>/<session>.jsonl`) mapping \
              the sessions to projects. Then the desktop app service (`App::start`, in-memory \
              keychain, `CLAUDE_CONFIG_DIR` at the transcripts) on a loopback port, inside \
-             gatehouse-bench (build: {}). Each call: one keep-alive connection with the \
+             gatehouse-bench (build: {}). Each call as the window makes it (its time-zone \
+             offset `tz=0`: this machine runs on UTC), on one keep-alive connection with the \
              window's app token (the status line's with the local token as Bearer), the first \
              call timed alone, {WARMUP} warm-up, then {} sequential calls ({} for the status \
              line's route); time from sending the request to the end of the body; \
@@ -828,11 +916,7 @@ impl Insight {
              `Gatehouse: not running`.",
             o.command_runs
         );
-        let _ = writeln!(
-            out,
-            "- The phase took {:.0} s.",
-            self.elapsed.as_secs_f64()
-        );
+        let _ = writeln!(out, "- The phase took {:.0} s.", self.elapsed.as_secs_f64());
         out
     }
 }
@@ -855,5 +939,14 @@ mod tests {
         assert_eq!(thousands(1_000_000), "1,000,000");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(5_000), "5,000");
+    }
+
+    #[test]
+    fn a_call_shows_its_route_as_code() {
+        assert_eq!(shown("insight/charts?days=30"), "`insight/charts?days=30`");
+        assert_eq!(
+            shown("insight/sessions/<id> (the largest session, 9 requests)"),
+            "`insight/sessions/<id>` (the largest session, 9 requests)"
+        );
     }
 }

@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
-use gatehouse_engine::store::rollup::{day_of, day_start};
+use chrono::{DateTime, NaiveTime, Utc};
 use gatehouse_engine::store::{ClientTags, SqliteStore, Store, UsageRecord};
 
 /// Sessions in the seeded database.
@@ -69,9 +68,14 @@ pub struct Seeded {
 }
 
 impl Seeded {
+    /// The sessions that got rows (all of them, unless very few rows were asked for).
+    pub fn active(&self) -> impl Iterator<Item = &SeededSession> {
+        self.sessions.iter().filter(|s| s.rows > 0)
+    }
+
     pub fn projects_with_sessions(&self) -> usize {
         let mut seen = [false; PROJECTS];
-        for s in &self.sessions {
+        for s in self.active() {
             if let Some(p) = s.project {
                 seen[p] = true;
             }
@@ -204,7 +208,10 @@ fn plan(rng: &mut Rng, rows: usize, now_ms: i64, window_start_ms: i64) -> Plan {
     }
     let all = (now_ms - window_start_ms - MIN_MS) as f64;
     for _ in 0..no_session {
-        events.push((window_start_ms + MIN_MS + (rng.unit() * all) as i64, u32::MAX));
+        events.push((
+            window_start_ms + MIN_MS + (rng.unit() * all) as i64,
+            u32::MAX,
+        ));
     }
     events.sort_unstable();
     Plan {
@@ -280,7 +287,8 @@ fn row(rng: &mut Rng, plan: &Plan, n: usize, at_ms: i64, s: u32, pos: &mut [u32]
         )
     };
     let [pi, po, pr, pw] = prices(model);
-    let cost = input as f64 * pi + output as f64 * po + cache_read as f64 * pr + cache_write as f64 * pw;
+    let cost =
+        input as f64 * pi + output as f64 * po + cache_read as f64 * pr + cache_write as f64 * pw;
     let latency = rng.range(1_500, 60_000);
     UsageRecord {
         request_id: format!("req_bench{n:010}"),
@@ -325,7 +333,11 @@ pub async fn seed(
     let started = Instant::now();
     let mut rng = Rng(0x6a09_e667_f3bc_c908);
     let now_ms = now.timestamp_millis();
-    let window_start_ms = day_start(day_of(now) - 29).timestamp_millis();
+    // The views' 30 days end today and start at midnight 29 days before (UTC here).
+    let window_start_ms = (now.date_naive() - chrono::Days::new(29))
+        .and_time(NaiveTime::MIN)
+        .and_utc()
+        .timestamp_millis();
     let plan = plan(&mut rng, rows, now_ms, window_start_ms);
     let db = data_dir.join("gatehouse.db");
     let path = db.clone();
@@ -400,7 +412,8 @@ fn write_transcripts(claude_dir: &Path, sessions: &[SeededSession]) -> anyhow::R
         let Some(p) = s.project else { continue };
         let cwd = project_cwd(p);
         let dir: PathBuf = claude_dir.join("projects").join(encode(&cwd));
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let first = serde_json::json!({"type": "user", "sessionId": s.id, "cwd": cwd});
         let second = serde_json::json!({
             "type": "assistant", "sessionId": s.id, "cwd": cwd,
@@ -437,8 +450,11 @@ mod tests {
         let ids: std::collections::BTreeSet<&str> =
             plan.sessions.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids.len(), SESSIONS);
-        assert!(ids.iter().all(|id| id.len() == 36
-            && gatehouse_engine::metering::tags::valid_id(id.as_bytes())));
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 36
+                    && gatehouse_engine::metering::tags::valid_id(id.as_bytes()))
+        );
         assert_eq!(encode("/home/bench/p7"), "-home-bench-p7");
     }
 
@@ -457,7 +473,11 @@ mod tests {
         let sub = rows.iter().filter(|r| r.tags.is_subagent()).count() as f64;
         let with_session = rows.iter().filter(|r| r.tags.session_id.is_some()).count() as f64;
         assert!((0.07..0.13).contains(&(sub / with_session)), "{sub}");
-        assert!(rows.iter().filter(|r| r.status == 200).all(|r| r.cost_micro_usd > 0));
+        assert!(
+            rows.iter()
+                .filter(|r| r.status == 200)
+                .all(|r| r.cost_micro_usd > 0)
+        );
         assert!(rows.iter().any(|r| r.cache_write_5m_tokens > 0));
         let models: std::collections::BTreeSet<&str> =
             rows.iter().map(|r| r.model.as_str()).collect();

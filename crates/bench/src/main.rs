@@ -6,7 +6,8 @@
 //! ```text
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
-//!                 [--tray PATH]
+//!                 [--tray PATH] [--insight [--insight-rows N]]
+//! gatehouse-bench insight [--rows N] [--gatehouse PATH] [--tray PATH] [--out FILE]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]
 //!                      [--session SUB]                                      (hidden)
@@ -22,7 +23,9 @@
 //! inference with a hung policy webhook and a dead OTLP collector (see `faults`).
 //! With `--peers`, a last phase measures nginx, the reference gateway and
 //! LiteLLM's proxy beside Gatehouse (see `peers`). With `--tray`, the desktop tray's
-//! memory with its window open and closed (see `tray`).
+//! memory with its window open and closed (see `tray`). With `--insight`, the desktop's
+//! Projects and Sessions views and the status line over a million usage rows (see
+//! `insight`); the `insight` subcommand runs that phase alone and prints its section.
 
 mod bench;
 mod causes;
@@ -30,6 +33,8 @@ mod client;
 mod cpu;
 mod discovery;
 mod faults;
+mod insight;
+mod insight_seed;
 mod load;
 mod markdown;
 mod peers;
@@ -38,6 +43,7 @@ mod proxy;
 mod report;
 mod reservation;
 mod stack;
+mod statusline;
 mod store_ops;
 mod tray;
 
@@ -97,8 +103,24 @@ struct Cli {
     /// gnome-keyring, as the tray test does).
     #[arg(long)]
     tray: Option<PathBuf>,
+    /// Also measure the desktop's insight views (Projects, Sessions, a session, the charts)
+    /// and `gatehouse statusline` over a seeded database (needs dbus-run-session,
+    /// gnome-keyring and secret-tool for the command; --tray's binary is timed too).
+    #[arg(long)]
+    insight: bool,
+    /// Usage rows seeded for --insight.
+    #[arg(long, default_value_t = 1_000_000, requires = "insight", value_parser = parse_rows)]
+    insight_rows: usize,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// 1,000 to 20,000,000 usage rows (`_` separators allowed).
+fn parse_rows(s: &str) -> Result<usize, String> {
+    match s.replace('_', "").parse::<usize>() {
+        Ok(n) if (1_000..=20_000_000).contains(&n) => Ok(n),
+        _ => Err("a whole number from 1000 to 20000000".into()),
+    }
 }
 
 #[derive(Subcommand)]
@@ -133,6 +155,38 @@ enum Command {
     /// Serve the reservation phase's minimal OIDC issuer until stdin is closed.
     #[command(hide = true)]
     Issuer,
+    /// Measure the desktop insight views and `gatehouse statusline` alone (the `--insight`
+    /// phase) and print its BENCHMARKS.md section.
+    Insight {
+        /// Usage rows to seed.
+        #[arg(long, default_value_t = 1_000_000, value_parser = parse_rows)]
+        rows: usize,
+        /// The gatehouse binary whose `statusline` command is timed.
+        #[arg(long, default_value = "target/release/gatehouse")]
+        gatehouse: PathBuf,
+        /// A second gatehouse binary to time (the desktop build, when --gatehouse is the
+        /// headless one).
+        #[arg(long)]
+        tray: Option<PathBuf>,
+        /// Also write the section to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Time `gatehouse statusline` inside the insight phase's keychain session.
+    #[command(hide = true)]
+    StatuslineRuns {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        data_dir: PathBuf,
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        cwd: String,
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        binaries: Vec<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -169,6 +223,20 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(discovery::serve_until_stdin_eof())),
+        Some(Command::Insight {
+            rows,
+            ref gatehouse,
+            ref tray,
+            ref out,
+        }) => run_insight(rows, gatehouse, tray.as_deref(), out.as_deref()),
+        Some(Command::StatuslineRuns {
+            port,
+            ref data_dir,
+            ref session,
+            ref cwd,
+            runs,
+            ref binaries,
+        }) => statusline::runs(port, data_dir, session, cwd, runs, binaries),
         None => run_bench(&cli),
     };
     match result {
@@ -214,6 +282,16 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
         .build()?;
     let mut results = rt.block_on(bench::run(&opts, meta))?;
     results.tray = cli.tray.as_deref().map(tray::measure);
+    if cli.insight {
+        let opts = insight::Options::new(
+            cli.insight_rows,
+            binaries(&cli.gatehouse, cli.tray.as_deref()),
+        );
+        results.insight = Some(insight::run(&opts).map_err(|e| {
+            eprintln!("  insight: not measured: {e:#}");
+            format!("{e:#}")
+        }));
+    }
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());
@@ -228,6 +306,32 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
         results.meta.elapsed.as_secs_f64(),
         results.meta.foreign_cpu * 100.0
     );
+    Ok(())
+}
+
+/// The `gatehouse` binaries whose status line is timed: the given one, and the tray's
+/// (the desktop build Claude Code's `statusLine` runs) when it is another.
+fn binaries(gatehouse: &std::path::Path, tray: Option<&std::path::Path>) -> Vec<PathBuf> {
+    let mut v = vec![gatehouse.to_owned()];
+    if let Some(t) = tray.filter(|t| *t != gatehouse) {
+        v.push(t.to_owned());
+    }
+    v
+}
+
+/// `gatehouse-bench insight`: the phase alone, its section on stdout (and in `out`).
+fn run_insight(
+    rows: usize,
+    gatehouse: &std::path::Path,
+    tray: Option<&std::path::Path>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let opts = insight::Options::new(rows, binaries(gatehouse, tray));
+    let section = insight::run(&opts)?.markdown();
+    println!("{section}");
+    if let Some(out) = out {
+        std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;
+    }
     Ok(())
 }
 

@@ -108,6 +108,14 @@ impl Results {
         if let Some(t) = &self.tray {
             out.push_str(&t.markdown());
         }
+        match &self.insight {
+            Some(Ok(i)) => out.push_str(&i.markdown()),
+            Some(Err(e)) => {
+                out.push_str("\n## Desktop insight views\n\n");
+                let _ = writeln!(out, "Not measured: {e}.");
+            }
+            None => {}
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

@@ -92,6 +92,9 @@ pub struct Results {
     pub peers: Option<crate::peers::Peers>,
     /// `--tray`: the desktop tray's memory with its window open and closed.
     pub tray: Option<crate::tray::TrayMemory>,
+    /// `--insight`: the desktop's insight views and the status line over a seeded
+    /// database, or why they were not measured.
+    pub insight: Option<Result<crate::insight::Insight, String>>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

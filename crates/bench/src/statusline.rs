@@ -12,6 +12,7 @@
 //! times the command: every run is a fresh process, measured from spawn to exit.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,8 +25,10 @@ use gatehouse_engine::deps::CredentialStore;
 const FALLBACK: &str = "Gatehouse: not running";
 /// One process's longest run before it is killed.
 const RUN_LIMIT: Duration = Duration::from_secs(10);
-/// The whole keychain session's longest run (seconds, for `timeout`).
-const SESSION_LIMIT_SECS: u64 = 600;
+/// The whole keychain session's longest run.
+const SESSION_LIMIT: Duration = Duration::from_secs(600);
+/// How long the session's output may stay open after it ended.
+const PIPE_GRACE: Duration = Duration::from_secs(10);
 /// Runs before the measured ones (page cache, the keychain daemon's first unlock).
 const WARMUP: usize = 3;
 
@@ -55,69 +58,111 @@ pub struct CommandTimes {
 }
 
 /// Where the command is pointed.
-pub struct Target<'a> {
+pub struct Target {
     pub port: u16,
-    pub data_dir: &'a Path,
-    pub session_id: &'a str,
-    pub cwd: &'a str,
-    pub token: &'a str,
+    pub data_dir: PathBuf,
+    pub session_id: String,
+    pub cwd: String,
+    pub token: String,
     pub runs: usize,
 }
 
-/// Runs the keychain session for `binaries`; per binary its times, or why none.
-pub fn measure(
-    binaries: &[PathBuf],
-    target: &Target<'_>,
-    work: &Path,
-) -> anyhow::Result<Vec<Result<CommandTimes, String>>> {
+/// What the keychain session measured.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    /// Reading the local token alone, as each run does (a new D-Bus connection and Secret
+    /// Service session, then the lookup), inside gatehouse-bench.
+    pub keychain: Vec<Duration>,
+    /// Per binary its times, or why none.
+    pub binaries: Vec<Result<CommandTimes, String>>,
+}
+
+/// Runs the keychain session for `binaries`.
+pub fn measure(binaries: &[PathBuf], target: &Target, work: &Path) -> anyhow::Result<Session> {
     let exe = std::env::current_exe().context("cannot find the bench's own binary")?;
-    let mut cmd = Command::new("timeout");
-    cmd.arg(SESSION_LIMIT_SECS.to_string())
-        .args(["dbus-run-session", "--", "bash", "-c", SCRIPT, "bash"])
+    let mut cmd = Command::new("dbus-run-session");
+    cmd.args(["--", "bash", "-c", SCRIPT, "bash"])
         .arg(work)
         .arg(&exe)
         .arg("statusline-runs")
         .args(["--port", &target.port.to_string()])
         .arg("--data-dir")
-        .arg(target.data_dir)
-        .args(["--session", target.session_id, "--cwd", target.cwd])
+        .arg(&target.data_dir)
+        .args(["--session", &target.session_id, "--cwd", &target.cwd])
         .args(["--runs", &target.runs.to_string()])
         .args(binaries)
         .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
+        // Its own process group, so a session over its time is ended whole.
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
-        .context("cannot start the keychain session (timeout, dbus-run-session, bash)")?;
+        .context("cannot start the keychain session (dbus-run-session, bash)")?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin.write_all(target.token.as_bytes())?;
     }
-    let out = child.wait_with_output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_string(&mut text);
+            }
+            let _ = tx.send(text);
+        });
+        rx
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + SESSION_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status.to_string();
+        }
+        if Instant::now() > deadline {
+            // The group this session leads: our own processes, by its id.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            break format!("killed after {SESSION_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // A daemon the session started may hold the pipes a little longer.
+    let stdout = stdout.recv_timeout(PIPE_GRACE).unwrap_or_default();
+    let stderr = stderr.recv_timeout(PIPE_GRACE).unwrap_or_default();
     let parsed = parse(&stdout);
-    if parsed.is_empty() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    if parsed.binaries.is_empty() {
         let why = stdout
             .lines()
             .chain(stderr.lines())
-            .filter(|l| !l.contains("Failed to set fd limit") && !l.trim().is_empty())
-            .last()
+            .rfind(|l| !l.contains("Failed to set fd limit") && !l.trim().is_empty())
             .unwrap_or_default()
             .to_owned();
-        bail!(
-            "the keychain session ended ({}) without timing the command: {why}",
-            out.status
-        );
+        bail!("the keychain session ended ({status}) without timing the command: {why}");
     }
     Ok(parsed)
 }
 
-/// The `statusline-runs` output: `bin=`, then `line=`, `statusline_us=`, `version_us=` or
-/// `error=` lines for that binary.
-fn parse(stdout: &str) -> Vec<Result<CommandTimes, String>> {
+/// The `statusline-runs` output: `keychain_us=`, then per binary `bin=` and its `line=`,
+/// `statusline_us=`, `version_us=` or `error=` lines.
+fn parse(stdout: &str) -> Session {
+    let mut keychain = Vec::new();
     let mut out: Vec<Result<CommandTimes, String>> = Vec::new();
     let list = |v: &str| -> Vec<Duration> {
         v.split(',')
@@ -129,6 +174,10 @@ fn parse(stdout: &str) -> Vec<Result<CommandTimes, String>> {
         let Some((k, v)) = l.split_once('=') else {
             continue;
         };
+        if k == "keychain_us" {
+            keychain = list(v);
+            continue;
+        }
         if k == "bin" {
             out.push(Ok(CommandTimes {
                 binary: PathBuf::from(v),
@@ -154,12 +203,17 @@ fn parse(stdout: &str) -> Vec<Result<CommandTimes, String>> {
             _ => {}
         }
     }
-    out
+    Session {
+        keychain,
+        binaries: out,
+    }
 }
 
 /// One process run, bounded: spawn to exit, with what it printed.
 fn run_once(mut cmd: Command, stdin: &[u8]) -> Result<(Duration, String), String> {
-    cmd.stdin(Stdio::piped())
+    // Its own process group, so a hung run is ended with whatever it started.
+    cmd.process_group(0)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let start = Instant::now();
@@ -168,9 +222,9 @@ fn run_once(mut cmd: Command, stdin: &[u8]) -> Result<(Duration, String), String
     let (done, watch) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(RUN_LIMIT) {
-            // Our own child, by its pid.
+            // Our own child's group, by its id.
             let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
+                .args(["-KILL", "--", &format!("-{pid}")])
                 .status();
         }
     });
@@ -189,7 +243,10 @@ fn run_once(mut cmd: Command, stdin: &[u8]) -> Result<(Duration, String), String
     if !status.success() {
         return Err(format!("exited with {status}"));
     }
-    Ok((elapsed, printed.lines().next().unwrap_or_default().to_owned()))
+    Ok((
+        elapsed,
+        printed.lines().next().unwrap_or_default().to_owned(),
+    ))
 }
 
 fn micros(v: &[Duration]) -> String {
@@ -210,12 +267,24 @@ pub fn runs(
     runs: usize,
     binaries: &[PathBuf],
 ) -> anyhow::Result<()> {
-    // The token as the command will read it, through the desktop crate's keychain code.
-    let keychain = KeyringStore::native().context("the session's keychain")?;
-    match keychain.get(SERVICE, LOCAL_TOKEN_ACCOUNT) {
-        Ok(Some(_)) => {}
-        Ok(None) => bail!("the local token stored with secret-tool is not found by keyring-core"),
-        Err(e) => bail!("the local token cannot be read from the session's keychain: {e}"),
+    // The token as the command will read it, through the desktop crate's keychain code;
+    // then that read alone, timed as each run makes it (a fresh store each time).
+    let read = || -> anyhow::Result<()> {
+        let keychain = KeyringStore::native().context("the session's keychain")?;
+        match keychain.get(SERVICE, LOCAL_TOKEN_ACCOUNT) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                bail!("the local token stored with secret-tool is not found by keyring-core")
+            }
+            Err(e) => bail!("the local token cannot be read from the session's keychain: {e}"),
+        }
+    };
+    read()?;
+    let mut keychain = Vec::with_capacity(20);
+    for _ in 0..20 {
+        let start = Instant::now();
+        read()?;
+        keychain.push(start.elapsed());
     }
     let input = serde_json::json!({
         "hook_event_name": "Status",
@@ -231,6 +300,7 @@ pub fn runs(
     let base = format!("http://127.0.0.1:{port}");
     let runs = runs.clamp(1, 1_000);
     let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "keychain_us={}", micros(&keychain))?;
     for bin in binaries {
         writeln!(stdout, "bin={}", bin.display())?;
         let statusline = || {
@@ -251,7 +321,10 @@ pub fn runs(
         for _ in 0..WARMUP {
             match run_once(statusline(), input.as_bytes()) {
                 Ok((_, l)) => line = Some(l),
-                Err(e) => failed = Some(e),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
         let line = match (line, failed) {
@@ -310,13 +383,18 @@ mod tests {
     #[test]
     fn session_output_is_read_per_binary() {
         let got = parse(
-            "bin=/a/gatehouse\nline=$0.42 this session · $3.10 today\nstatusline_us=1000,2000\n\
+            "keychain_us=700,900\nbin=/a/gatehouse\nline=$0.42 this session · $3.10 today\nstatusline_us=1000,2000\n\
              version_us=500\nbin=/b/gatehouse\nline=Gatehouse: not running\n\
              error=the command printed `Gatehouse: not running`\n",
         );
+        assert_eq!(got.keychain.len(), 2);
+        let got = got.binaries;
         assert_eq!(got.len(), 2);
         let a = got[0].as_ref().unwrap();
-        assert_eq!(a.statusline, [Duration::from_millis(1), Duration::from_millis(2)]);
+        assert_eq!(
+            a.statusline,
+            [Duration::from_millis(1), Duration::from_millis(2)]
+        );
         assert_eq!(a.version.len(), 1);
         assert!(a.line.contains("this session"));
         assert!(got[1].as_ref().unwrap_err().contains("not running"));
