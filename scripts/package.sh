@@ -29,8 +29,13 @@ cd src-tauri
 echo "package: tauri build (release, with the dashboard in ui/dist embedded)"
 "$tauri" build --ci --no-bundle -- --locked
 build_done=$(date +%s)
+# Claude Code's status line command, a small binary without the GUI libraries (it starts
+# in milliseconds); the packages install it beside gatehouse (tauri.linux.conf.json).
+(cd "$root" && cargo build --release --locked -p gatehouse-statusline)
+mkdir -p "$root/deploy/desktop/staged"
+install -m 0755 "$target_dir/release/gatehouse-statusline" "$root/deploy/desktop/staged/gatehouse-statusline"
 # Symbols are a fifth of the binary and of no use to a user.
-strip --strip-unneeded "$target_dir/release/gatehouse"
+strip --strip-unneeded "$target_dir/release/gatehouse" "$root/deploy/desktop/staged/gatehouse-statusline"
 if [ -n "$native" ]; then
   echo "package: tauri bundle --bundles $native"
   "$tauri" bundle --ci --bundles "$native"

@@ -46,6 +46,9 @@ ok "dpkg -i $pkg"
 # What the package installed.
 files=$(dpkg -L "$pkg")
 check "/usr/bin/gatehouse is installed and executable" test -x /usr/bin/gatehouse
+check "/usr/bin/gatehouse-statusline is installed and executable" test -x /usr/bin/gatehouse-statusline
+check "gatehouse-statusline without a running tray prints its fallback" \
+  sh -c 'echo "{}" | env -i PATH=/usr/bin:/bin HOME=/nonexistent /usr/bin/gatehouse-statusline | grep -qx "Gatehouse: not running"'
 desktop=$(echo "$files" | grep '^/usr/share/applications/.*\.desktop$' | head -1 || true)
 check "an application-menu entry (${desktop:-none})" test -n "$desktop"
 if [ -n "$desktop" ]; then

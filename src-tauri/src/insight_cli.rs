@@ -1,10 +1,7 @@
-//! `gatehouse statusline` (Claude Code's `statusLine` command) and `gatehouse usage export`.
-//!
-//! Both read the local gateway's app API with the local token from the keychain (the
-//! token Claude Code's `apiKeyHelper` prints). The status line talks only to a loopback
-//! address, gives up after [`STATUSLINE_DEADLINE`] and always exits 0 with a short line,
-//! so Claude Code's footer never hangs or fills with an error. The export falls back to the
-//! instance's database when no instance answers (the app is stopped).
+//! `gatehouse statusline` (Claude Code's `statusLine` command, the `gatehouse-statusline`
+//! crate's logic) and `gatehouse usage export`, which reads the local gateway's app API with
+//! the local token from the keychain (the token Claude Code's `apiKeyHelper` prints), or
+//! the instance's database when no instance answers (the app is stopped).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,14 +12,7 @@ use gatehouse_desktop::app::export::{self, Query};
 use gatehouse_desktop::keychain::{KeyringStore, LOCAL_TOKEN_ACCOUNT, SERVICE};
 use gatehouse_engine::config::DEFAULT_LOCAL_PORT;
 use gatehouse_engine::deps::CredentialStore;
-use serde_json::Value;
 
-/// The whole status line, keychain and HTTP included, within this.
-pub const STATUSLINE_DEADLINE: Duration = Duration::from_millis(900);
-/// The most of Claude Code's status JSON read from stdin.
-const MAX_STDIN: u64 = 256 * 1024;
-/// What the status line says when the gateway cannot be asked.
-pub const FALLBACK: &str = "Gatehouse: not running";
 
 #[derive(Subcommand, Debug)]
 pub enum UsageAction {
@@ -46,9 +36,13 @@ pub enum UsageAction {
     },
 }
 
-/// The local gateway's origin: Claude Code's `ANTHROPIC_BASE_URL` when it is a loopback
-/// URL (Claude Code passes its settings' `env` to the command), else the saved port.
+/// The local gateway's origin: the one the running tray wrote in its data directory
+/// (`statusline.json`), else `ANTHROPIC_BASE_URL` when it is a loopback URL, else the saved
+/// port.
 fn local_origin(data: &Path) -> String {
+    if let Some(e) = gatehouse_statusline::endpoint(data) {
+        return e.url.origin().ascii_serialization();
+    }
     if let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
         && let Ok(url) = url::Url::parse(&base)
         && is_loopback(&url)
@@ -62,15 +56,7 @@ fn local_origin(data: &Path) -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-fn is_loopback(url: &url::Url) -> bool {
-    url.scheme() == "http"
-        && match url.host() {
-            Some(url::Host::Ipv4(a)) => a.is_loopback(),
-            Some(url::Host::Ipv6(a)) => a.is_loopback(),
-            Some(url::Host::Domain(d)) => d == "localhost",
-            None => false,
-        }
-}
+use gatehouse_statusline::is_loopback;
 
 fn local_token() -> Result<String, String> {
     let keychain = KeyringStore::native().map_err(|e| e.to_string())?;
@@ -89,84 +75,20 @@ fn client(timeout: Duration) -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `gatehouse statusline`: one line for Claude Code's footer. Never fails.
+/// `gatehouse statusline`: one line for Claude Code's footer, the same as
+/// `gatehouse-statusline` prints (see that crate). Never fails.
 pub fn statusline(data: Result<PathBuf, String>) -> Result<(), String> {
     let mut input = Vec::new();
-    let _ = std::io::stdin().take(MAX_STDIN).read_to_end(&mut input);
-    let session = session_id(&input);
+    let _ = std::io::stdin()
+        .take(gatehouse_statusline::MAX_STDIN)
+        .read_to_end(&mut input);
     let line = match data {
-        Ok(data) => ask(&data, session.as_deref()).unwrap_or_else(|_| FALLBACK.to_owned()),
-        Err(_) => FALLBACK.to_owned(),
+        Ok(dir) => gatehouse_statusline::line(&dir, &input),
+        Err(_) => gatehouse_statusline::FALLBACK.to_owned(),
     };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     Ok(())
-}
-
-/// The session id of Claude Code's status JSON, when it is a plausible id.
-pub fn session_id(input: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(input).ok()?;
-    let id = v.get("session_id")?.as_str()?;
-    gatehouse_engine::metering::tags::valid_id(id.as_bytes()).then(|| id.to_owned())
-}
-
-fn ask(data: &Path, session: Option<&str>) -> Result<String, String> {
-    let rt = crate::runtime()?;
-    let origin = local_origin(data);
-    let session = session.map(str::to_owned);
-    rt.block_on(async move {
-        let work = async {
-            let token = tokio::task::spawn_blocking(local_token)
-                .await
-                .map_err(|e| e.to_string())??;
-            let mut url = url::Url::parse(&format!("{origin}/gatehouse/app/statusline"))
-                .map_err(|e| e.to_string())?;
-            if let Some(s) = &session {
-                url.query_pairs_mut().append_pair("session_id", s);
-            }
-            let r = client(STATUSLINE_DEADLINE)?
-                .get(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            if !r.status().is_success() {
-                return Err(format!("HTTP {}", r.status()));
-            }
-            let v: Value = r.json().await.map_err(|e| e.to_string())?;
-            Ok(render(&v))
-        };
-        tokio::time::timeout(STATUSLINE_DEADLINE, work)
-            .await
-            .map_err(|_| "timed out".to_owned())?
-    })
-}
-
-fn dollars(micro: u64) -> String {
-    format!("${:.2}", micro as f64 / 1e6)
-}
-
-/// `$0.42 this session · $3.10 today of $10.00 · cache 87%` from the app API's figures.
-pub fn render(v: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(s) = v["session_cost_micro_usd"].as_u64() {
-        parts.push(format!("{} this session", dollars(s)));
-    }
-    let today = dollars(v["today_cost_micro_usd"].as_u64().unwrap_or(0));
-    parts.push(match v["daily_limit_micro_usd"].as_u64() {
-        Some(l) => format!("{today} today of {}", dollars(l)),
-        None => format!("{today} today"),
-    });
-    if let Some(r) = v["cache_read_ratio"].as_f64() {
-        parts.push(format!("cache {:.0}%", r * 100.0));
-    }
-    if v["over_budget"].as_bool() == Some(true) {
-        parts.push("over budget".into());
-    }
-    if v["paused"].as_bool() == Some(true) {
-        parts.push("paused".into());
-    }
-    parts.join(" · ")
 }
 
 /// `gatehouse usage export`.
@@ -284,29 +206,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_json_and_line() {
-        assert_eq!(
-            session_id(br#"{"session_id":"4f0c-aa","model":{"id":"x"}}"#).as_deref(),
-            Some("4f0c-aa")
-        );
-        assert_eq!(session_id(br#"{"session_id":"<img src=x>"}"#), None);
-        assert_eq!(session_id(b"\xff not json"), None);
-        let v = serde_json::json!({
-            "session_cost_micro_usd": 420_000, "today_cost_micro_usd": 3_100_000,
-            "daily_limit_micro_usd": 10_000_000, "cache_read_ratio": 0.87,
-            "over_budget": false, "paused": false
-        });
-        assert_eq!(
-            render(&v),
-            "$0.42 this session · $3.10 today of $10.00 · cache 87%"
-        );
-        let v = serde_json::json!({"today_cost_micro_usd": 0, "paused": true});
-        assert_eq!(render(&v), "$0.00 today · paused");
-        assert!(is_loopback(
-            &url::Url::parse("http://127.0.0.1:8788").unwrap_or_else(|e| panic!("{e}"))
-        ));
-        assert!(!is_loopback(
-            &url::Url::parse("http://example.com").unwrap_or_else(|e| panic!("{e}"))
-        ));
+    fn only_loopback_origins() {
+        assert!(is_loopback(&url::Url::parse("http://127.0.0.1:8788").unwrap()));
+        assert!(!is_loopback(&url::Url::parse("http://example.com").unwrap()));
     }
 }

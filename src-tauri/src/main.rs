@@ -169,9 +169,7 @@ fn data_dir(cli_dir: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(d) = cli_dir {
         return Ok(d.to_owned());
     }
-    directories::ProjectDirs::from("dev", "Gatehouse", "gatehouse")
-        .map(|p| p.data_dir().to_owned())
-        .ok_or_else(|| {
+    gatehouse_statusline::default_data_dir().ok_or_else(|| {
             "cannot find a home directory for the data directory; pass --data-dir".into()
         })
 }

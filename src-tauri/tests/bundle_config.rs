@@ -167,9 +167,25 @@ fn linux_packages_install_the_it_bootstrap_location_and_autostart_entry() {
             .as_object()
             .unwrap();
         for (dest, src) in files {
-            existing(src.as_str().unwrap());
+            let src = src.as_str().unwrap();
+            // A built binary is staged by scripts/package.sh; every other file is in the tree.
+            if src.starts_with("../deploy/desktop/staged/") {
+                let name = src.rsplit('/').next().unwrap();
+                let script = std::fs::read_to_string(dir().join("../scripts/package.sh")).unwrap();
+                assert!(
+                    script.contains(&format!("deploy/desktop/staged/{name}")),
+                    "package.sh must stage {name}"
+                );
+            } else {
+                existing(src);
+            }
             assert!(dest.starts_with('/'), "{format}: {dest}");
         }
+        assert_eq!(
+            files["/usr/bin/gatehouse-statusline"],
+            "../deploy/desktop/staged/gatehouse-statusline",
+            "{format}: the status line command ships beside gatehouse"
+        );
         // bootstrap.rs's documented Linux path is in the IT directory the package creates.
         let system =
             gatehouse_desktop::bootstrap::system_path(&gatehouse_engine::deps::ProcessEnvironment);

@@ -76,7 +76,8 @@ async fn the_desktop_app_adds_its_mode_and_sign_in_state() {
     assert_eq!(body["sign_in"]["local_key"], true);
     assert_eq!(
         body["sign_in"]["app"],
-        serde_json::json!({"mode": "standalone", "sign_in": null, "central_url": null})
+        serde_json::json!({"mode": "standalone", "sign_in": null, "central_url": null,
+                           "tray": "setup_needed"})
     );
     for secret in parts.keychain.values() {
         assert!(!text.contains(&secret), "a keychain value in the status");

@@ -184,6 +184,18 @@ async fn admitted(app: &App, method: &Method, path: &str, headers: &http::Header
     if bool::from(presented.ct_eq(app.app_token().expose().as_bytes())) {
         return true;
     }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    // The status token (the data dir's statusline.json) opens the status line only.
+    if method == Method::GET
+        && path.strip_prefix(APP_PREFIX) == Some("statusline")
+        && let Some(t) = bearer
+        && bool::from(t.as_bytes().ct_eq(app.status_token().expose().as_bytes()))
+    {
+        return true;
+    }
     let path = path.strip_prefix(APP_PREFIX).unwrap_or_default();
     if method != Method::GET || !LOCAL_KEY_ROUTES.contains(&path) {
         return false;

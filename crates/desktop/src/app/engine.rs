@@ -233,6 +233,9 @@ pub async fn restart(app: &App) -> Result<(), AppError> {
     ));
     *slot = Some(handle);
     drop(slot);
+    if let Err(e) = super::setup::write_status_file(app) {
+        tracing::warn!(error = %e, "Claude Code's status line cannot find this gateway");
+    }
     app.publish("app.state");
     Ok(())
 }

@@ -182,7 +182,8 @@ pub async fn sessions(
     let rows = rollup(app, &w, None).await?;
     let index = transcripts(app);
     let q = q.map(str::to_lowercase).filter(|q| !q.is_empty());
-    let matching: Vec<Value> = insight::sessions(&rows)
+    let all = insight::sessions(&rows);
+    let matching: Vec<(&SessionSummary, ProjectRef)> = all
         .iter()
         .map(|s| (s, ProjectRef::of(&index, &s.session_id)))
         .filter(|(s, p)| match &q {
@@ -196,14 +197,19 @@ pub async fn sessions(
                     || s.models.iter().any(|m| m.to_lowercase().contains(q))
             }
         })
-        .map(|(s, p)| session_json(s, &p))
         .collect();
+    // Counted whole, answered only as far as asked: building JSON is most of the cost.
     let total = matching.len();
+    let page: Vec<Value> = matching
+        .iter()
+        .take(limit)
+        .map(|(s, p)| session_json(s, p))
+        .collect();
     Ok(json!({
         "generated_at": w.now,
         "days": days,
         "total": total,
-        "sessions": matching.into_iter().take(limit).collect::<Vec<_>>(),
+        "sessions": page,
     }))
 }
 

@@ -141,6 +141,9 @@ impl BootstrapState {
 pub(crate) struct Inner {
     deps: AppDeps,
     app_token: Secret,
+    /// Opens only `GET /gatehouse/app/statusline` (kept in the data dir's
+    /// `statusline.json` for Claude Code's status line command); new each launch.
+    status_token: Secret,
     bootstrap: BootstrapState,
     state: StateStore,
     store: Arc<dyn Store>,
@@ -220,6 +223,7 @@ impl App {
         let signed_in = session.current().is_some();
         let inner = Arc::new(Inner {
             app_token: engine::new_app_token(),
+            status_token: Secret::new(format!("gst_{}", engine::new_app_token().expose())),
             bootstrap,
             state,
             store,
@@ -311,6 +315,10 @@ impl App {
 
     pub(crate) fn app_token(&self) -> &Secret {
         &self.inner.app_token
+    }
+
+    pub(crate) fn status_token(&self) -> &Secret {
+        &self.inner.status_token
     }
 
     /// The app state the UI shows (see the UI contract).

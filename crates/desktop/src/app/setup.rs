@@ -123,6 +123,29 @@ pub fn preview(
     json!({"settings_path": path.display().to_string(), "changes": changes})
 }
 
+/// Writes `statusline.json` in the data directory: this gateway's URL and the status token,
+/// for Claude Code's status line command (`gatehouse-statusline`). Private to the user
+/// (0600, written whole then renamed); the token opens only the status line's figures.
+pub fn write_status_file(app: &App) -> std::io::Result<()> {
+    let dir = &app.inner().deps.data_dir;
+    let body = serde_json::to_vec(&json!({
+        "url": app.base_url(),
+        "token": app.status_token().expose(),
+    }))?;
+    let tmp = dir.join(format!(".{}.tmp", gatehouse_statusline::FILE));
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    {
+        use std::io::Write;
+        let mut f = open.open(&tmp)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join(gatehouse_statusline::FILE))
+}
+
 /// What `gatehouse statusline` prints from: this session's cost, today's, the daily
 /// budget and the cache-read ratio of the session (or of today without one). Today is the
 /// UTC day, the window the daily budget and the central daily cap count in.

@@ -27,6 +27,13 @@ fn claude(app: &App) -> (ClaudeSettings, Result<Target, AppError>) {
     (file, target)
 }
 
+/// The status line command for this app's binary and data directory.
+fn statusline_command(app: &App) -> Result<String, AppError> {
+    let deps = &app.inner().deps;
+    crate::claude_settings::statusline_command(&deps.gatehouse_exe, &deps.data_dir)
+        .map_err(|e| AppError::Internal(e.to_string()))
+}
+
 fn iso(t: chrono::DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -470,7 +477,7 @@ pub fn preview_claude_code(app: &App, statusline: bool) -> Result<Value, AppErro
     let (file, target) = claude(app);
     let mut target = target?;
     if statusline {
-        target = target.with_statusline();
+        target = target.with_statusline(statusline_command(app)?);
     }
     let doc = file.read().map_err(|e| AppError::BadInput(e.to_string()))?;
     Ok(super::setup::preview(&doc, &target, file.path()))
@@ -495,7 +502,7 @@ pub async fn configure_claude_code(
         file.undo().map_err(|e| AppError::BadInput(e.to_string()))?;
     } else {
         let target = if statusline {
-            target?.with_statusline()
+            target?.with_statusline(statusline_command(app)?)
         } else {
             target?
         };

@@ -137,27 +137,27 @@ impl Target {
         })
     }
 
-    /// The same target, also putting Gatehouse's status line in (`<binary> statusline`).
-    pub fn with_statusline(mut self) -> Self {
-        let binary = self
-            .api_key_helper
-            .strip_suffix(" token --local")
-            .unwrap_or_default()
-            .to_owned();
+    /// The same target, also putting Gatehouse's status line in: `command` is the line
+    /// Claude Code runs (see [`statusline_command`]).
+    pub fn with_statusline(mut self, command: String) -> Self {
         self.statusline = Some(serde_json::json!({
             "type": "command",
-            "command": format!("{binary} statusline"),
+            "command": command,
             "padding": 0,
         }));
         self
     }
 
-    /// Whether a `statusLine` value is Gatehouse's (its command is `<a gatehouse> statusline`).
+    /// Whether a `statusLine` value is Gatehouse's (it runs `gatehouse-statusline` or
+    /// `gatehouse … statusline`).
     pub fn is_ours(statusline: Option<&Value>) -> bool {
         statusline
             .and_then(|v| v.get("command"))
             .and_then(Value::as_str)
-            .is_some_and(|c| c.ends_with(" statusline") && c.contains("gatehouse"))
+            .is_some_and(|c| {
+                c.contains("gatehouse-statusline")
+                    || (c.contains("gatehouse") && c.ends_with(" statusline"))
+            })
     }
 
     /// The keys this target sets: the four always, `statusLine` when chosen.
@@ -325,6 +325,27 @@ struct Record {
 }
 
 const RECORD_VERSION: u32 = 1;
+
+/// The status line command for a `gatehouse` binary and a data directory: the small
+/// `gatehouse-statusline` beside it when it is there (no GUI libraries to load, so it starts
+/// in milliseconds), else `gatehouse statusline`; paths quoted for a POSIX shell.
+pub fn statusline_command(gatehouse_binary: &Path, data_dir: &Path) -> Result<String, SettingsError> {
+    let quote = |p: &Path| -> Result<String, SettingsError> {
+        let text = p.to_str().ok_or_else(|| {
+            SettingsError::InvalidTarget(format!("{} is not valid UTF-8", p.display()))
+        })?;
+        shlex::try_quote(text)
+            .map(|q| q.into_owned())
+            .map_err(|e| SettingsError::InvalidTarget(format!("cannot quote {text}: {e}")))
+    };
+    let small = gatehouse_binary.with_file_name("gatehouse-statusline");
+    let dir = quote(data_dir)?;
+    Ok(if small.is_file() {
+        format!("{} --data-dir {dir}", quote(&small)?)
+    } else {
+        format!("{} --data-dir {dir} statusline", quote(gatehouse_binary)?)
+    })
+}
 
 /// Claude Code's user settings file and Gatehouse's backup and record beside it.
 #[derive(Debug, Clone)]
