@@ -13,7 +13,6 @@ use gatehouse_desktop::keychain::{KeyringStore, LOCAL_TOKEN_ACCOUNT, SERVICE};
 use gatehouse_engine::config::DEFAULT_LOCAL_PORT;
 use gatehouse_engine::deps::CredentialStore;
 
-
 #[derive(Subcommand, Debug)]
 pub enum UsageAction {
     /// Write usage rows (raw or grouped) for a range of days as CSV or JSON.
@@ -207,7 +206,11 @@ mod tests {
 
     #[test]
     fn only_loopback_origins() {
-        assert!(is_loopback(&url::Url::parse("http://127.0.0.1:8788").unwrap()));
-        assert!(!is_loopback(&url::Url::parse("http://example.com").unwrap()));
+        assert!(is_loopback(
+            &url::Url::parse("http://127.0.0.1:8788").unwrap()
+        ));
+        assert!(!is_loopback(
+            &url::Url::parse("http://example.com").unwrap()
+        ));
     }
 }

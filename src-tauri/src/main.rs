@@ -170,8 +170,8 @@ fn data_dir(cli_dir: Option<&Path>) -> Result<PathBuf, String> {
         return Ok(d.to_owned());
     }
     gatehouse_statusline::default_data_dir().ok_or_else(|| {
-            "cannot find a home directory for the data directory; pass --data-dir".into()
-        })
+        "cannot find a home directory for the data directory; pass --data-dir".into()
+    })
 }
 
 /// A checked configuration file and its startup warnings.

@@ -182,8 +182,7 @@ fn linux_packages_install_the_it_bootstrap_location_and_autostart_entry() {
             assert!(dest.starts_with('/'), "{format}: {dest}");
         }
         assert_eq!(
-            files["/usr/bin/gatehouse-statusline"],
-            "../deploy/desktop/staged/gatehouse-statusline",
+            files["/usr/bin/gatehouse-statusline"], "../deploy/desktop/staged/gatehouse-statusline",
             "{format}: the status line command ships beside gatehouse"
         );
         // bootstrap.rs's documented Linux path is in the IT directory the package creates.

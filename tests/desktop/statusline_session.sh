@@ -7,11 +7,14 @@
 #
 #   claude      stores the local token ($LOCAL_TOKEN) as the tray stores it (service
 #               `gatehouse`, username `local-token`), checks that `gatehouse token --local`
-#               reads it back, and runs the real Claude Code interactively through
-#               tests/e2e/claude_statusline.py in $PROJECT (config dir <work>/claude). Its
-#               JSON lines are passed through; a line on this script's stdin stops it.
-#   statusline  runs `gatehouse statusline` once, as Claude Code runs it (status JSON on
-#               stdin, `ANTHROPIC_BASE_URL` from $BASE_URL), and prints its line and time.
+#               (Claude Code's apiKeyHelper) reads it back, and runs the real Claude Code
+#               interactively through tests/e2e/claude_statusline.py in $PROJECT (config
+#               dir <work>/claude). Its JSON lines are passed through; a line on this
+#               script's stdin stops it.
+#
+# The keychain is for apiKeyHelper only: the status line command Claude Code runs
+# (`gatehouse-statusline --data-dir <work>/data`) reads the statusline.json the app wrote
+# there, not the keychain.
 #
 # Every output line is JSON. Usage: statusline_session.sh <gatehouse binary> <work dir> <mode>
 set -euo pipefail
@@ -46,7 +49,7 @@ case "$mode" in
 claude)
   printf '%s' "$LOCAL_TOKEN" |
     secret-tool store --label='Gatehouse local token' service gatehouse username local-token
-  # What Claude Code's apiKeyHelper and the status line will read.
+  # What Claude Code's apiKeyHelper will read.
   printed=$("$bin" --data-dir "$work/data" token --local </dev/null 2>"$work/token.err" || true)
   if [ "$printed" = "$LOCAL_TOKEN" ]; then
     json keychain "token --local prints the stored token"
@@ -66,14 +69,6 @@ claude)
     CLAUDE_ENV_CLAUDE_CONFIG_DIR="$work/claude" \
     CLAUDE_ENV_CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     python3 "$here/../e2e/claude_statusline.py"
-  ;;
-statusline)
-  start=$(date +%s%N)
-  rc=0
-  line=$(printf '{"session_id":"%s","cwd":"%s"}' "$SESSION_ID" "$work" |
-    ANTHROPIC_BASE_URL="$BASE_URL" "$bin" statusline 2>"$work/statusline.err") || rc=$?
-  ms=$((($(date +%s%N) - start) / 1000000))
-  json line "$line" rc "$rc" ms "$ms"
   ;;
 *)
   json error "unknown mode $mode"

@@ -9,12 +9,13 @@
 //! as the window makes it (the per-launch app token, one keep-alive connection, sequential
 //! calls). The steps behind the views (the rollup query, the transcript scan, the row
 //! reads) are timed on their own through the same store, so a slow view shows which one
-//! dominates. Last, `gatehouse statusline` is timed as Claude Code runs it, a process per
-//! run, in a throwaway keychain session (`statusline`).
+//! dominates. Last, Claude Code's status line command is timed as Claude Code runs it, a
+//! process per run, over the `statusline.json` the app wrote in its data dir
+//! (`statusline`): `gatehouse-statusline`, and `gatehouse statusline` beside it.
 //!
 //! The app service runs inside gatehouse-bench, so its figures are of the bench binary's
-//! own build (the section says which); the status line command's are of the `gatehouse`
-//! binary given.
+//! own build (the section says which); the status line command's are of the binaries
+//! given (`gatehouse-statusline` is the one beside `--gatehouse`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -55,7 +56,8 @@ const DISTURBED: f64 = 0.05;
 #[derive(Debug, Clone)]
 pub struct Options {
     pub rows: usize,
-    /// `gatehouse` binaries whose `statusline` command is timed.
+    /// `gatehouse` binaries whose `statusline` command is timed; `gatehouse-statusline` is
+    /// looked for beside the first.
     pub binaries: Vec<PathBuf>,
     /// Measured calls per view.
     pub calls: usize,
@@ -139,9 +141,9 @@ pub struct Insight {
     pub rollup_rows: usize,
     pub endpoints: Vec<Endpoint>,
     pub steps: Vec<Step>,
-    /// The keychain session: per binary the status line command's runs (or why none);
-    /// `Err` when the session itself could not be made.
-    pub commands: Result<statusline::Session, String>,
+    /// The status line commands' runs per binary (or why none); `Err` when the app's
+    /// `statusline.json` was not there to point them at it.
+    pub commands: Result<statusline::Measured, String>,
     pub opts: Options,
     pub elapsed: Duration,
 }
@@ -255,7 +257,7 @@ async fn measure(opts: &Options, work: &Path) -> anyhow::Result<Insight> {
     let app = App::start(deps)
         .await
         .map_err(|e| anyhow!("the desktop app service did not start: {e}"))?;
-    let result = with_app(opts, &app, &keychain, seeded, &data_dir, &claude_dir, work).await;
+    let result = with_app(opts, &app, &keychain, seeded, &data_dir, &claude_dir).await;
     app.shutdown().await;
     result
 }
@@ -267,7 +269,6 @@ async fn with_app(
     seeded: Seeded,
     data_dir: &Path,
     claude_dir: &Path,
-    work: &Path,
 ) -> anyhow::Result<Insight> {
     let addr = parse_url(&app.base_url())?;
     let app_token = app
@@ -320,13 +321,25 @@ async fn with_app(
         );
     }
     drop(window);
-    let mut line = Conn::connect_as(addr, Auth::Bearer(local_token.clone())).await?;
+    // The route as the command asks it: with the status token of the app's statusline.json
+    // (the local token opens it too, through a database read; used only without the file).
+    let status = statusline::status_file(data_dir).and_then(|f| {
+        if f.port != addr.port() {
+            bail!("its port {} is not the app's {}", f.port, addr.port());
+        }
+        Ok(f)
+    });
+    let (token, whom) = match &status {
+        Ok(f) => (f.token.clone(), "status token, as the command asks"),
+        Err(_) => (local_token, "local token: no statusline.json"),
+    };
+    let mut line = Conn::connect_as(addr, Auth::Bearer(token)).await?;
     let path = format!("statusline?session_id={}", current.id);
     eprintln!("  insight: timing the status line's route");
     let e = time_calls(
         &mut line,
         &path,
-        "statusline?session_id=<id> (local token)".to_owned(),
+        format!("statusline?session_id=<id> ({whom})"),
         None,
         opts.statusline_calls,
     )
@@ -344,45 +357,27 @@ async fn with_app(
     eprintln!("  insight: timing the steps behind the views");
     let (steps, rollup_rows) = steps(app, &seeded, claude_dir).await?;
 
-    let mut binaries = Vec::new();
-    let mut missing = Vec::new();
-    for b in &opts.binaries {
-        if b.is_file() {
-            binaries.push(b.clone());
-        } else {
-            missing.push(Err(format!("{}: not found", b.display())));
-        }
-    }
-    let commands = if binaries.is_empty() {
-        Ok(statusline::Session {
-            keychain: Vec::new(),
-            binaries: missing,
-        })
-    } else {
-        eprintln!("  insight: timing `gatehouse statusline` in a keychain session");
-        let target = statusline::Target {
-            port: addr.port(),
-            data_dir: data_dir.to_owned(),
-            session_id: current.id.clone(),
-            cwd: current
-                .project
-                .map_or_else(|| "/home/bench".to_owned(), insight_seed::project_cwd),
-            token: local_token.clone(),
-            runs: opts.command_runs,
-        };
-        let keychain_dir = work.join("keychain");
-        // Blocking (processes): off the runtime's workers, which serve the app.
-        let measured = tokio::task::spawn_blocking(move || {
-            statusline::measure(&binaries, &target, &keychain_dir)
-        })
-        .await;
-        match measured {
-            Ok(Ok(mut v)) => {
-                v.binaries.extend(missing);
-                Ok(v)
-            }
-            Ok(Err(e)) => Err(format!("{e:#}")),
-            Err(e) => Err(format!("the keychain session's task failed: {e}")),
+    let commands = match status {
+        Err(e) => Err(format!("{e:#}")),
+        Ok(_) => {
+            eprintln!("  insight: timing the status line commands, a process per run");
+            let small = opts.binaries.first().map_or_else(
+                || PathBuf::from(statusline::SMALL),
+                |g| statusline::beside(g),
+            );
+            let binaries = opts.binaries.clone();
+            let target = statusline::Target {
+                data_dir: data_dir.to_owned(),
+                session_id: current.id.clone(),
+                cwd: current
+                    .project
+                    .map_or_else(|| "/home/bench".to_owned(), insight_seed::project_cwd),
+                runs: opts.command_runs,
+            };
+            // Blocking (processes): off the runtime's workers, which serve the app.
+            tokio::task::spawn_blocking(move || statusline::measure(&small, &binaries, &target))
+                .await
+                .map_err(|e| format!("the status line runs' task failed: {e}"))
         }
     };
     if let Err(e) = &commands {
@@ -668,22 +663,93 @@ fn own_profile() -> &'static str {
     }
 }
 
-/// Whether a `gatehouse` binary is the desktop build (it links WebKitGTK at start).
-fn build_kind(bin: &Path) -> &'static str {
+/// What a binary links at start, from `ldd`: `None` when that cannot be told.
+fn links_webkit(bin: &Path) -> Option<bool> {
     let out = std::process::Command::new("ldd")
         .arg(bin)
         .stderr(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            if String::from_utf8_lossy(&o.stdout).contains("libwebkit2gtk") {
-                "desktop build: links GTK and WebKitGTK"
-            } else {
-                "headless build"
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).contains("libwebkit2gtk"))
+}
+
+/// Whether a `gatehouse` binary is the desktop build (it links WebKitGTK at start).
+fn build_kind(bin: &Path) -> &'static str {
+    match links_webkit(bin) {
+        Some(true) => "desktop build: links GTK and WebKitGTK",
+        Some(false) => "headless build",
+        None => "build unknown",
+    }
+}
+
+/// The status line commands' table: `gatehouse-statusline` against the target, each
+/// `gatehouse statusline` beside it.
+fn commands_table(m: &statusline::Measured) -> String {
+    let mut out = String::from(
+        "| Claude Code's status line command (a process per run) | p50 (ms) | p95 (ms) | max (ms) | process start alone, `--version` p50 (ms) | target | verdict |\n\
+         |---|---:|---:|---:|---:|---|---|\n",
+    );
+    let target = format!("p50 ≤ {COMMAND_TARGET_MS:.0} ms");
+    match &m.small {
+        Ok(c) => {
+            let t = Timing::of(&c.statusline);
+            let gui = match links_webkit(&c.binary) {
+                Some(false) => "no GUI libraries",
+                Some(true) => "links WebKitGTK",
+                None => "libraries unknown",
+            };
+            let _ = writeln!(
+                out,
+                "| `{} --data-dir <dir>` ({}; {gui}): the configured command | {:.1} | {:.1} | {:.1} | — | {target} | {} |",
+                c.binary.display(),
+                crate::profile(&c.binary),
+                t.p50,
+                t.p95,
+                t.max,
+                verdict((t.n > 0).then_some(t.p50 <= COMMAND_TARGET_MS))
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "| `{}`: not measured: {e} | — | — | — | — | {target} | n/a |",
+                statusline::SMALL
+            );
+        }
+    }
+    for c in &m.gatehouse {
+        match c {
+            Ok(c) => {
+                let t = Timing::of(&c.statusline);
+                let v = Timing::of(&c.version);
+                let _ = writeln!(
+                    out,
+                    "| `{} --data-dir <dir> statusline` ({}; {}): for comparison | {:.1} | {:.1} | {:.1} | {:.1} | — | n/a |",
+                    c.binary.display(),
+                    crate::profile(&c.binary),
+                    build_kind(&c.binary),
+                    t.p50,
+                    t.p95,
+                    t.max,
+                    v.p50
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "| `gatehouse statusline`: not measured: {e} | — | — | — | — | — | n/a |"
+                );
             }
         }
-        _ => "build unknown",
     }
+    let printed = std::iter::once(&m.small)
+        .chain(&m.gatehouse)
+        .find_map(|c| c.as_ref().ok());
+    if let Some(c) = printed {
+        let _ = writeln!(out, "\nThe command printed `{}`.", c.line);
+    }
+    out
 }
 
 fn thousands(n: usize) -> String {
@@ -723,8 +789,9 @@ impl Insight {
             out,
             "The tray window's Projects and Sessions views, a session's detail, the charts and \
              the status line (issue 31) over a database of {} usage rows. Targets: the Projects \
-             and Sessions views answer in ≤ {VIEW_TARGET_MS:.0} ms at p95; `gatehouse statusline` \
-             takes ≤ {COMMAND_TARGET_MS:.0} ms at p50, process start included.\n",
+             and Sessions views answer in ≤ {VIEW_TARGET_MS:.0} ms at p95; Claude Code's status \
+             line command, `gatehouse-statusline`, takes ≤ {COMMAND_TARGET_MS:.0} ms at p50, \
+             process start included.\n",
             thousands(s.rows)
         );
         let subagent_share = s.subagent_rows as f64 / s.rows.max(1) as f64 * 100.0;
@@ -822,63 +889,9 @@ impl Insight {
         out.push('\n');
         match &self.commands {
             Err(e) => {
-                let _ = writeln!(out, "`gatehouse statusline`: not measured: {e}.");
+                let _ = writeln!(out, "The status line commands: not measured: {e}.");
             }
-            Ok(session) if session.binaries.is_empty() => {
-                out.push_str("`gatehouse statusline`: not measured (no binary given).\n");
-            }
-            Ok(session) => {
-                let list = &session.binaries;
-                out.push_str(
-                    "| `gatehouse statusline` (a process per run) | p50 (ms) | p95 (ms) | max (ms) | process start alone, `--version` p50 (ms) | target | verdict |\n\
-                     |---|---:|---:|---:|---:|---|---|\n",
-                );
-                let mut lines = Vec::new();
-                for c in list {
-                    match c {
-                        Ok(c) => {
-                            let t = Timing::of(&c.statusline);
-                            let v = Timing::of(&c.version);
-                            let _ = writeln!(
-                                out,
-                                "| `{}` ({}; {}) | {:.1} | {:.1} | {:.1} | {:.1} | p50 ≤ {COMMAND_TARGET_MS:.0} ms | {} |",
-                                c.binary.display(),
-                                crate::profile(&c.binary),
-                                build_kind(&c.binary),
-                                t.p50,
-                                t.p95,
-                                t.max,
-                                v.p50,
-                                verdict((t.n > 0).then_some(t.p50 <= COMMAND_TARGET_MS))
-                            );
-                            lines.push(c.line.clone());
-                        }
-                        Err(e) => {
-                            let _ = writeln!(
-                                out,
-                                "| not measured: {e} | — | — | — | — | p50 ≤ {COMMAND_TARGET_MS:.0} ms | n/a |"
-                            );
-                        }
-                    }
-                }
-                for l in lines.iter().take(1) {
-                    let _ = writeln!(out, "\nThe command printed `{l}`.");
-                }
-                if !session.keychain.is_empty() {
-                    let k = Timing::of(&session.keychain);
-                    let _ = writeln!(
-                        out,
-                        "\nOf a run's time, reading the local token from the keychain alone (a new \
-                         D-Bus connection and Secret Service session, then the lookup, as each run \
-                         makes them; {} times inside gatehouse-bench, build: {}): p50 {:.1} ms, \
-                         max {:.1} ms.",
-                        k.n,
-                        own_profile(),
-                        k.p50,
-                        k.max
-                    );
-                }
-            }
+            Ok(m) => out.push_str(&commands_table(m)),
         }
 
         let o = &self.opts;
@@ -894,7 +907,8 @@ impl Insight {
              keychain, `CLAUDE_CONFIG_DIR` at the transcripts) on a loopback port, inside \
              gatehouse-bench (build: {}). Each call as the window makes it (its time-zone \
              offset `tz=0`: this machine runs on UTC), on one keep-alive connection with the \
-             window's app token (the status line's with the local token as Bearer), the first \
+             window's app token (the status line's with the status token of the app's \
+             `statusline.json` as Bearer, as the command sends it), the first \
              call timed alone, {WARMUP} warm-up, then {} sequential calls ({} for the status \
              line's route); time from sending the request to the end of the body; \
              nearest-rank percentiles. The first call after start also scans the transcripts.",
@@ -905,15 +919,16 @@ impl Insight {
         );
         let _ = writeln!(
             out,
-            "- `gatehouse statusline`: run as Claude Code runs it, a new process per run with \
-             Claude Code's status JSON on stdin and `ANTHROPIC_BASE_URL` at the app, in a \
-             throwaway session (`dbus-run-session`, gnome-keyring's Secret Service unlocked \
-             with a throwaway password) holding the app's local token (stored with \
-             `secret-tool` under `service gatehouse username local-token`, read back through \
-             the desktop crate's keychain code before the runs); {WARMUP} warm-up, then {} \
-             runs interleaved with as many `gatehouse --version` runs (process start and exit \
-             alone); spawn to exit. Every run must print the session's cost line, not \
-             `Gatehouse: not running`.",
+            "- The status line commands: run as Claude Code runs them, a new process per run \
+             with Claude Code's status JSON on stdin, over the `statusline.json` the app wrote \
+             in its data dir at start (its loopback URL and this launch's status token; no \
+             keychain, no database): `gatehouse-statusline --data-dir <dir>` (the binary beside \
+             `gatehouse` that \"Configure Claude Code\" writes as `statusLine.command`) and, \
+             for comparison, `gatehouse --data-dir <dir> statusline` (the command written when \
+             the small binary is missing) with `gatehouse --version` (process start and exit \
+             alone). {WARMUP} warm-up runs each, then {} rounds of one run of each command; \
+             spawn to exit; nearest-rank percentiles. Every run must print the session's cost \
+             line, not `Gatehouse: not running`.",
             o.command_runs
         );
         let _ = writeln!(out, "- The phase took {:.0} s.", self.elapsed.as_secs_f64());

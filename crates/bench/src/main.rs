@@ -104,8 +104,9 @@ struct Cli {
     #[arg(long)]
     tray: Option<PathBuf>,
     /// Also measure the desktop's insight views (Projects, Sessions, a session, the charts)
-    /// and `gatehouse statusline` over a seeded database (needs dbus-run-session,
-    /// gnome-keyring and secret-tool for the command; --tray's binary is timed too).
+    /// and Claude Code's status line command over a seeded database:
+    /// `gatehouse-statusline` beside --gatehouse, and `gatehouse statusline` of --gatehouse
+    /// and --tray's binary.
     #[arg(long)]
     insight: bool,
     /// Usage rows seeded for --insight.
@@ -155,13 +156,14 @@ enum Command {
     /// Serve the reservation phase's minimal OIDC issuer until stdin is closed.
     #[command(hide = true)]
     Issuer,
-    /// Measure the desktop insight views and `gatehouse statusline` alone (the `--insight`
-    /// phase) and print its BENCHMARKS.md section.
+    /// Measure the desktop insight views and the status line commands alone (the
+    /// `--insight` phase) and print its BENCHMARKS.md section.
     Insight {
         /// Usage rows to seed.
         #[arg(long, default_value_t = 1_000_000, value_parser = parse_rows)]
         rows: usize,
-        /// The gatehouse binary whose `statusline` command is timed.
+        /// The gatehouse binary whose `statusline` command is timed; `gatehouse-statusline`
+        /// is looked for beside it.
         #[arg(long, default_value = "target/release/gatehouse")]
         gatehouse: PathBuf,
         /// A second gatehouse binary to time (the desktop build, when --gatehouse is the
@@ -171,21 +173,6 @@ enum Command {
         /// Also write the section to this file.
         #[arg(long)]
         out: Option<PathBuf>,
-    },
-    /// Time `gatehouse statusline` inside the insight phase's keychain session.
-    #[command(hide = true)]
-    StatuslineRuns {
-        #[arg(long)]
-        port: u16,
-        #[arg(long)]
-        data_dir: PathBuf,
-        #[arg(long)]
-        session: String,
-        #[arg(long)]
-        cwd: String,
-        #[arg(long, default_value_t = 50)]
-        runs: usize,
-        binaries: Vec<PathBuf>,
     },
 }
 
@@ -229,14 +216,6 @@ fn main() -> ExitCode {
             ref tray,
             ref out,
         }) => run_insight(rows, gatehouse, tray.as_deref(), out.as_deref()),
-        Some(Command::StatuslineRuns {
-            port,
-            ref data_dir,
-            ref session,
-            ref cwd,
-            runs,
-            ref binaries,
-        }) => statusline::runs(port, data_dir, session, cwd, runs, binaries),
         None => run_bench(&cli),
     };
     match result {
@@ -309,8 +288,8 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `gatehouse` binaries whose status line is timed: the given one, and the tray's
-/// (the desktop build Claude Code's `statusLine` runs) when it is another.
+/// The `gatehouse` binaries whose `statusline` is timed beside `gatehouse-statusline`: the
+/// given one, and the tray's (the desktop build) when it is another.
 fn binaries(gatehouse: &std::path::Path, tray: Option<&std::path::Path>) -> Vec<PathBuf> {
     let mut v = vec![gatehouse.to_owned()];
     if let Some(t) = tray.filter(|t| *t != gatehouse) {

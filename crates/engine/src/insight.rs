@@ -57,12 +57,10 @@ impl Days {
 
     /// A local day's date, `YYYY-MM-DD`.
     pub fn label(self, day: i64) -> String {
-        NaiveDate::from_num_days_from_ce_opt(
-            i32::try_from(day + 719_163).unwrap_or(719_163),
-        )
-        .unwrap_or_default()
-        .format("%Y-%m-%d")
-        .to_string()
+        NaiveDate::from_num_days_from_ce_opt(i32::try_from(day + 719_163).unwrap_or(719_163))
+            .unwrap_or_default()
+            .format("%Y-%m-%d")
+            .to_string()
     }
 }
 
@@ -261,7 +259,10 @@ mod tests {
         assert!(Days::new(15 * 60).is_none());
         // 1970-01-02 20:00 UTC is the 3rd in Tokyo and still the 2nd in New York.
         let h = 24 + 20;
-        assert_eq!((utc.of_hour(h), tokyo.of_hour(h), new_york.of_hour(h)), (1, 2, 1));
+        assert_eq!(
+            (utc.of_hour(h), tokyo.of_hour(h), new_york.of_hour(h)),
+            (1, 2, 1)
+        );
         assert_eq!((tokyo.hour_of_day(h), new_york.hour_of_day(h)), (5, 15));
         assert_eq!(tokyo.first_hour(2), 24 + 15);
         assert_eq!(new_york.start(1).timestamp(), (24 + 5) * 3600);

@@ -131,7 +131,12 @@ pub const ROUTES: &[Route] = {
         route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
         route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
         route("/v1/organizations/analytics/cost", "*", A::Admin, T::Admin),
-        route("/v1/organizations/analytics/sessions", "*", A::Admin, T::Admin),
+        route(
+            "/v1/organizations/analytics/sessions",
+            "*",
+            A::Admin,
+            T::Admin,
+        ),
         route("/metrics", "GET", A::Admin, T::Metrics),
         route(
             crate::inference::explain::PATH,

@@ -70,7 +70,9 @@ pub fn endpoint(data_dir: &Path) -> Option<Endpoint> {
     let token = v.get("token")?.as_str()?;
     let plausible = !token.is_empty()
         && token.len() <= 256
-        && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     (is_loopback(&url) && plausible).then(|| Endpoint {
         url,
         token: token.to_owned(),
@@ -184,11 +186,17 @@ mod tests {
         assert_eq!(endpoint(dir.path()), None, "no file: not running");
         assert_eq!(line(dir.path(), b"{}"), FALLBACK);
         for (body, ok) in [
-            (r#"{"url":"http://127.0.0.1:8788","token":"gst_abc-1"}"#, true),
+            (
+                r#"{"url":"http://127.0.0.1:8788","token":"gst_abc-1"}"#,
+                true,
+            ),
             (r#"{"url":"http://localhost:8788","token":"gst_abc"}"#, true),
             (r#"{"url":"http://[::1]:8788","token":"gst_abc"}"#, true),
             (r#"{"url":"http://10.0.0.5:8788","token":"gst_abc"}"#, false),
-            (r#"{"url":"https://127.0.0.1:8788","token":"gst_abc"}"#, false),
+            (
+                r#"{"url":"https://127.0.0.1:8788","token":"gst_abc"}"#,
+                false,
+            ),
             (r#"{"url":"http://127.0.0.1:8788","token":"a b"}"#, false),
             (r#"{"url":"http://127.0.0.1:8788"}"#, false),
             ("not json", false),

@@ -141,7 +141,11 @@ fn download_path(suggested: &std::path::Path) -> PathBuf {
         return first;
     }
     let path = std::path::Path::new(&name);
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+    let stem = path
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
     let ext = path
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))

@@ -67,42 +67,43 @@ pub fn install<R: Runtime>(handle: &AppHandle<R>, app: App) -> tauri::Result<()>
         tray = tray.icon(icon.clone());
     }
     let actions = app.clone();
-    let tray = tray.on_menu_event(move |handle, event| {
-        let app = actions.clone();
-        match event.id.as_ref() {
-            "open" => super::show_dashboard(handle),
-            "quit" => handle.exit(0),
-            "login" => {
-                let handle = handle.clone();
-                tauri::async_runtime::spawn(async move {
-                    let result = match app.login_state() {
-                        LoginState::SignedIn => app.logout().await,
-                        _ => app.login().await,
-                    };
-                    match result {
-                        // The dashboard shows the code and the button to the sign-in page.
-                        Ok(()) => super::show_dashboard(&handle),
-                        Err(e) => tracing::warn!(error = %e, "log in / log out failed"),
-                    }
-                });
+    let tray = tray
+        .on_menu_event(move |handle, event| {
+            let app = actions.clone();
+            match event.id.as_ref() {
+                "open" => super::show_dashboard(handle),
+                "quit" => handle.exit(0),
+                "login" => {
+                    let handle = handle.clone();
+                    tauri::async_runtime::spawn(async move {
+                        let result = match app.login_state() {
+                            LoginState::SignedIn => app.logout().await,
+                            _ => app.login().await,
+                        };
+                        match result {
+                            // The dashboard shows the code and the button to the sign-in page.
+                            Ok(()) => super::show_dashboard(&handle),
+                            Err(e) => tracing::warn!(error = %e, "log in / log out failed"),
+                        }
+                    });
+                }
+                "pause" => {
+                    tauri::async_runtime::spawn(async move {
+                        let paused = app.paused().await;
+                        app.set_paused(!paused).await;
+                    });
+                }
+                "configure" => {
+                    tauri::async_runtime::spawn(async move {
+                        if let Err(e) = app.configure_claude_code(false, false).await {
+                            tracing::warn!(error = %e, "configure Claude Code failed");
+                        }
+                    });
+                }
+                _ => {}
             }
-            "pause" => {
-                tauri::async_runtime::spawn(async move {
-                    let paused = app.paused().await;
-                    app.set_paused(!paused).await;
-                });
-            }
-            "configure" => {
-                tauri::async_runtime::spawn(async move {
-                    if let Err(e) = app.configure_claude_code(false, false).await {
-                        tracing::warn!(error = %e, "configure Claude Code failed");
-                    }
-                });
-            }
-            _ => {}
-        }
-    })
-    .build(handle)?;
+        })
+        .build(handle)?;
     // Keep the labels, the badge and the tooltip true to the state.
     tauri::async_runtime::spawn(async move {
         let mut shown: Option<TrayState> = None;

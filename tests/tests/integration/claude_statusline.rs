@@ -1,17 +1,24 @@
 //! Gatehouse's status line in the real Claude Code's footer.
 //!
-//! The tray app (in-process, port 0, in front of the fake upstream) configures Claude Code
-//! as its "Configure Claude Code" button does with the status line chosen: the gateway's
-//! URL, `apiKeyHelper = '<gatehouse>' token --local` and `statusLine = '<gatehouse>'
-//! statusline`, all read from the real `gatehouse` binary. In a throwaway desktop session
-//! (`dbus-run-session`, an unlocked gnome-keyring holding the app's local token as the tray
-//! stores it) the pinned Claude Code CLI runs INTERACTIVELY in a pseudo-terminal, a prompt is
-//! typed and answered, and the footer is read off the emulated screen
+//! The tray app (in-process, port 0, in front of the fake upstream) writes
+//! `statusline.json` in its data dir when its engine starts (its loopback URL and this
+//! launch's status token, 0600), then configures Claude Code as its "Configure Claude Code"
+//! button does with the status line chosen: the gateway's URL, `apiKeyHelper =
+//! '<gatehouse>' token --local` and `statusLine = '<dir of gatehouse>/gatehouse-statusline'
+//! --data-dir '<data dir>'` (the small binary the workspace build puts beside `gatehouse`).
+//! The status line command reads only that file and asks the app's status line route; no
+//! keychain, no database. Claude Code itself still gets its API key from `apiKeyHelper`,
+//! which reads the local token from the OS keychain, so it runs in a throwaway desktop
+//! session (`dbus-run-session`, an unlocked gnome-keyring holding the app's local token as
+//! the tray stores it): the pinned Claude Code CLI runs INTERACTIVELY in a pseudo-terminal,
+//! a prompt is typed and answered, and the footer is read off the emulated screen
 //! (tests/desktop/statusline_session.sh, tests/e2e/claude_statusline.py). The footer must
 //! show Gatehouse's line, and its `$x.xx this session` must be the sum of the usage rows of
 //! Claude Code's session (the session of its transcript), rounded to cents; `today` is the
-//! sum of all of today's rows. With the gateway stopped, the same command prints
-//! `Gatehouse: not running` within 2 s, with and without a keychain.
+//! sum of all of today's rows. `gatehouse --data-dir <dir> statusline` (the command written
+//! when the small binary is missing) prints the same line as the configured command. With
+//! the gateway stopped (its `statusline.json` left behind), both print `Gatehouse: not
+//! running` and exit 0 within 2 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -30,7 +37,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// What `gatehouse statusline` prints when the gateway cannot be asked.
+/// What the status line command prints when the gateway cannot be asked.
 const FALLBACK: &str = "Gatehouse: not running";
 
 /// The `gatehouse` binary next to this test binary (`target/<profile>/deps/..`): the tests
@@ -48,13 +55,44 @@ fn gatehouse_bin() -> PathBuf {
          builds it)",
         bin.display()
     );
-    // A run of this package alone does not rebuild it: say so when its sources are newer.
-    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+    warn_if_stale(
+        &bin,
+        &[
+            "src-tauri/src/insight_cli.rs",
+            "src-tauri/src/desktop_cli.rs",
+            "crates/statusline/src/lib.rs",
+        ],
+    );
+    bin
+}
+
+/// `gatehouse-statusline` beside `gatehouse`, where the workspace build puts it and where
+/// "Configure Claude Code" looks for it.
+fn statusline_bin(gatehouse: &Path) -> PathBuf {
+    let bin = gatehouse.with_file_name("gatehouse-statusline");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build the workspace (`cargo build -p gatehouse-statusline -p \
+         gatehouse`; a workspace test run builds it); without it Claude Code would be \
+         configured with the slower `gatehouse statusline`",
+        bin.display()
+    );
+    warn_if_stale(
+        &bin,
+        &[
+            "crates/statusline/src/lib.rs",
+            "crates/statusline/src/main.rs",
+        ],
+    );
+    bin
+}
+
+/// A run of this package alone does not rebuild other packages' binaries: say so when
+/// their sources are newer.
+fn warn_if_stale(bin: &Path, sources: &[&str]) {
+    let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for src in [
-        "src-tauri/src/insight_cli.rs",
-        "src-tauri/src/desktop_cli.rs",
-    ] {
+    for src in sources {
         let changed = std::fs::metadata(root.join(src))
             .and_then(|m| m.modified())
             .ok();
@@ -62,7 +100,65 @@ fn gatehouse_bin() -> PathBuf {
             eprintln!("warning: {src} is newer than {}: rebuild it", bin.display());
         }
     }
-    bin
+}
+
+/// The words of a command as a POSIX shell splits it: bare words and `'…'` quoting (what
+/// "Configure Claude Code" quotes paths with), backslash escapes outside quotes.
+fn shell_words(command: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    w.push(q);
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// One status line as Claude Code runs it: `sh -c <command>` with the status JSON on stdin,
+/// no environment beyond PATH and a bare HOME; its line, exit status and time.
+async fn status_line(command: &str, home: &Path, input: &str) -> (String, bool, Duration) {
+    let t = Instant::now();
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut child_stdin = child.stdin.take().unwrap();
+    child_stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(child_stdin);
+    let out = tokio::time::timeout(Duration::from_secs(5), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("`{command}` returns"))
+        .unwrap();
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "`{command}` prints one line: {text:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (text.trim_end().to_owned(), out.status.success(), took)
 }
 
 fn require_tools() {
@@ -161,6 +257,7 @@ async fn claude_code_shows_gatehouse_status_line_with_the_session_cost() {
     let claude = gatehouse_tests::e2e_bin("claude");
     assert!(claude.exists(), "run scripts/test.sh (npm ci in tests/e2e)");
     let gatehouse = gatehouse_bin();
+    let small = statusline_bin(&gatehouse);
     let started = Instant::now();
 
     // Answers shaped like a real turn (a cached system prompt), so a session costs cents.
@@ -187,7 +284,28 @@ async fn claude_code_shows_gatehouse_status_line_with_the_session_cost() {
         .with_var("CLAUDE_CONFIG_DIR", claude_dir.to_str().unwrap());
     let (mut deps, parts) = desktop_deps(work.path(), env);
     deps.gatehouse_exe = gatehouse.clone();
+    let data_dir = deps.data_dir.clone();
     let app = App::start(deps).await.unwrap();
+    // Where the status line command finds this gateway: its URL and the status token,
+    // private to the user.
+    let status_file = data_dir.join("statusline.json");
+    let written: Value = serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
+    assert_eq!(written["url"], app.base_url(), "{written}");
+    assert!(
+        written["token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("gst_")),
+        "{written}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&status_file)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", status_file.display());
+    }
     let desk = Desk::new(&app);
     let (status, body) = desk
         .post(
@@ -207,10 +325,18 @@ async fn claude_code_shows_gatehouse_status_line_with_the_session_cost() {
     assert_eq!(status, 200, "{body}");
     let settings: Value =
         serde_json::from_slice(&std::fs::read(claude_dir.join("settings.json")).unwrap()).unwrap();
-    let command = settings["statusLine"]["command"].as_str().unwrap();
-    assert!(
-        command.contains(gatehouse.to_str().unwrap()) && command.ends_with(" statusline"),
-        "{settings}"
+    let command = settings["statusLine"]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        shell_words(&command),
+        [
+            small.to_str().unwrap(),
+            "--data-dir",
+            data_dir.to_str().unwrap()
+        ],
+        "the small binary beside gatehouse, pointed at the app's data dir: {settings}"
     );
     assert_eq!(settings["env"]["ANTHROPIC_BASE_URL"], app.base_url());
     // Claude Code's first-run screens (theme, onboarding, trusting the folder) answered.
@@ -357,61 +483,49 @@ async fn claude_code_shows_gatehouse_status_line_with_the_session_cost() {
         started.elapsed().as_secs_f64()
     );
 
-    // The gateway stopped: the same command falls back at once, keychain or not.
-    let base_url = app.base_url();
-    app.shutdown().await;
-    let out = desktop_session(&gatehouse, work.path(), "statusline")
-        .env("BASE_URL", &base_url)
-        .env("SESSION_ID", &session)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = text
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON line: {text}"));
-    assert_eq!(v["line"], FALLBACK, "{v}");
-    assert_eq!(v["rc"], "0", "{v}");
-    let ms: u64 = v["ms"].as_str().unwrap().parse().unwrap();
-    assert!(ms < 2_000, "the fallback took {ms} ms");
-
+    // The same line from `gatehouse statusline`, the command written when the small binary
+    // is missing; both as Claude Code runs them, with nothing of a desktop session.
     let home = work.path().join("no-session-home");
     std::fs::create_dir_all(&home).unwrap();
-    let t = Instant::now();
-    let mut cmd = tokio::process::Command::new(&gatehouse);
-    cmd.arg("statusline")
-        .env_clear()
-        .env("PATH", PATH)
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", &base_url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
     let input = json!({"session_id": session, "cwd": project}).to_string();
-    let mut child_stdin = child.stdin.take().unwrap();
-    child_stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(child_stdin);
-    let out = tokio::time::timeout(Duration::from_secs(5), child.wait_with_output())
+    let fallback_command = format!(
+        "'{}' --data-dir '{}' statusline",
+        gatehouse.display(),
+        data_dir.display()
+    );
+    // Claude Code has quit: its session's rows are final now.
+    let session_cost: u64 = settled_rows(&app)
         .await
-        .expect("the status line returns")
-        .unwrap();
-    let took = t.elapsed();
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!("{FALLBACK}\n")
+        .iter()
+        .filter(|r| r.tags.session_id.as_deref() == Some(session.as_str()))
+        .map(|r| r.cost_micro_usd)
+        .sum();
+    let (small_line, ok, small_took) = status_line(&command, &home, &input).await;
+    assert!(ok, "`{command}` exits 0");
+    assert!(
+        figure(&small_line, " this session").is_some_and(|s| rounds_to(s, session_cost)),
+        "`{command}` printed {small_line:?}; the session's rows cost {session_cost} µ$"
     );
-    assert!(took < Duration::from_secs(2), "the fallback took {took:?}");
+    let (big_line, ok, big_took) = status_line(&fallback_command, &home, &input).await;
+    assert!(ok, "`{fallback_command}` exits 0");
+    assert_eq!(big_line, small_line, "`{fallback_command}`");
     eprintln!(
-        "fallback: {ms} ms in a desktop session, {} ms without one",
-        took.as_millis()
+        "running: `gatehouse-statusline` {} ms, `gatehouse statusline` {} ms (debug builds)",
+        small_took.as_millis(),
+        big_took.as_millis()
     );
+
+    // The gateway stopped, its statusline.json left behind: both fall back at once.
+    app.shutdown().await;
+    assert!(status_file.is_file(), "the stale file stays");
+    for cmd in [&command, &fallback_command] {
+        let (line, ok, took) = status_line(cmd, &home, &input).await;
+        assert!(ok, "`{cmd}` exits 0 with the gateway stopped");
+        assert_eq!(line, FALLBACK, "`{cmd}`");
+        assert!(
+            took < Duration::from_secs(2),
+            "`{cmd}`: the fallback took {took:?}"
+        );
+        eprintln!("stopped: `{cmd}` fell back in {} ms", took.as_millis());
+    }
 }

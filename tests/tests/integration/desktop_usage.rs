@@ -96,7 +96,10 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
             .json()
             .await
             .unwrap();
-        v["sign_in"]["app"]["tray"].as_str().unwrap_or_default().to_owned()
+        v["sign_in"]["app"]["tray"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     };
     assert_eq!(tray().await, "setup_needed");
 
@@ -163,8 +166,16 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     let docs = projects.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     // A subagent without the Agent tool, so the scripted call cannot recurse in it.
-    let agents = r#"{"greeter": {"description": "Greets", "prompt": "Greet the user.", "tools": ["Read"]}}"#;
-    claude_in(&docs, &claude_dir, &app.base_url(), local.expose(), &["--agents", agents]).await;
+    let agents =
+        r#"{"greeter": {"description": "Greets", "prompt": "Greet the user.", "tools": ["Read"]}}"#;
+    claude_in(
+        &docs,
+        &claude_dir,
+        &app.base_url(),
+        local.expose(),
+        &["--agents", agents],
+    )
+    .await;
     fake.set_config(FakeConfig::default());
     let landed = rows(&app, 4).await;
     let by_session: BTreeMap<String, Vec<&UsageRecord>> =
@@ -410,7 +421,9 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
     assert_eq!(newest[0].tags.session_id, None);
 
     // A daily budget below today's spend: the tray says over budget.
-    let (status, _) = desk.post("settings", json!({"budgets": {"daily_cents": 0}})).await;
+    let (status, _) = desk
+        .post("settings", json!({"budgets": {"daily_cents": 0}}))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(tray().await, "over_budget");
     app.shutdown().await;

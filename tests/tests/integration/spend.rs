@@ -786,12 +786,11 @@ async fn sessions_report_for_admins() {
         ("bob", "sess-b", None),
         ("bob", "", None),
     ] {
-        let mut r = s
-            .gw
-            .client
-            .post(s.gw.url("/v1/messages"))
-            .bearer_auth(token(&s, sub, &["eng"]))
-            .json(&sonnet);
+        let mut r =
+            s.gw.client
+                .post(s.gw.url("/v1/messages"))
+                .bearer_auth(token(&s, sub, &["eng"]))
+                .json(&sonnet);
         if !session.is_empty() {
             r = r.header("x-claude-code-session-id", session);
         }
@@ -821,7 +820,10 @@ async fn sessions_report_for_admins() {
     let data = v["data"].as_array().unwrap();
     assert_eq!(data.len(), 2, "{v}");
     let a = data.iter().find(|d| d["session_id"] == "sess-a").unwrap();
-    assert_eq!(a["actor"], json!({"type": "user_actor", "user_id": "alice"}));
+    assert_eq!(
+        a["actor"],
+        json!({"type": "user_actor", "user_id": "alice"})
+    );
     assert_eq!(a["requests"], 2);
     assert_eq!(a["subagent_requests"], 1);
     let cents = |micro: u64| format!("{}.{:04}00", micro / 10_000, micro % 10_000);
@@ -850,17 +852,19 @@ async fn sessions_report_for_admins() {
         .await
         .unwrap();
     assert_eq!(second["has_more"], false);
-    assert_ne!(second["data"][0]["session_id"], first["data"][0]["session_id"]);
+    assert_ne!(
+        second["data"][0]["session_id"],
+        first["data"][0]["session_id"]
+    );
     // The cost report's credentials and refusals.
     assert_eq!(get(path, None).await.unwrap().status(), 401);
-    let person = s
-        .gw
-        .client
-        .get(s.gw.url(path))
-        .bearer_auth(token(&s, "mallory", &["eng"]))
-        .send()
-        .await
-        .unwrap();
+    let person =
+        s.gw.client
+            .get(s.gw.url(path))
+            .bearer_auth(token(&s, "mallory", &["eng"]))
+            .send()
+            .await
+            .unwrap();
     assert_ne!(person.status(), 200, "not an admin");
     for bad in [
         "?starting_at=yesterday",
@@ -871,13 +875,12 @@ async fn sessions_report_for_admins() {
         let r = get(&format!("{path}{bad}"), Some(READ_KEY)).await.unwrap();
         assert_eq!(r.status(), 400, "{bad}");
     }
-    let r = s
-        .gw
-        .client
-        .post(s.gw.url(path))
-        .header("x-api-key", WRITE_KEY)
-        .send()
-        .await
-        .unwrap();
+    let r =
+        s.gw.client
+            .post(s.gw.url(path))
+            .header("x-api-key", WRITE_KEY)
+            .send()
+            .await
+            .unwrap();
     assert!(r.status().is_client_error());
 }

@@ -292,14 +292,24 @@ async fn route(app: &App, req: Request<Body>) -> Result<Answer, Fail> {
     let json = |r: Result<Value, AppError>| r.map(Answer::Json).map_err(|e| app_error(&e));
     let days =
         || super::insight::days_param(q.get("days").map(String::as_str)).map_err(|e| app_error(&e));
-    let tz = || super::insight::tz_param(q.get("tz").map(String::as_str)).map_err(|e| app_error(&e));
+    let tz =
+        || super::insight::tz_param(q.get("tz").map(String::as_str)).map_err(|e| app_error(&e));
     match (method, path.as_str()) {
         (Method::GET, "state") => Ok(Answer::State),
-        (Method::GET, "insight/projects") => json(super::insight::projects(app, days()?, tz()?).await),
+        (Method::GET, "insight/projects") => {
+            json(super::insight::projects(app, days()?, tz()?).await)
+        }
         (Method::GET, "insight/sessions") => {
             let limit = limit_param(q.get("limit"))?;
             json(
-                super::insight::sessions(app, days()?, tz()?, q.get("q").map(String::as_str), limit).await,
+                super::insight::sessions(
+                    app,
+                    days()?,
+                    tz()?,
+                    q.get("q").map(String::as_str),
+                    limit,
+                )
+                .await,
             )
         }
         (Method::GET, p) if p.starts_with("insight/sessions/") => {

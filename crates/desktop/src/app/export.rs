@@ -305,7 +305,11 @@ async fn grouped(
 ) -> Result<(Vec<&'static str>, Vec<Value>), AppError> {
     let (first, last) = q.days();
     let rows = store
-        .usage_rollup(q.local.first_hour(first), q.local.first_hour(last + 1) - 1, None)
+        .usage_rollup(
+            q.local.first_hour(first),
+            q.local.first_hour(last + 1) - 1,
+            None,
+        )
         .await?;
     let mut groups: BTreeMap<Vec<String>, RollupSums> = BTreeMap::new();
     for r in &rows {

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use gatehouse_engine::insight::Days;
 use gatehouse_engine::insight::{self, SessionSummary, cache_read_ratio};
 use gatehouse_engine::store::RowQuery;
-use gatehouse_engine::insight::Days;
 use gatehouse_engine::store::rollup::{RollupRow, RollupSums, hour_of};
 use serde_json::{Value, json};
 
@@ -384,15 +384,11 @@ pub async fn charts(app: &App, days: i64, local: Days) -> Result<Value, AppError
             .map(|(name, v)| json!({"name": name, "cost_micro_usd": v}))
             .collect()
     };
-    let by_model = insight::daily_cost(&rows, local, w.from_day, w.today, |r| {
-        r.key.model.clone()
-    });
+    let by_model = insight::daily_cost(&rows, local, w.from_day, w.today, |r| r.key.model.clone());
     let by_project = insight::daily_cost(&rows, local, w.from_day, w.today, |r| {
         project_series(&index, r)
     });
-    let day_names: Vec<String> = (w.from_day..=w.today)
-        .map(|d| local.label(d))
-        .collect();
+    let day_names: Vec<String> = (w.from_day..=w.today).map(|d| local.label(d)).collect();
     let ratios: Vec<Option<f64>> = insight::per_day(&rows, local, w.from_day, w.today)
         .iter()
         .map(cache_read_ratio)

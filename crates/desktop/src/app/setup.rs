@@ -3,8 +3,8 @@
 //! claude-code/preview`), and the figures behind `gatehouse statusline`.
 
 use chrono::{Duration, NaiveTime};
-use gatehouse_engine::spend::Period;
 use gatehouse_engine::insight::Days;
+use gatehouse_engine::spend::Period;
 use gatehouse_engine::store::rollup::hour_of;
 use serde_json::{Value, json};
 

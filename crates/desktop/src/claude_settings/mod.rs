@@ -329,7 +329,10 @@ const RECORD_VERSION: u32 = 1;
 /// The status line command for a `gatehouse` binary and a data directory: the small
 /// `gatehouse-statusline` beside it when it is there (no GUI libraries to load, so it starts
 /// in milliseconds), else `gatehouse statusline`; paths quoted for a POSIX shell.
-pub fn statusline_command(gatehouse_binary: &Path, data_dir: &Path) -> Result<String, SettingsError> {
+pub fn statusline_command(
+    gatehouse_binary: &Path,
+    data_dir: &Path,
+) -> Result<String, SettingsError> {
     let quote = |p: &Path| -> Result<String, SettingsError> {
         let text = p.to_str().ok_or_else(|| {
             SettingsError::InvalidTarget(format!("{} is not valid UTF-8", p.display()))

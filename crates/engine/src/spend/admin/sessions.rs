@@ -96,10 +96,14 @@ pub async fn report(
     let until = time(q, "ending_at")?.unwrap_or(now);
     let start = time(q, "starting_at")?.unwrap_or(until - Duration::days(7));
     if start >= until {
-        return Err(bad("starting_at: must be before ending_at, which defaults to now"));
+        return Err(bad(
+            "starting_at: must be before ending_at, which defaults to now",
+        ));
     }
     if until - start > Duration::days(MAX_DAYS) {
-        return Err(bad(&format!("ending_at: the range may span at most {MAX_DAYS} days")));
+        return Err(bad(&format!(
+            "ending_at: the range may span at most {MAX_DAYS} days"
+        )));
     }
     let actors: Vec<String> = q
         .iter()
@@ -127,7 +131,8 @@ pub async fn report(
     if let Some((ms, id)) = page {
         // After the cursor in the report's order: newest first, then by id.
         sessions.retain(|s| {
-            s.total.last_at_ms < ms || (s.total.last_at_ms == ms && s.session_id.as_str() > id.as_str())
+            s.total.last_at_ms < ms
+                || (s.total.last_at_ms == ms && s.session_id.as_str() > id.as_str())
         });
     }
     let has_more = sessions.len() > limit;
