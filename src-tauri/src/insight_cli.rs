@@ -3,7 +3,7 @@
 //! the local token from the keychain (the token Claude Code's `apiKeyHelper` prints), or
 //! the instance's database when no instance answers (the app is stopped).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -77,16 +77,7 @@ fn client(timeout: Duration) -> Result<reqwest::Client, String> {
 /// `gatehouse statusline`: one line for Claude Code's footer, the same as
 /// `gatehouse-statusline` prints (see that crate). Never fails.
 pub fn statusline(data: Result<PathBuf, String>) -> Result<(), String> {
-    let mut input = Vec::new();
-    let _ = std::io::stdin()
-        .take(gatehouse_statusline::MAX_STDIN)
-        .read_to_end(&mut input);
-    let line = match data {
-        Ok(dir) => gatehouse_statusline::line(&dir, &input),
-        Err(_) => gatehouse_statusline::FALLBACK.to_owned(),
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    gatehouse_statusline::run(data.ok().as_deref());
     Ok(())
 }
 

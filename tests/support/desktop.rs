@@ -1,47 +1,16 @@
 //! Support for the desktop app service tests: an in-memory keychain, and a notifier and a
 //! browser opener that record what they were asked to do.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use gatehouse_desktop::app::{AppDeps, Opener};
 use gatehouse_desktop::notifier::Notifier;
-use gatehouse_engine::deps::{CredentialError, CredentialStore, MapEnvironment};
+use gatehouse_engine::deps::MapEnvironment;
 use gatehouse_engine::events::MemoryEventSink;
-use gatehouse_engine::secret::Secret;
 
 /// A keychain in memory (the real Secret Service is tested through the binary).
-#[derive(Default)]
-pub struct MemoryKeychain(Mutex<HashMap<(String, String), String>>);
-
-impl MemoryKeychain {
-    pub fn values(&self) -> Vec<String> {
-        self.0.lock().unwrap().values().cloned().collect()
-    }
-}
-
-impl CredentialStore for MemoryKeychain {
-    fn get(&self, s: &str, a: &str) -> Result<Option<Secret>, CredentialError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap()
-            .get(&(s.into(), a.into()))
-            .map(|v| Secret::new(v.clone())))
-    }
-    fn set(&self, s: &str, a: &str, v: &Secret) -> Result<(), CredentialError> {
-        self.0
-            .lock()
-            .unwrap()
-            .insert((s.into(), a.into()), v.expose().into());
-        Ok(())
-    }
-    fn delete(&self, s: &str, a: &str) -> Result<(), CredentialError> {
-        self.0.lock().unwrap().remove(&(s.into(), a.into()));
-        Ok(())
-    }
-}
+pub type MemoryKeychain = gatehouse_engine::deps::MemoryCredentials;
 
 #[derive(Default)]
 pub struct Recorder(pub Mutex<Vec<String>>);

@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -27,10 +27,9 @@ use chrono::{Duration as Days, NaiveTime, Utc};
 use gatehouse_desktop::app::{App, AppDeps, Opener};
 use gatehouse_desktop::notifier::Notifier;
 use gatehouse_desktop::transcripts;
-use gatehouse_engine::deps::{CredentialError, CredentialStore, MapEnvironment};
+use gatehouse_engine::deps::{CredentialStore, MapEnvironment};
 use gatehouse_engine::events::{Event, EventSink};
 use gatehouse_engine::insight::Days as LocalDays;
-use gatehouse_engine::secret::Secret;
 use gatehouse_engine::store::RowQuery;
 use gatehouse_engine::store::rollup::hour_of;
 use http::StatusCode;
@@ -149,34 +148,7 @@ pub struct Insight {
 }
 
 /// A keychain in memory: the app keeps its local token here.
-#[derive(Default)]
-struct MemoryKeychain(Mutex<std::collections::HashMap<(String, String), String>>);
-
-impl CredentialStore for MemoryKeychain {
-    fn get(&self, s: &str, a: &str) -> Result<Option<Secret>, CredentialError> {
-        let map = self
-            .0
-            .lock()
-            .map_err(|_| CredentialError::Backend("poisoned".into()))?;
-        Ok(map
-            .get(&(s.into(), a.into()))
-            .map(|v| Secret::new(v.clone())))
-    }
-    fn set(&self, s: &str, a: &str, v: &Secret) -> Result<(), CredentialError> {
-        self.0
-            .lock()
-            .map_err(|_| CredentialError::Backend("poisoned".into()))?
-            .insert((s.into(), a.into()), v.expose().into());
-        Ok(())
-    }
-    fn delete(&self, s: &str, a: &str) -> Result<(), CredentialError> {
-        self.0
-            .lock()
-            .map_err(|_| CredentialError::Backend("poisoned".into()))?
-            .remove(&(s.into(), a.into()));
-        Ok(())
-    }
-}
+type MemoryKeychain = gatehouse_engine::deps::MemoryCredentials;
 
 /// Notifications, browser windows and events go nowhere.
 struct Quiet;

@@ -98,6 +98,47 @@ pub trait TokenSource: Send + Sync {
     fn current(&self) -> Option<Secret>;
 }
 
+/// A keychain in memory (tests and the benchmark, which start the desktop app in-process):
+/// nothing leaves the process.
+#[derive(Debug, Default)]
+pub struct MemoryCredentials(std::sync::Mutex<Entries>);
+
+/// `(service, account)` → value.
+type Entries = HashMap<(String, String), String>;
+
+impl MemoryCredentials {
+    fn map(&self) -> Result<std::sync::MutexGuard<'_, Entries>, CredentialError> {
+        self.0
+            .lock()
+            .map_err(|_| CredentialError::Backend("the in-memory keychain was poisoned".into()))
+    }
+
+    /// Every stored value (tests look for secrets that leaked elsewhere).
+    pub fn values(&self) -> Vec<String> {
+        self.map()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl CredentialStore for MemoryCredentials {
+    fn get(&self, service: &str, account: &str) -> Result<Option<Secret>, CredentialError> {
+        Ok(self
+            .map()?
+            .get(&(service.into(), account.into()))
+            .map(|v| Secret::new(v.clone())))
+    }
+    fn set(&self, service: &str, account: &str, value: &Secret) -> Result<(), CredentialError> {
+        self.map()?
+            .insert((service.into(), account.into()), value.expose().into());
+        Ok(())
+    }
+    fn delete(&self, service: &str, account: &str) -> Result<(), CredentialError> {
+        self.map()?.remove(&(service.into(), account.into()));
+        Ok(())
+    }
+}
+
 /// The headless server has no keychain: `${keyring:...}` references fail with a clear error.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoCredentialStore;

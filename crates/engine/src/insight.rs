@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
-use crate::store::rollup::{RollupRow, RollupSums, hour_of, hour_start};
+use crate::store::rollup::{RollupRow, RollupSums, hour_of};
 
 /// The most a time-zone offset may be, in minutes either side of UTC.
 pub const MAX_OFFSET_MINUTES: i32 = 14 * 60;
@@ -52,7 +52,7 @@ impl Days {
 
     /// The start of a local day, as a UTC time.
     pub fn start(self, day: i64) -> DateTime<Utc> {
-        hour_start(0) + Duration::minutes(day * 24 * 60 - i64::from(self.offset_minutes))
+        DateTime::UNIX_EPOCH + Duration::minutes(day * 24 * 60 - i64::from(self.offset_minutes))
     }
 
     /// A local day's date, `YYYY-MM-DD`.

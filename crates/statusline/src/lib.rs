@@ -45,6 +45,20 @@ pub struct Endpoint {
     pub token: String,
 }
 
+/// The whole command: reads Claude Code's status JSON from stdin (bounded), prints the
+/// line for the tray in `data_dir` (or the fallback without one). Never fails.
+pub fn run(data_dir: Option<&Path>) {
+    use std::io::Write;
+    let mut input = Vec::new();
+    let _ = std::io::stdin().take(MAX_STDIN).read_to_end(&mut input);
+    let line = match data_dir {
+        Some(dir) => line(dir, &input),
+        None => FALLBACK.to_owned(),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
 /// The line for Claude Code: asks the tray named in `data_dir` about the session in
 /// `input`. Never fails.
 pub fn line(data_dir: &Path, input: &[u8]) -> String {

@@ -2,7 +2,6 @@
 //! Claude Code's status JSON on stdin and prints one line; always exits 0. Without
 //! `--data-dir`, the tray's default data directory.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
 
 fn data_dir() -> Option<PathBuf> {
@@ -16,14 +15,5 @@ fn data_dir() -> Option<PathBuf> {
 }
 
 fn main() {
-    let mut input = Vec::new();
-    let _ = std::io::stdin()
-        .take(gatehouse_statusline::MAX_STDIN)
-        .read_to_end(&mut input);
-    let line = match data_dir() {
-        Some(dir) => gatehouse_statusline::line(&dir, &input),
-        None => gatehouse_statusline::FALLBACK.to_owned(),
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    gatehouse_statusline::run(data_dir().as_deref());
 }

@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use gatehouse_engine::insight::Days;
 use gatehouse_engine::store::rollup::RollupSums;
-use gatehouse_engine::store::{Store, UsageRecord};
+use gatehouse_engine::store::{RowQuery, Store, UsageRecord};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
 use super::AppError;
-use super::insight::{MAX_DAYS, Pager, ProjectRef};
+use super::insight::{MAX_DAYS, ProjectRef};
 use crate::transcripts::TranscriptIndex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,6 +363,60 @@ async fn grouped(
         })
         .collect();
     Ok((columns, out))
+}
+
+/// Usage rows of a time range, oldest first, read a bounded page at a time.
+pub struct Pager {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    session_id: Option<String>,
+    done: bool,
+}
+
+impl Pager {
+    const PAGE: usize = 5_000;
+
+    pub fn new(from: DateTime<Utc>, to: DateTime<Utc>, session_id: Option<String>) -> Pager {
+        Pager {
+            from,
+            to,
+            session_id,
+            done: false,
+        }
+    }
+
+    /// The next rows, `None` at the end. A full page is handed out up to (not including)
+    /// its last millisecond, where the next page starts, so no row comes twice or is
+    /// skipped (unless more than a page shares one millisecond: those come once, cut).
+    pub async fn next(
+        &mut self,
+        store: &dyn gatehouse_engine::store::Store,
+    ) -> Result<Option<Vec<gatehouse_engine::store::UsageRecord>>, AppError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut page = store
+            .usage_between(RowQuery {
+                from: self.from,
+                to: self.to,
+                session_id: self.session_id.clone(),
+                newest_first: false,
+                limit: Self::PAGE,
+            })
+            .await?;
+        if page.len() < Self::PAGE {
+            self.done = true;
+            return Ok(Some(page));
+        }
+        let last = page.last().map(|r| r.created_at).unwrap_or(self.to);
+        if last > self.from {
+            page.retain(|r| r.created_at < last);
+            self.from = last;
+        } else {
+            self.from += Duration::milliseconds(1);
+        }
+        Ok(Some(page))
+    }
 }
 
 #[cfg(test)]

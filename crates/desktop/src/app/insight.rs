@@ -240,12 +240,7 @@ pub async fn session_detail(app: &App, session_id: &str) -> Result<Option<Value>
         let e = agents
             .entry(r.tags.agent_id.clone())
             .or_insert_with(|| (r.tags.parent_agent_id.clone(), RollupSums::default()));
-        e.1.merge(
-            &gatehouse_engine::store::rollup::sums_of([r])
-                .into_values()
-                .next()
-                .unwrap_or_default(),
-        );
+        e.1.add(r);
     }
     let agents: Vec<Value> = agents
         .into_iter()
@@ -406,58 +401,4 @@ pub async fn charts(app: &App, days: i64, local: Days) -> Result<Value, AppError
             .map(|(h, s)| json!({"hour": h, "requests": s.requests, "cost_micro_usd": s.cost_micro_usd}))
             .collect::<Vec<_>>(),
     }))
-}
-
-/// Usage rows of a time range, oldest first, read a bounded page at a time.
-pub struct Pager {
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    session_id: Option<String>,
-    done: bool,
-}
-
-impl Pager {
-    const PAGE: usize = 5_000;
-
-    pub fn new(from: DateTime<Utc>, to: DateTime<Utc>, session_id: Option<String>) -> Pager {
-        Pager {
-            from,
-            to,
-            session_id,
-            done: false,
-        }
-    }
-
-    /// The next rows, `None` at the end. A full page is handed out up to (not including)
-    /// its last millisecond, where the next page starts, so no row comes twice or is
-    /// skipped (unless more than a page shares one millisecond: those come once, cut).
-    pub async fn next(
-        &mut self,
-        store: &dyn gatehouse_engine::store::Store,
-    ) -> Result<Option<Vec<gatehouse_engine::store::UsageRecord>>, AppError> {
-        if self.done {
-            return Ok(None);
-        }
-        let mut page = store
-            .usage_between(RowQuery {
-                from: self.from,
-                to: self.to,
-                session_id: self.session_id.clone(),
-                newest_first: false,
-                limit: Self::PAGE,
-            })
-            .await?;
-        if page.len() < Self::PAGE {
-            self.done = true;
-            return Ok(Some(page));
-        }
-        let last = page.last().map(|r| r.created_at).unwrap_or(self.to);
-        if last > self.from {
-            page.retain(|r| r.created_at < last);
-            self.from = last;
-        } else {
-            self.from += Duration::milliseconds(1);
-        }
-        Ok(Some(page))
-    }
 }

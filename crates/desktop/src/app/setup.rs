@@ -9,7 +9,7 @@ use gatehouse_engine::store::rollup::hour_of;
 use serde_json::{Value, json};
 
 use super::{App, AppError, insight};
-use crate::claude_settings::{Key, Target};
+use crate::claude_settings::{Change, Key, Target};
 use crate::settings::Mode;
 
 /// How many of the newest usage rows are searched for Claude Code's first request.
@@ -65,61 +65,35 @@ pub fn statusline_owner(settings_doc: Option<&serde_json::Map<String, Value>>) -
     }
 }
 
-/// What configuring Claude Code would change, key by key, without changing it. Values
+/// What configuring Claude Code would change, key by key, as the window shows it. Values
 /// that may hold a credential (a helper command, a token, someone's status line command)
 /// are shown as `(set)`.
-pub fn preview(
-    doc: &serde_json::Map<String, Value>,
-    target: &Target,
-    path: &std::path::Path,
-) -> Value {
+pub fn preview(changes: &[Change], path: &std::path::Path) -> Value {
     let shown = |key: Key, v: Option<&Value>| -> Value {
         match (key, v) {
             (_, None) => Value::Null,
             (Key::BaseUrl, Some(Value::String(s))) => Value::String(s.clone()),
+            (Key::ApiKeyHelper, Some(v))
+                if v.as_str().is_some_and(|c| c.ends_with(" token --local")) =>
+            {
+                Value::String("gatehouse token --local (the local token from the keychain)".into())
+            }
             (Key::StatusLine, Some(v)) if Target::is_ours(Some(v)) => {
                 Value::String("Gatehouse's cost line".into())
             }
             _ => Value::String("(set)".into()),
         }
     };
-    let get = |key: Key| -> Option<&Value> {
-        match key {
-            Key::BaseUrl => doc.get("env")?.get("ANTHROPIC_BASE_URL"),
-            Key::AuthToken => doc.get("env")?.get("ANTHROPIC_AUTH_TOKEN"),
-            Key::ApiKey => doc.get("env")?.get("ANTHROPIC_API_KEY"),
-            Key::ApiKeyHelper | Key::StatusLine => doc.get(key.name()),
-        }
-    };
-    let wanted = |key: Key| -> Option<Value> {
-        match key {
-            Key::BaseUrl => Some(Value::String(target.base_url.clone())),
-            Key::ApiKeyHelper => Some(Value::String("gatehouse token --local".into())),
-            Key::AuthToken | Key::ApiKey => None,
-            Key::StatusLine => target.statusline.clone(),
-        }
-    };
-    let mut changes = Vec::new();
-    for key in crate::claude_settings::KEYS
-        .into_iter()
-        .chain(target.statusline.is_some().then_some(Key::StatusLine))
-    {
-        let from = get(key);
-        let to = wanted(key);
-        let same = match key {
-            Key::ApiKeyHelper => from.and_then(Value::as_str) == Some(&target.api_key_helper),
-            _ => from == to.as_ref(),
-        };
-        if !same {
-            let to_shown = match (key, &to) {
-                (Key::ApiKeyHelper, Some(_)) => Value::String(
-                    "gatehouse token --local (the local token from the keychain)".into(),
-                ),
-                (_, t) => shown(key, t.as_ref()),
-            };
-            changes.push(json!({"key": key.name(), "from": shown(key, from), "to": to_shown}));
-        }
-    }
+    let changes: Vec<Value> = changes
+        .iter()
+        .map(|c| {
+            json!({
+                "key": c.key.name(),
+                "from": shown(c.key, c.now.as_ref()),
+                "to": shown(c.key, c.wanted.as_ref()),
+            })
+        })
+        .collect();
     json!({"settings_path": path.display().to_string(), "changes": changes})
 }
 

@@ -479,8 +479,10 @@ pub fn preview_claude_code(app: &App, statusline: bool) -> Result<Value, AppErro
     if statusline {
         target = target.with_statusline(statusline_command(app)?);
     }
-    let doc = file.read().map_err(|e| AppError::BadInput(e.to_string()))?;
-    Ok(super::setup::preview(&doc, &target, file.path()))
+    let changes = file
+        .changes(&target)
+        .map_err(|e| AppError::BadInput(e.to_string()))?;
+    Ok(super::setup::preview(&changes, file.path()))
 }
 
 pub async fn configure_claude_code(

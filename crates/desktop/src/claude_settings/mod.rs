@@ -232,6 +232,14 @@ impl std::fmt::Display for Shown {
     }
 }
 
+/// A key [`ClaudeSettings::changes`] would change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub key: Key,
+    pub now: Option<Value>,
+    pub wanted: Option<Value>,
+}
+
 /// One owned key that does not hold what Gatehouse wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Drift {
@@ -379,6 +387,23 @@ impl ClaudeSettings {
             Some(bytes) => self.parse(&bytes),
             None => Ok(Map::new()),
         }
+    }
+
+    /// What [`ClaudeSettings::configure`] would change, without changing it: each key
+    /// the target sets whose value differs, with what it holds now and what it would hold
+    /// (`None`: absent).
+    pub fn changes(&self, target: &Target) -> Result<Vec<Change>, SettingsError> {
+        let doc = self.read()?;
+        Ok(target
+            .keys(None)
+            .into_iter()
+            .filter(|k| target.touches(*k))
+            .filter_map(|key| {
+                let now = get(&doc, key).cloned();
+                let wanted = target.wanted(key);
+                (now != wanted).then_some(Change { key, now, wanted })
+            })
+            .collect())
     }
 
     /// Merges the target into the settings (backup first on the first configure).

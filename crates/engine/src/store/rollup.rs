@@ -92,7 +92,8 @@ pub struct RollupSums {
 }
 
 impl RollupSums {
-    fn add(&mut self, r: &UsageRecord) {
+    /// Adds one usage row.
+    pub fn add(&mut self, r: &UsageRecord) {
         let at = r.created_at.timestamp_millis();
         if self.requests == 0 {
             self.first_at_ms = at;

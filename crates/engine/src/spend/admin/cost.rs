@@ -44,7 +44,7 @@ struct Cursor {
 }
 
 /// Cents with six decimals, as the reference prints `round(sum(cents), 6)`.
-fn amount(micro: u64) -> String {
+pub(super) fn amount(micro: u64) -> String {
     format!("{}.{:04}00", micro / 10_000, micro % 10_000)
 }
 

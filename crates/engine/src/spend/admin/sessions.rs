@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use http::Response;
 use serde_json::{Value, json};
 
+use super::cost::amount;
 use super::{bad, ok, page_limit, store_failed};
 use crate::error::ApiError;
 use crate::gateway::Gateway;
@@ -23,10 +24,6 @@ use crate::store::rollup::hour_of;
 /// The path.
 pub const SESSIONS: &str = "/v1/organizations/analytics/sessions";
 const MAX_DAYS: i64 = 31;
-
-fn amount(micro: u64) -> String {
-    format!("{}.{:04}00", micro / 10_000, micro % 10_000)
-}
 
 fn time(q: &[(String, String)], name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
     q.iter()
