@@ -8,5 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build packages (WebKitGTK for the tray) and the dashboard the engine embeds.
 scripts/setup.sh --build
-cargo build --release -p gatehouse
+# gatehouse-statusline beside gatehouse: the tray configures Claude Code's status line with it.
+cargo build --release -p gatehouse -p gatehouse-statusline
 exec target/release/gatehouse "$@"
