@@ -3,13 +3,17 @@
 //
 // Environment:
 //   BASE_URL       required; the gateway, e.g. http://127.0.0.1:PORT
-//   SCREENSHOT_DIR optional; writes dashboard.png and policy-blocks.png there
+//   SCREENSHOT_DIR optional; writes dashboard.png, policy-blocks.png and upstreams.png there
 //   CHROMIUM       optional; browser executable (default /usr/bin/chromium)
 //   TIMEOUT_SECS   optional; overall timeout (default 60)
 //   APP_TOKEN      optional; instead of the read-only flow below, open the page as the
 //                  desktop does (/#token=...) and drive the Login and Settings tabs against
 //                  the app API; prints {"phase":"app", ...} (screenshots login.png,
 //                  settings.png)
+//   PROMPT_CACHE   optional; instead of the flow below, open the Dashboard once a cache
+//                  break is in the snapshot, read its Prompt cache section and print
+//                  {"phase":"prompt_cache", tallies, breaks, ...} (screenshot
+//                  dashboard-prompt-cache.png: that section only)
 //
 // Protocol (stdout: one JSON line per phase; stdin: one line to go on):
 //   1. open BASE_URL, wait for the totals and the live event stream, read the Dashboard,
@@ -99,7 +103,46 @@ async function readDashboard() {
       cells: [...r.querySelectorAll('td')].map((c) => c.textContent.trim()),
       cost: r.querySelector('[data-testid="recent-cost"]')?.textContent?.trim() ?? '',
     })));
-  return { totals, meters, models, recent, read_only: await text('read-only') };
+  return { totals, meters, models, recent, prompt_cache: await readPromptCache(), read_only: await text('read-only') };
+}
+
+// The Prompt cache section: a row per upstream and model, then the recent cache breaks.
+async function readPromptCache() {
+  const tallies = await page.$$eval('[data-testid="prompt-cache-row"]', (rows) =>
+    rows.map((r) => {
+      const get = (id) => r.querySelector(`[data-testid="${id}"]`)?.textContent?.trim() ?? '';
+      return {
+        upstream: r.getAttribute('data-upstream'),
+        model: r.getAttribute('data-model'),
+        turns: get('cache-turns'),
+        read: get('cache-read'),
+        write: get('cache-write'),
+        uncached: get('cache-uncached'),
+        ratio: get('cache-ratio'),
+        breaks: get('cache-breaks'),
+      };
+    }));
+  const breaks = await page.$$eval('[data-testid="cache-break-row"]', (rows) =>
+    rows.map((r) => {
+      const get = (id) => r.querySelector(`[data-testid="${id}"]`)?.textContent?.trim() ?? '';
+      return {
+        cause: r.getAttribute('data-cause'),
+        session: get('cache-break-session'),
+        session_title: r.querySelector('[data-testid="cache-break-session"]')?.getAttribute('title') ?? '',
+        model: get('cache-break-model'),
+        upstream: get('cache-break-upstream'),
+        label: get('cache-break-cause'),
+        explanation: get('cache-break-explanation'),
+      };
+    }));
+  const heading = await page.$('#h-prompt-cache');
+  return {
+    heading: heading ? ((await heading.textContent()) || '').trim() : null,
+    tallies,
+    breaks,
+    empty: await text('no-cache-breaks'),
+    no_detail: await text('cache-breaks-no-detail'),
+  };
 }
 
 // The desktop's way in: the token arrives in the fragment and must leave the address bar.
@@ -141,6 +184,34 @@ async function appFlow(token) {
   emit({ phase: 'app', url_after, stored, tabs, keychain_banner, login, settings, console_errors: consoleErrors, csp_violations });
 }
 
+// The Prompt cache section once the gateway has seen a cache break (the test made one).
+async function promptCacheFlow() {
+  const resp = await page.goto(`${BASE_URL}/`, { waitUntil: 'domcontentloaded', timeout: stepTimeout() });
+  if (!resp || resp.status() !== 200) throw new Error(`GET / answered ${resp ? resp.status() : 'nothing'}`);
+  await page.waitForSelector('.dot.on', { timeout: stepTimeout() });
+  await page.waitForSelector(byTestId('cache-break-row'), { timeout: stepTimeout() });
+  const prompt_cache = await readPromptCache();
+  if (SCREENSHOT_DIR) {
+    // The section alone, with a margin of the page around it.
+    const box = await (await page.$(byTestId('prompt-cache'))).boundingBox();
+    const pad = 20;
+    const scroll = await page.evaluate(() => ({ x: window.scrollX, y: window.scrollY }));
+    await page.screenshot({
+      path: path.join(SCREENSHOT_DIR, 'dashboard-prompt-cache.png'),
+      fullPage: true,
+      clip: {
+        x: Math.max(0, box.x + scroll.x - pad),
+        y: Math.max(0, box.y + scroll.y - pad),
+        width: box.width + 2 * pad,
+        height: box.height + 2 * pad,
+      },
+      timeout: 10_000,
+    });
+  }
+  const csp_violations = await page.evaluate(() => window.__csp);
+  emit({ phase: 'prompt_cache', prompt_cache, console_errors: consoleErrors, csp_violations });
+}
+
 async function main() {
   if (!BASE_URL) throw new Error('BASE_URL is not set');
   if (SCREENSHOT_DIR) fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -159,6 +230,10 @@ async function main() {
 
   if (env.APP_TOKEN) {
     await appFlow(env.APP_TOKEN);
+    return;
+  }
+  if (env.PROMPT_CACHE) {
+    await promptCacheFlow();
     return;
   }
   const resp = await page.goto(`${BASE_URL}/`, { waitUntil: 'domcontentloaded', timeout: stepTimeout() });

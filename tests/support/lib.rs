@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod caps;
+pub mod claude_session;
 pub mod desktop;
+pub mod matrix;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod replicas;

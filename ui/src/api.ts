@@ -34,7 +34,7 @@ export type RecentRequest = {
 export type Block = {
   at: string;
   request_id: string;
-  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing' | 'rate_limit';
+  layer: 'policy' | 'catalog' | 'webhook' | 'spend' | 'paused' | 'routing' | 'rate_limit' | 'capability';
   model: string | null;
   status: number;
   message: string;
@@ -74,6 +74,39 @@ export type PoolKey = {
   failures: number;
 };
 
+/** Prompt tokens one upstream's model answered since the gateway started (in memory). */
+export type PromptCacheTally = {
+  upstream: string;
+  /** The model the upstream was asked for. */
+  model: string;
+  turns: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  uncached_tokens: number;
+  /** Turns that read nothing from a cache their conversation's previous turn had. */
+  breaks: number;
+};
+
+export type CacheBreakCause =
+  | 'upstream_switch'
+  | 'model_switch'
+  | 'system_changed'
+  | 'tools_changed'
+  | 'expired'
+  | 'unknown';
+
+/** A conversation that lost its prompt cache, with the likely cause. */
+export type CacheBreak = {
+  request_id: string;
+  at: string;
+  session_id: string | null;
+  upstream: string;
+  model: string;
+  cause: CacheBreakCause;
+  /** One sentence, lower case first: `the conversation moved from upstream a, whose cache it had`. */
+  explanation: string;
+};
+
 export type Dashboard = {
   server: {
     version: string;
@@ -89,6 +122,9 @@ export type Dashboard = {
   meters: Meter[];
   recent?: RecentRequest[];
   blocks?: Block[];
+  /** Newest first; empty without detail. */
+  cache_breaks?: CacheBreak[];
+  prompt_cache?: PromptCacheTally[];
   upstreams: UpstreamHealth[];
 };
 

@@ -67,6 +67,22 @@ export function ratio(r: number | null | undefined): string {
 }
 
 /**
+ * A share (0..1) as a percentage to one decimal place, `87.5%` (halves round up); `—` when
+ * there is none.
+ */
+export function percentTenths(r: number | null | undefined): string {
+  return r === null || r === undefined || Number.isNaN(r) ? '—' : `${(Math.round(r * 1000) / 10).toFixed(1)}%`;
+}
+
+/** A sentence as the engine words it (`the model changed`) for display: `The model changed.` */
+export function sentence(s: string): string {
+  const t = s.trim();
+  if (t === '') return t;
+  const capital = t.charAt(0).toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
+}
+
+/**
  * The one visible time format: a local date and time without seconds, on a 24-hour
  * clock: `Dec 6, 14:04`. (`localTime`, with the seconds, goes in its tooltip.)
  */

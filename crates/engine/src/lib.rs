@@ -11,6 +11,7 @@ pub mod azure;
 pub mod breaker;
 pub mod config;
 pub mod connection_thread;
+pub mod conversation;
 pub mod dashboard;
 pub mod deps;
 pub mod edge;

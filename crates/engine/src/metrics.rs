@@ -55,6 +55,19 @@ struct TokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PromptLabels {
+    upstream: String,
+    model: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BreakLabels {
+    upstream: String,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
     model: String,
 }
@@ -93,6 +106,8 @@ pub struct Metrics {
     duration: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     ttft: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
     tokens: Family<TokenLabels, Counter>,
+    prompt: Family<PromptLabels, Counter>,
+    cache_breaks: Family<BreakLabels, Counter>,
     cost: Family<ModelLabels, Counter>,
     disconnects: Family<EndpointLabels, Counter>,
     upstream_state: Family<StateLabels, Gauge>,
@@ -137,6 +152,18 @@ impl Metrics {
             "tokens",
             "Tokens reported by upstreams, by requested model and kind",
             tokens.clone(),
+        );
+        let prompt = Family::default();
+        registry.register(
+            "prompt_tokens",
+            "Prompt tokens of answered Messages requests by upstream, requested model and kind (cache_read, cache_write, uncached): the cache-read ratio is cache_read over their sum",
+            prompt.clone(),
+        );
+        let cache_breaks = Family::default();
+        registry.register(
+            "cache_breaks",
+            "Conversation turns whose prompt-cache reads fell to zero after a cached turn, by upstream and likely cause",
+            cache_breaks.clone(),
         );
         let cost = Family::default();
         registry.register(
@@ -195,6 +222,8 @@ impl Metrics {
             duration,
             ttft,
             tokens,
+            prompt,
+            cache_breaks,
             cost,
             disconnects,
             upstream_state,
@@ -220,6 +249,9 @@ impl Metrics {
         self.events.get_or_create(&labels).inc();
         if event.evt == "inference" {
             self.inference(&event.fields);
+        }
+        if event.evt == "cache.broken" {
+            self.cache_break(&event.fields);
         }
         if event.evt == "ratelimit.blocked" {
             // Only the known kinds become labels.
@@ -277,6 +309,23 @@ impl Metrics {
                 self.tokens.get_or_create(&l).inc_by(n);
             }
         }
+        if !request.upstream.is_empty() && text("endpoint") != "count_tokens" {
+            let write =
+                number("cache_write_5m_tokens").saturating_add(number("cache_write_1h_tokens"));
+            for (kind, n) in [
+                ("cache_read", number("cache_read_tokens")),
+                ("cache_write", write),
+                ("uncached", number("input_tokens")),
+            ] {
+                let l = PromptLabels {
+                    upstream: request.upstream.clone(),
+                    model: model.clone(),
+                    kind,
+                };
+                // Every kind from the first answer, so a ratio is never a missing series.
+                self.prompt.get_or_create(&l).inc_by(n);
+            }
+        }
         let cost = number("cost_micro_usd");
         if cost > 0 {
             self.cost.get_or_create(&ModelLabels { model }).inc_by(cost);
@@ -284,6 +333,26 @@ impl Metrics {
         if f.get("client_disconnected").and_then(Value::as_bool) == Some(true) {
             self.disconnects.get_or_create(&endpoint).inc();
         }
+    }
+
+    fn cache_break(&self, f: &crate::events::Fields) {
+        // Only the causes the tracker names become labels.
+        let cause = match f.get("cause").and_then(Value::as_str) {
+            Some("upstream_switch") => "upstream_switch",
+            Some("model_switch") => "model_switch",
+            Some("system_changed") => "system_changed",
+            Some("tools_changed") => "tools_changed",
+            Some("expired") => "expired",
+            _ => "unknown",
+        };
+        let upstream = f
+            .get("upstream")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.cache_breaks
+            .get_or_create(&BreakLabels { upstream, cause })
+            .inc();
     }
 
     /// Where a [`crate::store::timed::Timed`] store reports each operation's duration.
@@ -433,5 +502,40 @@ mod tests {
         let models = text.matches("gatehouse_cost_micro_usd_total{").count();
         assert_eq!(models, MODEL_LABELS + 1);
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn prompt_tokens_by_upstream_and_cache_breaks_by_cause() {
+        let m = Metrics::new();
+        m.observe(
+            &Event::new("inference")
+                .with("endpoint", "messages")
+                .with("model", "claude-sonnet-4-6")
+                .with("upstream", "a")
+                .with("status", 200)
+                .with("input_tokens", 10)
+                .with("cache_read_tokens", 900)
+                .with("cache_write_5m_tokens", 90),
+        );
+        m.observe(
+            &Event::new("cache.broken")
+                .with("upstream", "b")
+                .with("cause", "upstream_switch"),
+        );
+        m.observe(
+            &Event::new("cache.broken")
+                .with("upstream", "b")
+                .with("cause", "<script>"),
+        );
+        let text = m.render(&[]);
+        for needle in [
+            "gatehouse_prompt_tokens_total{upstream=\"a\",model=\"claude-sonnet-4-6\",kind=\"cache_read\"} 900",
+            "gatehouse_prompt_tokens_total{upstream=\"a\",model=\"claude-sonnet-4-6\",kind=\"cache_write\"} 90",
+            "gatehouse_prompt_tokens_total{upstream=\"a\",model=\"claude-sonnet-4-6\",kind=\"uncached\"} 10",
+            "gatehouse_cache_breaks_total{upstream=\"b\",cause=\"upstream_switch\"} 1",
+            "gatehouse_cache_breaks_total{upstream=\"b\",cause=\"unknown\"} 1",
+        ] {
+            assert!(text.contains(needle), "{needle} in {text}");
+        }
     }
 }

@@ -295,10 +295,12 @@ pub async fn start_on_controlled(
     let pricing = Arc::new(Pricing::new(config.pricing.clone()));
     let recorder_stop = CancellationToken::new();
     let stop_jobs = recorder_stop.clone();
+    let conversations = Arc::new(crate::conversation::Tracker::new());
     let (recorder, recorder_task) = recorder::spawn(
         store.clone(),
         pricing.clone(),
         deps.events.clone(),
+        conversations.clone(),
         recorder_stop.clone(),
     );
     let tracker = TaskTracker::new();
@@ -317,6 +319,7 @@ pub async fn start_on_controlled(
         live,
         metrics,
         refusals: Refusals::default(),
+        conversations,
         readiness: crate::memo::Memo::new(Duration::ZERO),
         ready_grace: crate::readiness::Readiness::new(config.readiness_grace),
         snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),

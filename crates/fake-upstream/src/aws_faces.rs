@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::server::{Probe, Shared, error_response, inference};
 use crate::sse::{Abort, FakeBody};
+use crate::strict::{Family, claude_refusal};
 
 /// Which AWS face a request is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -181,7 +182,7 @@ pub(crate) async fn serve(
     face: AwsFace,
     count: bool,
     headers: &HeaderMap,
-    body: &Value,
+    (body, bytes): (&Value, usize),
     index: usize,
 ) -> Result<Response<FakeBody>, Abort> {
     if let Some(why) = auth_error(face, headers) {
@@ -191,7 +192,18 @@ pub(crate) async fn serve(
             &why,
         ));
     }
-    if let Some(why) = shape_error(face, headers, body) {
+    let strict = || {
+        claude_refusal(
+            shared,
+            index,
+            Family::Anthropic,
+            headers,
+            body,
+            bytes,
+            count,
+        )
+    };
+    if let Some(why) = shape_error(face, headers, body).or_else(strict) {
         return Ok(error_response(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use crate::config::Fault;
 use crate::server::{Probe, Shared, error_response, inference, json_response};
 use crate::sse::{Abort, FakeBody};
+use crate::strict::{Family, claude_refusal};
 
 /// A request for one of the cloud faces.
 pub(crate) enum Cloud {
@@ -145,6 +146,16 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// A count's body without its `model` (Vertex's count names the model in the body, as the
+/// Messages API does; the strict key check is the rawPredict one).
+fn without_model(body: &Value, count: bool) -> Value {
+    let mut body = body.clone();
+    if count && let Some(obj) = body.as_object_mut() {
+        obj.remove("model");
+    }
+    body
+}
+
 fn body_shape_error(body: &Value, keeps_model: bool) -> Option<String> {
     let obj = body.as_object()?;
     if obj
@@ -172,7 +183,7 @@ pub(crate) async fn serve(
         Cloud::Token => Ok(token(shared)),
         Cloud::Sts => Ok(assume_role(headers, raw)),
         Cloud::Aws { face, count } => {
-            crate::aws_faces::serve(shared, face, count, headers, body, index).await
+            crate::aws_faces::serve(shared, face, count, headers, (body, raw.len()), index).await
         }
         Cloud::Foundry { count } => {
             let bearer = header(headers, "authorization").strip_prefix("Bearer ");
@@ -190,6 +201,22 @@ pub(crate) async fn serve(
                     why,
                 ));
             }
+            let bytes = raw.len();
+            if let Some(why) = claude_refusal(
+                shared,
+                index,
+                Family::Anthropic,
+                headers,
+                body,
+                bytes,
+                count,
+            ) {
+                return Ok(error_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &why,
+                ));
+            }
             let probe = Probe::of(body);
             inference(shared, count, index, probe).await
         }
@@ -201,7 +228,20 @@ pub(crate) async fn serve(
                     "missing bearer token",
                 ));
             }
-            if let Some(why) = body_shape_error(body, op == VertexOp::Count) {
+            let count = op == VertexOp::Count;
+            let why = body_shape_error(body, count).or_else(|| {
+                let body = &without_model(body, count);
+                claude_refusal(
+                    shared,
+                    index,
+                    Family::Vertex,
+                    headers,
+                    body,
+                    raw.len(),
+                    count,
+                )
+            });
+            if let Some(why) = why {
                 return Ok(error_response(
                     StatusCode::BAD_REQUEST,
                     "invalid_request_error",
@@ -209,17 +249,19 @@ pub(crate) async fn serve(
                 ));
             }
             let probe = Probe {
-                model: Some(if op == VertexOp::Count {
+                model: Some(if count {
                     body["model"].as_str().unwrap_or_default().to_owned()
                 } else {
                     model
                 }),
                 stream: Some(op == VertexOp::Stream),
-                answers_tool: crate::server::answers_tool(body),
+                ..Probe::of_conversation(body)
             };
             inference(shared, op == VertexOp::Count, index, Some(probe)).await
         }
-        Cloud::Bedrock { model, op } => bedrock(shared, headers, body, index, model, op).await,
+        Cloud::Bedrock { model, op } => {
+            bedrock(shared, headers, (body, raw.len()), index, model, op).await
+        }
     }
 }
 
@@ -227,7 +269,7 @@ pub(crate) async fn serve(
 async fn bedrock(
     shared: &Shared,
     headers: &HeaderMap,
-    body: &Value,
+    (body, bytes): (&Value, usize),
     index: usize,
     model: String,
     op: BedrockOp,
@@ -274,10 +316,17 @@ async fn bedrock(
             "The provided model identifier is invalid.",
         ));
     }
+    if let Some(why) = claude_refusal(shared, index, Family::Bedrock, headers, body, bytes, false) {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            &why,
+        ));
+    }
     let probe = Probe {
         model: Some(model),
         stream: Some(op == BedrockOp::Stream),
-        answers_tool: crate::server::answers_tool(body),
+        ..Probe::of_conversation(body)
     };
     let resp = inference(shared, false, index, Some(probe)).await?;
     Ok(bedrock_answer(resp))

@@ -44,6 +44,30 @@ pub struct FakeConfig {
     /// already carries a `tool_result`: then the plain reply answers, as a model does once
     /// its tools ran. Empty: no tool calls.
     pub tool_uses: Vec<ToolUse>,
+    /// Model Anthropic's prompt cache in this instance (the `prompt_cache` module): each
+    /// `/v1/messages` answer then reports `input_tokens`, `cache_read_input_tokens` and
+    /// `cache_creation_input_tokens` (5m) from the request's `cache_control` breakpoints and
+    /// what earlier requests to this instance cached, instead of the three fixed values
+    /// above. Off by default.
+    pub prompt_cache: bool,
+    /// Refuse what the real providers refuse, in their words (the `strict` module): thinking
+    /// signatures, tool ids, and on Bedrock and Vertex unknown betas and top-level keys. A
+    /// request asking for thinking is then answered with a thinking block the fake signed.
+    pub strict: bool,
+    /// The model's context window in tokens, estimated as request bytes / 4: a longer
+    /// Messages or chat request is refused as its provider refuses an overflow. `None`: none.
+    pub context_window: Option<u64>,
+    /// Models the OpenAI-compatible face serves as text only: an `image_url` part to one of
+    /// them is refused as DeepSeek refuses it.
+    pub text_only_models: Vec<String>,
+    /// The OpenAI-compatible face issues and requires Mistral's tool call ids (exactly nine
+    /// of `[a-zA-Z0-9]`).
+    pub mistral_tool_ids: bool,
+    /// Make the scripted `tool_uses` on every turn whose last message is a new prompt, not
+    /// tool results (a resumed conversation that already ran tools calls them again); off:
+    /// only until the conversation carries any tool result. The OpenAI-compatible face then
+    /// calls them too, instead of its own `Bash` script.
+    pub tool_uses_every_turn: bool,
 }
 
 /// One scripted tool call.
@@ -69,6 +93,12 @@ impl Default for FakeConfig {
             token_interval_ms: 0,
             model_override: None,
             tool_uses: Vec::new(),
+            prompt_cache: false,
+            strict: false,
+            context_window: None,
+            text_only_models: Vec::new(),
+            mistral_tool_ids: false,
+            tool_uses_every_turn: false,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! | `POST /_fake/faults` (Fault JSON) | queue a fault, 204 |
 //! | `GET /_fake/requests` | JSON array of recorded requests |
 //! | `GET /_fake/streams` | JSON array of `{request_index, completed, usage, last_event_ms_after_start}` |
+//! | `GET /_fake/refusals` | JSON array of `{request_index, status, message}`: the `strict` rules' refusals |
 //! | `POST /_fake/recording` (`{"on": bool}`) | turn body recording on/off, 204 |
 //! | `POST /_fake/clear` | forget recorded requests and streams, 204 |
 
@@ -73,6 +74,7 @@ pub(crate) async fn handle(
             empty_response(StatusCode::NO_CONTENT)
         }),
         (&Method::GET, "/_fake/requests") => Ok(to_json(&shared.records.lock().requests())),
+        (&Method::GET, "/_fake/refusals") => Ok(to_json(&shared.records.lock().refusals())),
         (&Method::GET, "/_fake/streams") => {
             let streams: Vec<serde_json::Value> = shared
                 .records

@@ -9,8 +9,11 @@
 //! [`FakeUpstream::serve_tls`]); everything else gets a 404 Anthropic error envelope.
 //! Answers are shaped by a [`FakeConfig`], one-shot failures are injected with
 //! [`Fault`]s, and every request is recorded ([`RecordedRequest`],
-//! [`StreamRecord`]). Out-of-process users drive the same knobs through the
-//! `/_fake/*` control API (see the `control` module docs).
+//! [`StreamRecord`]). With `FakeConfig::strict` (and its `context_window`,
+//! `text_only_models` and `mistral_tool_ids`) every face refuses what its real provider
+//! refuses, in that provider's words (the `strict` module); [`FakeUpstream::refusals`] lists
+//! them. Out-of-process users drive the same knobs through the `/_fake/*` control API (see
+//! the `control` module docs).
 //!
 //! Built directly on hyper 1 + hyper-util with pre-rendered bytes and no task
 //! per stream so that it costs much less than the gateway in front of it.
@@ -32,10 +35,13 @@ mod control;
 mod entra;
 mod openai;
 mod platform;
+mod prompt_cache;
 mod record;
 mod render;
 mod server;
+mod server_tools;
 mod sse;
+mod strict;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,7 +55,8 @@ pub use config::{FakeConfig, Fault, ToolUse, default_error_type};
 pub use entra::FOUNDRY_SCOPE;
 pub use openai::{TEXT_ANSWER, TOOL_COMMAND, TOOL_OUTPUT};
 pub use platform::FEDERATED_PREFIX;
-pub use record::{MAX_RECORDS, RecordedRequest, StreamRecord};
+pub use record::{MAX_RECORDS, RecordedRequest, Refusal, StreamRecord};
+pub use server_tools::ANSWER_PREFIX as SEARCHER_ANSWER_PREFIX;
 
 use server::Shared;
 
@@ -184,7 +191,13 @@ impl FakeUpstream {
         self.shared.records.lock().streams()
     }
 
-    /// Forgets recorded requests and streams; indices restart at 0.
+    /// Requests refused as their provider refuses them (`FakeConfig::strict` and the other
+    /// rules of the `strict` module), oldest first.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.shared.records.lock().refusals()
+    }
+
+    /// Forgets recorded requests, streams and refusals; indices restart at 0.
     pub fn clear_records(&self) {
         self.shared.records.lock().clear();
     }

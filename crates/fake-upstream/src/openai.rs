@@ -8,10 +8,13 @@
 //! `tool_calls` id of an earlier assistant message, else 400) and answered with text that
 //! quotes the last tool output. Anything else gets a plain text answer. A model id
 //! containing `reason` also gets `reasoning_content` and, like DeepSeek's thinking mode,
-//! refuses (400) an assistant message with `tool_calls` that does not bring its
-//! `reasoning_content` back; one containing `nostream` answers JSON even when asked to
-//! stream. Usage is fixed: 120 prompt tokens
-//! (20 of them cached) and 9 completion tokens.
+//! refuses (400, in DeepSeek's words) an assistant message with `tool_calls` that has no
+//! `reasoning_content` field (an empty one passes); one containing `nostream` answers JSON even when asked
+//! to stream. With `tool_uses_every_turn` the config's `tool_uses` are called instead (after
+//! the reply text), on every turn whose last message is not a tool result, and their results
+//! are answered with the reply text. The config's text-only models,
+//! context window and Mistral ids are checked first ([`crate::strict::openai_refusal`]).
+//! Usage is fixed: 120 prompt tokens (20 of them cached) and 9 completion tokens.
 //!
 //! Faults apply as on the Anthropic face, with OpenAI's error body (`error.message`,
 //! `error.type`, `error.code`): a `Status` fault's `error_type` becomes `code` (e.g.
@@ -24,7 +27,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::config::Fault;
+use crate::config::{FakeConfig, Fault};
 use crate::server::{Shared, json_response};
 use crate::sse::{Abort, FakeBody};
 
@@ -51,7 +54,20 @@ pub(crate) fn error(
 /// What the fake answers to one completion request.
 enum Reply {
     Text(String),
-    ToolCall { id: String },
+    /// Function calls (id, name and JSON arguments each), after a text when there is one.
+    ToolCalls(Vec<(String, String, String)>, Option<String>),
+}
+
+/// The id of the `k`th call of answer `n`: Kimi's `functions.<name>:<n>`, or Mistral's nine
+/// alphanumerics.
+fn call_id(config: &FakeConfig, name: &str, n: u64, k: usize) -> String {
+    if config.mistral_tool_ids {
+        crate::strict::mistral_id(n.wrapping_mul(16).wrapping_add(k as u64))
+    } else if k == 0 {
+        format!("functions.{name}:{n}")
+    } else {
+        format!("functions.{name}:{n}.{k}")
+    }
 }
 
 /// The tool call ids of earlier assistant messages; `Err` names the first `role: tool`
@@ -76,7 +92,7 @@ fn check_tool_messages(messages: &[Value]) -> Result<Option<&str>, String> {
     Ok(last_output)
 }
 
-fn reply(body: &Value, n: u64) -> Result<Reply, String> {
+fn reply(config: &FakeConfig, body: &Value, n: u64) -> Result<Reply, String> {
     let Some(messages) = body["messages"].as_array().filter(|m| !m.is_empty()) else {
         return Err("'messages' must be a non-empty array".into());
     };
@@ -86,15 +102,50 @@ fn reply(body: &Value, n: u64) -> Result<Reply, String> {
     // DeepSeek's thinking mode: the reasoning of a turn that called tools must come back.
     let reasoner = body["model"].as_str().is_some_and(|m| m.contains("reason"));
     if reasoner
-        && let Some(i) = messages.iter().position(|m| {
-            m["tool_calls"].is_array() && m["reasoning_content"].as_str().is_none_or(str::is_empty)
-        })
+        && let Some(i) = messages
+            .iter()
+            .position(|m| m["tool_calls"].is_array() && !m["reasoning_content"].is_string())
     {
         return Err(format!(
-            "messages[{i}]: the reasoning_content in the thinking mode must be passed back to the API"
+            "Missing `reasoning_content` field in the assistant message at message index {i}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
         ));
     }
-    if let Some(output) = check_tool_messages(messages)? {
+    // The turn's tools ran when a tool message follows the last assistant message (images
+    // of a tool's result may come after it in a user message).
+    let since = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .map_or(0, |i| i + 1);
+    let last_is_tool = messages[since..].iter().any(|m| m["role"] == "tool");
+    let output = check_tool_messages(messages)?;
+    // A `searcher` model uses the server tools Gatehouse offers as functions.
+    match crate::server_tools::turn(body) {
+        Some(crate::server_tools::Turn::Call { name, arguments }) => {
+            let id = call_id(config, &name, n, 0);
+            return Ok(Reply::ToolCalls(vec![(id, name, arguments)], None));
+        }
+        Some(crate::server_tools::Turn::Answer(text)) => return Ok(Reply::Text(text)),
+        None => {}
+    }
+    if config.tool_uses_every_turn && !last_is_tool && !config.tool_uses.is_empty() {
+        let calls = config.tool_uses.iter().enumerate();
+        return Ok(Reply::ToolCalls(
+            calls
+                .map(|(k, t)| {
+                    (
+                        call_id(config, &t.name, n, k),
+                        t.name.clone(),
+                        t.input.to_string(),
+                    )
+                })
+                .collect(),
+            Some(config.reply_text.clone()),
+        ));
+    }
+    if let Some(output) = output {
+        if config.tool_uses_every_turn {
+            return Ok(Reply::Text(config.reply_text.clone()));
+        }
         return Ok(Reply::Text(format!(
             "The command printed: {}",
             output.trim()
@@ -107,9 +158,11 @@ fn reply(body: &Value, n: u64) -> Result<Reply, String> {
         .any(|t| t["function"]["name"] == "Bash");
     let tools_allowed = body["tool_choice"] != "none";
     if offers_bash && tools_allowed {
-        return Ok(Reply::ToolCall {
-            id: format!("functions.Bash:{n}"),
-        });
+        let id = call_id(config, "Bash", n, 0);
+        return Ok(Reply::ToolCalls(
+            vec![(id, "Bash".to_owned(), arguments())],
+            None,
+        ));
     }
     Ok(Reply::Text(TEXT_ANSWER.to_owned()))
 }
@@ -127,8 +180,17 @@ fn arguments() -> String {
     json!({"command": TOOL_COMMAND, "description": "Print the gatehouse marker"}).to_string()
 }
 
-/// Serves `/v1/chat/completions`.
-pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<FakeBody>, Abort> {
+/// Serves `/v1/chat/completions` (request `index`; `raw`: the body as received).
+pub(crate) fn serve(
+    shared: &Shared,
+    (body, raw): (&Value, &[u8]),
+    index: usize,
+    n: u64,
+) -> Result<Response<FakeBody>, Abort> {
+    if let Some(refused) = crate::strict::openai_refusal(shared, index, body, raw) {
+        return Ok(refused);
+    }
+    let config = shared.rendered().config.clone();
     let mut fault_after = None;
     match shared.pop_fault() {
         None | Some(Fault::HangBeforeHeaders { .. }) => {}
@@ -153,9 +215,10 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
             return Ok(resp);
         }
     }
-    let reply = match reply(body, n) {
+    let reply = match reply(&config, body, n) {
         Ok(r) => r,
         Err(m) => {
+            crate::strict::note(shared, index, &m);
             return Ok(error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
@@ -188,11 +251,17 @@ pub(crate) fn serve(shared: &Shared, body: &Value, n: u64) -> Result<Response<Fa
             message["content"] = json!(t);
             "stop"
         }
-        Reply::ToolCall { id } => {
-            message["tool_calls"] = json!([{
-                "id": id, "type": "function",
-                "function": {"name": "Bash", "arguments": arguments()},
-            }]);
+        Reply::ToolCalls(calls, text) => {
+            if let Some(t) = text {
+                message["content"] = json!(t);
+            }
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|(id, name, args)| {
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+                })
+                .collect();
+            message["tool_calls"] = json!(calls);
             "tool_calls"
         }
     };
@@ -236,15 +305,25 @@ fn stream(
             deltas.push(json!({"content": &t[mid..]}));
             "stop"
         }
-        Reply::ToolCall { id } => {
-            let args = arguments();
-            let (a, b) = args.split_at(args.len() / 2);
-            deltas.push(
-                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
-                "function": {"name": "Bash", "arguments": ""}}]}),
-            );
-            deltas.push(json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}));
-            deltas.push(json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}));
+        Reply::ToolCalls(calls, text) => {
+            if let Some(t) = text {
+                deltas.push(json!({"content": t}));
+            }
+            for (index, (id, name, args)) in calls.iter().enumerate() {
+                let mut cut = args.len() / 2;
+                while !args.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let (a, b) = args.split_at(cut);
+                deltas.push(
+                    json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                );
+                deltas
+                    .push(json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]}));
+                deltas
+                    .push(json!({"tool_calls": [{"index": index, "function": {"arguments": b}}]}));
+            }
             "tool_calls"
         }
     };

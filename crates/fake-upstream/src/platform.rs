@@ -131,6 +131,17 @@ pub(crate) async fn serve(
                     "model: Field required",
                 ));
             }
+            let family = crate::strict::Family::Anthropic;
+            let bytes = raw.len();
+            if let Some(why) =
+                crate::strict::claude_refusal(shared, index, family, headers, &body, bytes, count)
+            {
+                return Ok(error_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &why,
+                ));
+            }
             inference(shared, count, index, Probe::of(&body)).await
         }
     }

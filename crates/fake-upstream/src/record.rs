@@ -42,6 +42,16 @@ pub struct StreamRecord {
     pub usage: serde_json::Value,
 }
 
+/// A request the fake refused as its provider would (the `strict` module's rules).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Index of the request in [`crate::FakeUpstream::requests`].
+    pub request_index: usize,
+    pub status: u16,
+    /// The provider's message, as answered.
+    pub message: String,
+}
+
 /// Ring buffers of requests and streams plus the clear epoch.
 #[derive(Default)]
 pub(crate) struct Records {
@@ -50,6 +60,7 @@ pub(crate) struct Records {
     requests_evicted: usize,
     streams: VecDeque<StreamRecord>,
     streams_evicted: usize,
+    refusals: VecDeque<Refusal>,
 }
 
 impl Records {
@@ -81,6 +92,18 @@ impl Records {
         self.streams.get_mut(pos)
     }
 
+    /// Notes a refusal (at most [`MAX_RECORDS`] kept, the oldest dropped first).
+    pub(crate) fn push_refusal(&mut self, refusal: Refusal) {
+        if self.refusals.len() >= MAX_RECORDS {
+            self.refusals.pop_front();
+        }
+        self.refusals.push_back(refusal);
+    }
+
+    pub(crate) fn refusals(&self) -> Vec<Refusal> {
+        self.refusals.iter().cloned().collect()
+    }
+
     pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.requests.iter().cloned().collect()
     }
@@ -97,6 +120,7 @@ impl Records {
         self.requests_evicted = 0;
         self.streams.clear();
         self.streams_evicted = 0;
+        self.refusals.clear();
     }
 }
 

@@ -59,15 +59,18 @@ pub(crate) struct Rendered {
     model_override_json: Option<String>,
     /// With scripted tool calls: the plain answer, for a request that returns their results.
     pub(crate) after_tool_result: Option<Arc<Rendered>>,
+    /// With `strict`: the answer to a request that asks for thinking, which starts with a
+    /// thinking block the fake signed.
+    pub(crate) thinking: Option<Arc<Rendered>>,
 }
 
-/// The `tool_use` blocks' events after the text block (index 0), each input streamed as
-/// two `input_json_delta` fragments; and the blocks for the JSON answer.
-fn tool_blocks(tools: &[ToolUse]) -> (String, String) {
+/// The `tool_use` blocks' events after the text block (at `text_index`), each input
+/// streamed as two `input_json_delta` fragments; and the blocks for the JSON answer.
+fn tool_blocks(tools: &[ToolUse], text_index: usize) -> (String, String) {
     let mut events = String::new();
     let mut blocks = String::new();
     for (k, t) in tools.iter().enumerate() {
-        let index = k + 1;
+        let index = k + 1 + text_index;
         let (id, name) = (json_str(&t.id), json_str(&t.name));
         let input = t.input.to_string();
         events += &event(
@@ -158,6 +161,37 @@ pub(crate) fn split_reply(text: &str, pieces: u32) -> Vec<String> {
 
 impl Rendered {
     pub(crate) fn new(config: FakeConfig) -> Rendered {
+        Rendered::build(config, false)
+    }
+
+    /// The thinking block's events (index 0) and its JSON.
+    fn thinking_block() -> (String, String) {
+        let text = json_str(crate::strict::THINKING_TEXT);
+        let signature = json_str(&crate::strict::sign(crate::strict::THINKING_TEXT));
+        let events = event(
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        ) + &event(
+            "content_block_delta",
+            &format!(
+                "{{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":{text}}}}}"
+            ),
+        ) + &event(
+            "content_block_delta",
+            &format!(
+                "{{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"signature_delta\",\"signature\":{signature}}}}}"
+            ),
+        ) + &event(
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        );
+        let json =
+            format!("{{\"type\":\"thinking\",\"thinking\":{text},\"signature\":{signature}}},");
+        (events, json)
+    }
+
+    /// The answer, starting with a signed thinking block when `thinking`.
+    fn build(config: FakeConfig, thinking: bool) -> Rendered {
         let c = &config;
         let creation =
             u64::from(c.cache_creation_5m_tokens) + u64::from(c.cache_creation_1h_tokens);
@@ -190,22 +224,32 @@ impl Rendered {
         let message_start_tail = format!(
             ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{start_usage}}}}}\n\n"
         );
-        let head_rest = event(
-            "content_block_start",
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-        ) + &event("ping", r#"{"type": "ping"}"#);
+        let (thinking_events, thinking_json) = if thinking {
+            Rendered::thinking_block()
+        } else {
+            (String::new(), String::new())
+        };
+        let ti = usize::from(thinking);
+        let head_rest = thinking_events
+            + &event(
+                "content_block_start",
+                &format!(
+                    "{{\"type\":\"content_block_start\",\"index\":{ti},\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}"
+                ),
+            )
+            + &event("ping", r#"{"type": "ping"}"#);
         let texts = split_reply(&c.reply_text, c.output_tokens);
         let deltas: Vec<Bytes> = texts
             .iter()
             .map(|t| {
                 let data = format!(
-                    "{{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{}}}}}",
+                    "{{\"type\":\"content_block_delta\",\"index\":{ti},\"delta\":{{\"type\":\"text_delta\",\"text\":{}}}}}",
                     json_str(t)
                 );
                 Bytes::from(event("content_block_delta", &data))
             })
             .collect();
-        let (tool_events, tool_json) = tool_blocks(&c.tool_uses);
+        let (tool_events, tool_json) = tool_blocks(&c.tool_uses, ti);
         let stop = if c.tool_uses.is_empty() {
             "end_turn"
         } else {
@@ -213,7 +257,7 @@ impl Rendered {
         };
         let tail = event(
             "content_block_stop",
-            r#"{"type":"content_block_stop","index":0}"#,
+            &format!("{{\"type\":\"content_block_stop\",\"index\":{ti}}}"),
         ) + &tool_events
             + &event(
                 "message_delta",
@@ -228,15 +272,17 @@ impl Rendered {
         }
         unpaced.extend_from_slice(tail.as_bytes());
         let json_tail = format!(
-            ",\"content\":[{{\"type\":\"text\",\"text\":{}}}{tool_json}],\"stop_reason\":\"{stop}\",\"stop_sequence\":null,\"usage\":{json_usage}}}",
+            ",\"content\":[{thinking_json}{{\"type\":\"text\",\"text\":{}}}{tool_json}],\"stop_reason\":\"{stop}\",\"stop_sequence\":null,\"usage\":{json_usage}}}",
             json_str(&c.reply_text)
         );
         let after_tool_result = (!c.tool_uses.is_empty()).then(|| {
-            Arc::new(Rendered::new(FakeConfig {
+            let plain = FakeConfig {
                 tool_uses: Vec::new(),
                 ..c.clone()
-            }))
+            };
+            Arc::new(Rendered::build(plain, thinking))
         });
+        let thinking = (c.strict && !thinking).then(|| Arc::new(Rendered::build(c.clone(), true)));
         Rendered {
             message_start_tail,
             head_rest: Bytes::from(head_rest),
@@ -249,6 +295,7 @@ impl Rendered {
             count_tokens_body: Bytes::from(format!("{{\"input_tokens\":{}}}", c.input_tokens)),
             model_override_json: c.model_override.as_deref().map(json_str),
             after_tool_result,
+            thinking,
             config,
         }
     }
@@ -347,6 +394,52 @@ mod tests {
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["message"]["id"], "msg_fake_7");
         assert_eq!(v["message"]["usage"]["output_tokens"], 1);
+    }
+
+    #[test]
+    fn strict_answers_to_thinking_start_with_a_signed_thinking_block() {
+        let cfg = FakeConfig {
+            strict: true,
+            tool_uses: vec![ToolUse {
+                id: "toolu_a".into(),
+                name: "Read".into(),
+                input: serde_json::json!({"file_path": "/x"}),
+            }],
+            ..FakeConfig::default()
+        };
+        let r = Rendered::new(cfg);
+        let t = r.thinking.as_ref().unwrap();
+        assert!(t.thinking.is_none());
+        let v: Value = serde_json::from_slice(&t.json_message(1, "\"m\"")).unwrap();
+        assert_eq!(v["content"][0]["type"], "thinking");
+        assert_eq!(
+            v["content"][0]["signature"],
+            crate::strict::sign(crate::strict::THINKING_TEXT)
+        );
+        assert_eq!(v["content"][1]["type"], "text");
+        assert_eq!(v["content"][2]["id"], "toolu_a");
+        let mut indexes = Vec::new();
+        for data in std::str::from_utf8(&t.unpaced_rest)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+        {
+            let e: Value = serde_json::from_str(data).unwrap();
+            if e["type"] == "content_block_start" {
+                indexes.push((
+                    e["index"].as_u64().unwrap(),
+                    e["content_block"]["type"].clone(),
+                ));
+            }
+        }
+        let want: [(u64, Value); 3] = [
+            (0, "thinking".into()),
+            (1, "text".into()),
+            (2, "tool_use".into()),
+        ];
+        assert_eq!(indexes, want);
+        // Without `strict` there is no thinking variant.
+        assert!(Rendered::new(FakeConfig::default()).thinking.is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{FakeConfig, Fault, default_error_message, default_error_type};
 use crate::control;
+use crate::prompt_cache::{self, CacheUsage, PromptCache};
 use crate::record::{RecordStore, RecordedRequest, StreamTracker};
 use crate::render::{MODELS_BODY, Rendered};
 use crate::sse::{Abort, FakeBody, SseBody, StreamFault};
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) issued: crate::platform::Issued,
     /// Entra ID tokens issued by the fake, with their scope, oldest first.
     pub(crate) entra_tokens: Mutex<Vec<(String, String)>>,
+    /// This instance's prompt cache (used when the config's `prompt_cache` is on).
+    prompt_cache: PromptCache,
 }
 
 impl Shared {
@@ -63,6 +66,7 @@ impl Shared {
             next_id: AtomicU64::new(0),
             issued: crate::platform::Issued::default(),
             entra_tokens: Mutex::new(Vec::new()),
+            prompt_cache: PromptCache::default(),
         }
     }
 
@@ -290,15 +294,25 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     {
         return crate::clouds::serve(&shared, cloud, &parts.headers, &bytes, index).await;
     }
+    if parts.method == Method::POST
+        && let Some(resp) =
+            crate::strict::messages_refusal(&shared, index, path, &parts.headers, &bytes)
+    {
+        return Ok(resp);
+    }
     match (&parts.method, path) {
-        (&Method::POST, "/v1/messages") => inference(&shared, false, index, probe).await,
+        (&Method::POST, "/v1/messages") => {
+            let on = shared.rendered().config.prompt_cache;
+            let cached = prompt_cache::usage(&shared.prompt_cache, on, &bytes);
+            inference_with(&shared, false, index, probe, cached).await
+        }
         (&Method::POST, "/v1/messages/count_tokens") => {
             inference(&shared, true, index, probe).await
         }
         (&Method::POST, "/v1/chat/completions") => {
             let n = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
             let body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
-            crate::openai::serve(&shared, &body, n)
+            crate::openai::serve(&shared, (&body, &bytes), index, n)
         }
         (&Method::GET, "/v1/models") => Ok(json_response(
             StatusCode::OK,
@@ -322,6 +336,13 @@ pub(crate) struct Probe {
     /// The conversation returned tool results (read only from a parsed body: recording on).
     #[serde(skip)]
     pub(crate) answers_tool: bool,
+    /// The messages after the last assistant message return tool results (the turn's tools
+    /// ran, rather than a new prompt arriving).
+    #[serde(skip)]
+    pub(crate) last_answers_tool: bool,
+    /// The request asks for thinking.
+    #[serde(skip)]
+    pub(crate) thinking: bool,
 }
 
 /// Whether a Messages body's conversation already returned tool results: its tools ran,
@@ -337,6 +358,23 @@ pub(crate) fn answers_tool(body: &Value) -> bool {
     })
 }
 
+/// Whether the messages after the last assistant message return tool results: the turn's
+/// tools ran (rather than a new prompt arriving).
+fn last_answers_tool(body: &Value) -> bool {
+    let Some(messages) = body["messages"].as_array() else {
+        return false;
+    };
+    let since = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .map_or(0, |i| i + 1);
+    messages[since..].iter().any(|m| {
+        m["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    })
+}
+
 impl Probe {
     /// The fields of a parsed body; `None` when it is not an object.
     pub(crate) fn of(value: &Value) -> Option<Probe> {
@@ -344,8 +382,29 @@ impl Probe {
         Some(Probe {
             model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
             stream: obj.get("stream").and_then(Value::as_bool),
-            answers_tool: answers_tool(value),
+            ..Probe::of_conversation(value)
         })
+    }
+
+    /// What a body's conversation says, with the model and streaming given by the caller
+    /// (the cloud faces name them in the path).
+    pub(crate) fn of_conversation(value: &Value) -> Probe {
+        Probe {
+            model: None,
+            stream: None,
+            answers_tool: answers_tool(value),
+            last_answers_tool: last_answers_tool(value),
+            thinking: crate::strict::wants_thinking(value),
+        }
+    }
+
+    /// Whether the scripted tool calls were already answered, under `config`'s rule.
+    fn tools_answered(&self, config: &FakeConfig) -> bool {
+        if config.tool_uses_every_turn {
+            self.last_answers_tool
+        } else {
+            self.answers_tool
+        }
     }
 }
 
@@ -368,12 +427,32 @@ pub(crate) async fn inference(
     index: usize,
     probe: Option<Probe>,
 ) -> Result<Response<FakeBody>, Abort> {
+    inference_with(shared, count_tokens, index, probe, None).await
+}
+
+/// [`inference`], answering with the prompt cache's usage when there is one.
+async fn inference_with(
+    shared: &Shared,
+    count_tokens: bool,
+    index: usize,
+    probe: Option<Probe>,
+    cached: Option<CacheUsage>,
+) -> Result<Response<FakeBody>, Abort> {
     let mut rendered = shared.rendered();
     if let (Some(after), Some(true)) = (
         rendered.after_tool_result.clone(),
-        probe.as_ref().map(|p| p.answers_tool),
+        probe.as_ref().map(|p| p.tools_answered(&rendered.config)),
     ) {
         rendered = after;
+    }
+    if let Some(usage) = cached {
+        rendered = Arc::new(Rendered::new(usage.config(&rendered.config)));
+    }
+    if let (Some(thinking), Some(true)) = (
+        rendered.thinking.clone(),
+        probe.as_ref().map(|p| p.thinking && !count_tokens),
+    ) {
+        rendered = thinking;
     }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let mut delay = rendered.config.header_delay_ms;

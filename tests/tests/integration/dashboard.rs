@@ -2,9 +2,12 @@
 //! gateway, refusals with the layer that refused, the detail rule behind a trusted proxy,
 //! upstream health from real outcomes, the live event stream, the page under its CSP, and
 //! the UI itself in headless Chromium (Playwright), which also takes the screenshots in
-//! `docs/screenshots/` when the test runs with `GATEHOUSE_SCREENSHOTS=1`.
+//! `docs/screenshots/` when the test runs with `GATEHOUSE_SCREENSHOTS=1`. Prompt cache
+//! health after a real cache break is in [`prompt_cache`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod prompt_cache;
 
 use std::time::Duration;
 
@@ -94,6 +97,8 @@ async fn snapshot_matches_the_store_and_blocks_name_their_layer() {
     assert_eq!(before["upstreams"][0]["state"], "unknown");
     assert_eq!(before["usage"]["today"]["requests"], 0);
     assert_eq!(before["meters"][0]["limit_micro_usd"], Value::Null);
+    assert_eq!(before["prompt_cache"], json!([]));
+    assert_eq!(before["cache_breaks"], json!([]));
 
     // A $1 daily budget on the local key (a `user` cap on its subject; amounts in cents).
     let r = gw
@@ -178,6 +183,27 @@ async fn snapshot_matches_the_store_and_blocks_name_their_layer() {
             mine.iter().map(|r| r.cost_micro_usd).sum::<u64>()
         );
     }
+    // Prompt tokens per upstream and model (in memory): every answered turn, none cached
+    // (this fake reports no cache use), so no break either.
+    let tallies = snap["prompt_cache"].as_array().unwrap();
+    assert_eq!(tallies.len(), 2, "{tallies:?}");
+    for m in by_model {
+        let t = tallies
+            .iter()
+            .find(|t| t["upstream"] == "primary" && t["model"] == m["model"])
+            .unwrap_or_else(|| panic!("no prompt_cache row for {}: {tallies:?}", m["model"]));
+        assert_eq!(t["turns"], m["requests"]);
+        assert_eq!(t["uncached_tokens"], m["input_tokens"]);
+        assert_eq!(
+            (
+                &t["cache_read_tokens"],
+                &t["cache_write_tokens"],
+                &t["breaks"]
+            ),
+            (&json!(0), &json!(0), &json!(0))
+        );
+    }
+    assert_eq!(snap["cache_breaks"], json!([]));
     // Recent requests: newest first, as stored, without principals.
     let recent = snap["recent"].as_array().unwrap();
     assert_eq!(recent.len(), rows.len());
@@ -292,7 +318,11 @@ async fn detail_only_for_loopback_or_an_admin_key() {
 
     // `dashboard.public: true`: aggregates for anyone, detail and hosts only for admins.
     let listen = format!("{LISTEN}\ndashboard: {{public: true}}");
-    let (gw, local) = desktop_like(FakeConfig::default(), Some(&listen)).await;
+    let cached = FakeConfig {
+        prompt_cache: true,
+        ..FakeConfig::default()
+    };
+    let (gw, local) = desktop_like(cached, Some(&listen)).await;
     assert_eq!(drain(infer(&gw, &local, sonnet(false)).await).await, 200);
     assert_eq!(drain(infer(&gw, &local, model("gpt-4o")).await).await, 400);
     gw.usage_rows(1).await;
@@ -320,6 +350,44 @@ async fn detail_only_for_loopback_or_an_admin_key() {
     // A loopback client behind the trusted proxy is still local.
     let snap = snapshot(&gw, &[("x-forwarded-for", "127.0.0.1")]).await;
     assert_eq!(snap["detail"], true);
+
+    // Cache breaks name sessions, so they are detail; the prompt token tallies are not.
+    // A conversation whose system prompt changes between turns loses its cache.
+    let session = "5d1e7c3a-0f52-4e8b-a6d9-2c7b8e4f1a90";
+    for system in [prompt_cache::SYSTEM, "You are Claude Code, in plan mode. "] {
+        prompt_cache::send(&gw, session, prompt_cache::turn(system, 1)).await;
+    }
+    gw.usage_rows(3).await;
+    let admin = snapshot(&gw, &[remote, ("x-api-key", READ_KEY)]).await;
+    assert_eq!(
+        admin["cache_breaks"][0]["cause"], "system_changed",
+        "{admin}"
+    );
+    // The snapshot without detail is reused for a second.
+    gatehouse_tests::wait_until("the public snapshot counts the new turns", || async {
+        snapshot(&gw, &[remote]).await["prompt_cache"][0]["turns"] == 3
+    })
+    .await;
+    let public = snapshot(&gw, &[remote]).await;
+    assert_eq!(public["detail"], false);
+    assert_eq!(public["cache_breaks"], json!([]));
+    assert_eq!(public["prompt_cache"], admin["prompt_cache"]);
+    let tally = &public["prompt_cache"][0];
+    assert_eq!(
+        (
+            &tally["upstream"],
+            &tally["model"],
+            &tally["turns"],
+            &tally["breaks"]
+        ),
+        (
+            &json!("primary"),
+            &json!("claude-sonnet-4-6"),
+            &json!(3),
+            &json!(1)
+        )
+    );
+    assert!(tally["cache_write_tokens"].as_u64().unwrap() > 0, "{tally}");
 }
 
 #[tokio::test]
@@ -755,6 +823,39 @@ async fn browser_shows_real_numbers_blocks_and_live_updates() {
     assert_eq!(blocks[0]["model"], "gpt-4o");
     assert_eq!(blocks[1]["label"], "Policy allowlist");
     assert_eq!(blocks[1]["message"], snap["blocks"][1]["message"]);
+    // Prompt cache: a row per upstream and model; this fake reports no cache use.
+    let cache = &d["prompt_cache"];
+    assert_eq!(cache["heading"], "Prompt cache");
+    let shown_tallies: Vec<(&str, &str, &str, &str, &str)> = cache["tallies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = |k: &str| t[k].as_str().unwrap();
+            (
+                s("upstream"),
+                s("model"),
+                s("turns"),
+                s("ratio"),
+                s("breaks"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown_tallies,
+        [
+            ("primary", "claude-haiku-4-5", "1", "0.0%", "0"),
+            ("primary", "claude-sonnet-4-6", "3", "0.0%", "0"),
+        ]
+    );
+    assert_eq!(cache["breaks"], json!([]));
+    assert!(
+        cache["empty"]
+            .as_str()
+            .unwrap()
+            .starts_with("No conversation lost its prompt cache since the gateway started."),
+        "{cache}"
+    );
 
     // One more request: the open page shows it without a reload.
     assert_eq!(drain(infer(&gw, &local, sonnet(false)).await).await, 200);

@@ -26,6 +26,8 @@ upstreams:
     auth:
       api_keys: ["{REVOKED}", {{id: busy, key: "{BUSY}"}}, "{GOOD}"]
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
+# Keys in turn, request by request (with affinity a conversation keeps its key).
+routing: {{affinity: {{enabled: false}}}}
 "#,
             db = db.display()
         )

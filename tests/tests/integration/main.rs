@@ -3,6 +3,7 @@
 //! own gateway on port 0 and never touch process-wide state, so they run in parallel.
 
 mod admin_reference;
+mod affinity;
 mod backup;
 mod billing_tags;
 mod chat_door;
@@ -13,6 +14,7 @@ mod clouds;
 mod clouds_aws;
 mod config_corpus;
 mod config_coverage;
+mod conformance;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;
@@ -48,6 +50,8 @@ mod routing_health;
 mod routing_rules;
 mod routing_shared;
 mod routing_strategies;
+mod server_tools;
+mod shaping;
 mod slow_clients;
 mod spend;
 mod spend_concurrency;

@@ -64,16 +64,19 @@ async fn weighted_shares_follow_the_weights_inside_the_best_band() {
         FakeConfig::default(),
     )
     .await;
+    // Each request a new conversation: conversations spread by weight (rendezvous).
     const N: usize = 200;
-    for _ in 0..N {
-        assert_eq!(who(&gw, CLIENT_KEY, &[]).await.0, 200);
+    for n in 0..N {
+        let session = format!("share-{n}");
+        let sent = who(&gw, CLIENT_KEY, &[("x-claude-code-session-id", &session)]).await;
+        assert_eq!(sent.0, 200);
     }
     let (a_n, b_n) = (gw.fake.requests().len(), b.requests().len());
     assert_eq!(a_n + b_n, N);
     let share = a_n as f64 / N as f64;
     assert!((0.65..=0.85).contains(&share), "a's share {share} (3:1)");
     let r = reason(&gw, N).await;
-    assert!(r.contains("weighted: drew "), "{r}");
+    assert!(r.contains("by conversation (weighted)"), "{r}");
 }
 
 #[tokio::test]
@@ -124,19 +127,18 @@ async fn fastest_moves_to_the_faster_upstream_after_warm_up() {
         FakeConfig::default(),
     )
     .await;
-    // Warm-up: weighted draws until both have enough samples.
+    // Warm-up: new conversations spread (by conversation, weighted) until both have
+    // enough samples.
     let mut warm = false;
     for n in 1..=60 {
-        who(&gw, CLIENT_KEY, &[]).await;
-        if reason(&gw, n).await.contains("fastest: p95") {
+        let session = format!("warm-up-{n}");
+        who(&gw, CLIENT_KEY, &[("x-claude-code-session-id", &session)]).await;
+        let r = reason(&gw, n).await;
+        if r.contains("fastest: p95") {
             warm = true;
             break;
         }
-        assert!(
-            reason(&gw, n)
-                .await
-                .contains("fastest: too few samples yet, weighted drew")
-        );
+        assert!(r.contains("by conversation (fastest)"), "{r}");
     }
     assert!(warm, "both upstreams got samples");
     let before = gw.fake.requests().len();

@@ -11,6 +11,7 @@ const LAYER_LABEL: Record<Block['layer'], string> = {
   paused: 'Paused',
   routing: 'Routing rule or override',
   rate_limit: 'Traffic limit',
+  capability: 'Model capability',
 };
 
 export function BlocksView({ dash }: { dash: Dashboard }) {

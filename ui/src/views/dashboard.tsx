@@ -1,9 +1,10 @@
-// Dashboard: spend meters with resets, today/week/month totals, spend per model and the
-// recent requests (when this caller may see details). In the desktop app also a nudge to
-// Get started while nothing is set up, and the charts.
+// Dashboard: spend meters with resets, today/week/month totals, spend per model, prompt
+// cache health (`cache.tsx`) and the recent requests (when this caller may see details).
+// In the desktop app also a nudge to Get started while nothing is set up, and the charts.
 
 import type { AppState, Dashboard, Meter, Totals } from '../api';
 import { count, localTime, money, percent, relative, resetsIn, shortTime } from '../format';
+import { PromptCacheSection } from './cache';
 import { InsightChartsView } from './charts';
 import { type Go, TabLink } from './common';
 
@@ -166,6 +167,7 @@ export function DashboardView({ dash, app, desktop }: { dash: Dashboard; app: Ap
           </table>
         )}
       </section>
+      <PromptCacheSection dash={dash} />
       <section aria-labelledby="h-recent">
         <h2 id="h-recent">Recent requests</h2>
         {!dash.detail ? (

@@ -351,6 +351,7 @@ pub async fn test(app: &App, name: &str) -> Result<(), AppError> {
             credential,
             extra_headers: &up.headers,
             caller: None,
+            affinity: None,
         };
         match tokio::time::timeout(Duration::from_secs(30), ups.links[i].send(call)).await {
             Err(_) => json!({"ok": false, "status": null, "message": "no answer within 30 s"}),

@@ -117,6 +117,7 @@ pub fn embedded_default(
         idempotency: Some(Default::default()),
         metrics_listen: None,
         load_test: None,
+        server_tools: Default::default(),
         readiness_grace: std::time::Duration::ZERO,
     })
 }

@@ -24,7 +24,9 @@ pub mod postgres_tls;
 mod pricing_rules;
 pub mod raw;
 pub mod routing;
+pub mod server_tools;
 pub mod settings_schema;
+pub mod shaping;
 mod spend;
 pub mod telemetry;
 mod telemetry_labels;
@@ -195,6 +197,8 @@ pub struct Config {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `load_test_mode`, when enabled: canned replies instead of upstream calls.
     pub load_test: Option<load_test::LoadTestConfig>,
+    /// `server_tools`: the Anthropic server tools the gateway runs itself.
+    pub server_tools: server_tools::ServerToolsConfig,
     /// `store.readiness_grace_seconds`: how long a failing store still reads as ready.
     pub readiness_grace: std::time::Duration,
     /// Risky but valid choices in the file, printed at start and by `check-config`

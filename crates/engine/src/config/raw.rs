@@ -79,6 +79,9 @@ pub struct RawConfig {
     /// Upstream health (circuit breaker, cooldown, stalled streams) and same-upstream
     /// retry (Gatehouse addition).
     pub routing: Option<super::routing::RawRouting>,
+    /// Anthropic server tools (`web_search`, `web_fetch`) run by the gateway for upstreams
+    /// that cannot run them (Gatehouse addition).
+    pub server_tools: Option<super::server_tools::RawServerTools>,
 }
 
 /// `dashboard`: who may read the status page's data off loopback.

@@ -64,6 +64,15 @@ pub struct RawRouting {
     /// Request-aware rules, in order: the first whose `when` matches decides.
     #[serde(default)]
     pub rules: Vec<RawRule>,
+    /// Conversation affinity: a conversation stays on the upstream that served it
+    /// (Gatehouse addition; on by default).
+    pub affinity: Option<super::shaping::RawAffinity>,
+    /// Where shaping sends requests no candidate can take: images, long inputs.
+    pub fallback_models: Option<super::shaping::RawFallbackModels>,
+    /// The capability table's operator entries (vision, context window, output limit,
+    /// server tools per upstream and model), before the built-in ones.
+    #[serde(default)]
+    pub capabilities: Vec<super::shaping::RawCapability>,
 }
 
 /// One rule as written.
@@ -296,6 +305,9 @@ pub struct RoutingConfig {
     pub health: HealthConfig,
     pub retry: RetryConfig,
     pub strategies: Strategies,
+    pub affinity: super::shaping::Affinity,
+    pub fallback_models: super::shaping::FallbackModels,
+    pub capabilities: Vec<super::shaping::CapabilityRule>,
 }
 
 /// Validated strategy choices.
@@ -508,6 +520,9 @@ pub fn validate(raw: &RawRouting, upstream_names: &[&str]) -> Result<RoutingConf
         health,
         retry,
         strategies,
+        affinity: super::shaping::affinity(raw.affinity.as_ref())?,
+        fallback_models: super::shaping::fallback_models(raw.fallback_models.as_ref())?,
+        capabilities: super::shaping::capabilities(&raw.capabilities, upstream_names)?,
     })
 }
 

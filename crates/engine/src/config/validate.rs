@@ -136,6 +136,10 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     ));
     let metrics_listen = issues.take(super::limits::validate_metrics(raw.metrics.as_ref()));
     let load_test = issues.take(super::load_test::validate(raw.load_test_mode.as_ref()));
+    let server_tools = issues.take(super::server_tools::validate(
+        raw.server_tools.as_ref(),
+        env_loopback,
+    ));
     let readiness_grace = issues.take(readiness_grace(raw.store.readiness_grace_seconds));
     issues.finish()?;
     let (
@@ -159,6 +163,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         Some(idempotency),
         Some(metrics_listen),
         Some(load_test),
+        Some(server_tools),
         Some(readiness_grace),
     ) = (
         listen,
@@ -181,6 +186,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         idempotency,
         metrics_listen,
         load_test,
+        server_tools,
         readiness_grace,
     )
     else {
@@ -218,6 +224,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         idempotency,
         metrics_listen,
         load_test,
+        server_tools,
         readiness_grace,
         warnings: Vec::new(),
     };

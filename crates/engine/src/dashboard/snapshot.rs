@@ -124,6 +124,13 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
     } else {
         Vec::new()
     };
+    // Conversations whose prompt cache broke, with the likely cause (detail only: they
+    // name sessions).
+    let cache_breaks = if detail {
+        gw.conversations.recent_breaks(DETAIL_ROWS)
+    } else {
+        Vec::new()
+    };
     let mode = if gw.local.app().is_some() {
         "desktop"
     } else {
@@ -152,6 +159,9 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
         "meters": meters.unwrap_or_default(),
         "recent": recent.unwrap_or_default().iter().map(recent_row).collect::<Vec<_>>(),
         "blocks": blocks,
+        "cache_breaks": cache_breaks,
+        // Prompt tokens per upstream and model since start: the cache-read ratio.
+        "prompt_cache": gw.conversations.tallies(),
         // Where each upstream is, only with detail.
         "upstreams": upstreams(gw, detail),
     })

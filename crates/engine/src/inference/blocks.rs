@@ -32,6 +32,9 @@ pub enum Layer {
     Routing,
     /// An inference traffic limit (`rate_limits.inference`, the per-key concurrency).
     RateLimit,
+    /// What the request holds no candidate upstream can take (images without vision, an
+    /// input over the context window, server tools nobody runs).
+    Capability,
 }
 
 impl Layer {
@@ -44,6 +47,7 @@ impl Layer {
             Layer::Paused => "paused",
             Layer::Routing => "routing",
             Layer::RateLimit => "rate_limit",
+            Layer::Capability => "capability",
         }
     }
 }

@@ -22,6 +22,10 @@ pub struct Head {
     /// What can make the request cost more than its bytes (for the spend worst case);
     /// read only when asked for, so a gateway without caps does not scan every body.
     pub drivers: Option<CostDrivers>,
+    /// Hashes of the raw `system` and `tools` (0 when absent): what a conversation's
+    /// prompt cache depends on, compared turn to turn.
+    pub system: u64,
+    pub tools: u64,
 }
 
 /// The top-level fields in order, duplicates refused: the gateway's policy and an upstream
@@ -120,7 +124,40 @@ pub fn parse_head(bytes: &[u8], costs: bool) -> Result<Head, ApiError> {
         stream,
         max_tokens,
         drivers: costs.then(|| cost_drivers(&top)),
+        system: crate::conversation::fingerprint(top.get("system").map(RawValue::get)),
+        tools: crate::conversation::fingerprint(top.get("tools").map(RawValue::get)),
     })
+}
+
+/// The hash of the first message (0 when there is none): with the system prompt, what
+/// identifies a conversation whose caller names no session.
+pub fn first_turn(bytes: &[u8]) -> u64 {
+    struct First<'a>(Option<&'a RawValue>);
+    impl<'de> serde::Deserialize<'de> for First<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = First<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an array")
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Self::Value, A::Error> {
+                    let first = seq.next_element::<&'de RawValue>()?;
+                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                    Ok(First(first))
+                }
+            }
+            d.deserialize_seq(Visit)
+        }
+    }
+    let Ok(top) = top_level(bytes) else { return 0 };
+    top.get("messages")
+        .and_then(|raw| serde_json::from_str::<First<'_>>(raw.get()).ok())
+        .and_then(|f| f.0)
+        .map_or(0, |m| crate::conversation::fingerprint(Some(m.get())))
 }
 
 /// Server tools (run and billed on the upstream), by the prefix of their `type`. Typed
@@ -242,6 +279,51 @@ pub fn traits(bytes: &[u8]) -> Result<Traits, ApiError> {
         images,
         est_input_tokens: (bytes.len() / 4) as u64,
     })
+}
+
+/// Whether the body's messages hold an `image` block (also inside a tool result).
+pub fn has_images(bytes: &[u8]) -> bool {
+    top_level(bytes)
+        .ok()
+        .and_then(|top| top.get("messages"))
+        .is_some_and(|raw| has_image(raw.get()))
+}
+
+/// Tokens an image counts as in [`input_estimate`] (a large image's cost).
+const IMAGE_TOKENS: u64 = 1600;
+
+/// A closer estimate of the input tokens than bytes / 4: base64 image and document data
+/// count as [`IMAGE_TOKENS`] each instead of their length. Parses the body: for the rare
+/// request near a context window.
+pub fn input_estimate(bytes: &[u8]) -> u64 {
+    fn walk(v: &serde_json::Value, depth: usize, data: &mut (u64, u64)) {
+        if depth > 16 {
+            return;
+        }
+        match v {
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, depth + 1, data)),
+            serde_json::Value::Object(o) => {
+                let base64 = o.get("type").and_then(|t| t.as_str()) == Some("base64");
+                for (k, v) in o {
+                    match v.as_str() {
+                        Some(s) if base64 && k == "data" => {
+                            data.0 += s.len() as u64;
+                            data.1 += 1;
+                        }
+                        _ => walk(v, depth + 1, data),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return (bytes.len() / 4) as u64;
+    };
+    let mut data = (0u64, 0u64);
+    walk(&v, 0, &mut data);
+    let text = (bytes.len() as u64).saturating_sub(data.0);
+    text / 4 + data.1 * IMAGE_TOKENS
 }
 
 /// Whether messages hold an `image` block. Without the word `image` anywhere (it can only
@@ -377,10 +459,25 @@ mod tests {
                 stream: true,
                 max_tokens: Some(10),
                 drivers: None,
+                system: 0,
+                tools: 0,
             }
         );
         let h = parse_head(br#"{"model":"m","stream":null}"#, false).unwrap();
         assert!(!h.stream);
+    }
+
+    #[test]
+    fn fingerprints_follow_system_tools_and_the_first_turn() {
+        let a = br#"{"model":"m","system":"s","tools":[{"name":"t"}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]}"#;
+        let b = br#"{"model":"m","system":"s2","tools":[{"name":"t"}],"messages":[{"role":"user","content":"hi"}]}"#;
+        let (ha, hb) = (parse_head(a, false).unwrap(), parse_head(b, false).unwrap());
+        assert_ne!(ha.system, hb.system);
+        assert_eq!(ha.tools, hb.tools);
+        assert_ne!(ha.tools, 0);
+        assert_eq!(first_turn(a), first_turn(b));
+        assert_ne!(first_turn(a), 0);
+        assert_eq!(first_turn(br#"{"model":"m","messages":[]}"#), 0);
     }
 
     #[test]

@@ -100,7 +100,23 @@ async fn explain(
             ApiError::InvalidRequest(format!("unknown routing strategy in {STRATEGY_HEADER}"))
         })?),
     };
-    let plan = plan_for(gw, &parts.headers, &head.model, rule, &groups, chosen);
+    let mut plan = plan_for(gw, &parts.headers, &head.model, rule, &groups, chosen);
+    // The conversation the body and headers name, as the admin key's (a request names
+    // its caller's principal; an explained one has none but the key).
+    let tags = crate::metering::tags::ClientTags::from_headers(&parts.headers);
+    let key = crate::conversation::key(
+        tags.as_deref(),
+        "explain",
+        head.system,
+        body::first_turn(&bytes),
+    );
+    if gw.config.routing.affinity.applies(&head.model) {
+        let previous = gw
+            .conversations
+            .previous(key, gw.deps.clock.now())
+            .and_then(|name| gw.upstreams.list.iter().position(|u| *u.name == *name));
+        plan.affinity = Some(crate::upstream::strategy::Affine { key, previous });
+    }
     let ups = &gw.upstreams;
     let (ordered, note) = ups.strategist.order(&plan, legs, &ups.list, &ups.health);
     let candidates: Vec<Value> = ordered

@@ -12,6 +12,7 @@
 //! Every refusal goes through [`refusal::refuse`] (event, Policy blocks entry, error); the
 //! answer is relayed by [`relay`], which meters it on the side and settles the reservation.
 
+mod affinity;
 pub mod billing;
 pub mod blocks;
 pub mod body;
@@ -24,6 +25,8 @@ pub mod probe;
 pub mod refusal;
 mod relay;
 pub mod rules;
+pub mod server_tools;
+mod shape;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,7 +45,7 @@ use crate::identity::UserIdentity;
 use crate::metering::RequestFacts;
 use crate::metering::tags::ClientTags;
 use crate::spend::admission::{Admitted, Held};
-use crate::upstream::router::{self, Leg};
+use crate::upstream::router::{self, Leg, Routed};
 use crate::upstream::{Caller, Operation};
 use refusal::{Layer, refuse};
 
@@ -175,7 +178,13 @@ async fn answer(
     let target = rule.and_then(|r| r.model.as_deref()).unwrap_or(&head.model);
     let (legs, not_configured) = call.legs(target, &head.model, &bytes)?;
     let (legs, not_configured) = call.only_rule_upstreams(rule, target, legs, not_configured)?;
-    let plan = call.plan(&parts.headers, &head.model, rule)?;
+    let shaped = call.shape(&head.model, &bytes, legs, not_configured)?;
+    let (legs, not_configured) = (shaped.legs, shaped.not_configured);
+    let tags = ClientTags::from_headers(&parts.headers);
+    let turn = call.turn(&head, &bytes, tags.as_deref());
+    let mut plan = call.plan(&parts.headers, &head.model, rule)?;
+    plan.affinity = call.affine(&head.model, turn.as_ref());
+    plan.shaped = shaped.note.as_deref();
     let upstream_models: Vec<(usize, String)> = legs
         .iter()
         .map(|l| (l.upstream, l.upstream_model.clone()))
@@ -193,7 +202,8 @@ async fn answer(
         charge: None,
         abandoned_micro: 0,
         billing_group,
-        tags: ClientTags::from_headers(&parts.headers),
+        tags,
+        conversation: turn,
     };
     let caller = match principal {
         Principal::Session { user, .. } => Some(Caller {
@@ -209,17 +219,24 @@ async fn answer(
         headers: &parts.headers,
         stream: head.stream,
         caller,
+        affinity: plan.affinity.map(|a| a.key),
     };
     let mut abandoned = Vec::new();
-    let routed = router::route_with(
-        &gw.upstreams,
-        &request,
-        &plan,
-        legs,
-        &not_configured,
-        &mut abandoned,
-    )
-    .await;
+    // Server tools no candidate runs (shaping let them through: `server_tools` configures
+    // them): the gateway runs them, routing each step itself.
+    let routed = if server_tools::needed(gw, &bytes, &legs) {
+        server_tools::run(gw, &request, &plan, legs, &not_configured, &mut abandoned).await
+    } else {
+        router::route_with(
+            &gw.upstreams,
+            &request,
+            &plan,
+            legs,
+            &not_configured,
+            &mut abandoned,
+        )
+        .await
+    };
     // Attempts given up at the first-byte timeout may still have been served (and billed)
     // upstream: each is charged its worst case, flagged estimated.
     if !abandoned.is_empty() {
@@ -231,6 +248,16 @@ async fn answer(
             &abandoned,
             &upstream_models,
         );
+    }
+    // An answer under another id (a model map, a cloud id, a fallback model) names the
+    // requested one, so a client resuming from it asks for a model the gateway serves.
+    let mut routed = routed;
+    if let Routed::Answer { response, leg, .. } = &mut routed
+        && upstream_models
+            .get(*leg)
+            .is_some_and(|(_, m)| *m != head.model)
+    {
+        crate::upstream::echo::requested_model(response, &head.model);
     }
     // From here every path records usage, which settles the reservation.
     let response = relay::respond(call, routed, facts, held, ticket.charge, &upstream_models).await;

@@ -184,5 +184,7 @@ pub(super) fn plan_for<'a>(
         region,
         pricing: Some(&gw.pricing),
         rule: rule.map(|r| r.name.as_str()),
+        affinity: None,
+        shaped: None,
     }
 }

@@ -90,6 +90,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         credential: value.as_ref().map(|(s, v)| (*s, v)),
         extra_headers: &up.headers,
         caller: None,
+        affinity: None,
     };
     let request_id = format!("probe-{}", uuid::Uuid::new_v4());
     let started = Instant::now();
@@ -107,6 +108,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         abandoned_micro: 0,
         billing_group: None,
         tags: None,
+        conversation: None,
     };
     let route = |status: u16, reason: String| RouteFacts {
         upstream: Some(up.name.clone()),
@@ -116,6 +118,7 @@ async fn probe(gw: &Gateway, model: &str, upstream: usize, upstream_model: &str)
         ttfb: Some(ttfb),
         attempts: 1,
         estimated: false,
+        search_price: None,
     };
     match sent {
         Ok(Ok(answer)) => {

@@ -55,6 +55,7 @@ pub(super) async fn respond(
             ttfb: None,
             attempts,
             estimated: false,
+            search_price: None,
         }
     };
     match routed {
@@ -64,10 +65,12 @@ pub(super) async fn respond(
             attempts,
             ttfb,
             route_reason,
+            search_price,
         } => {
             let route = RouteFacts {
                 ttfb: Some(ttfb),
                 estimated: response.estimated,
+                search_price,
                 ..route(Some(leg), response.status, route_reason, attempts)
             };
             let upstream = upstream_models[leg].0;

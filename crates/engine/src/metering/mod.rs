@@ -83,6 +83,8 @@ pub struct RequestFacts {
     /// What the caller said about the request (Claude Code's session and agent ids,
     /// request class, client); `None` when it said nothing.
     pub tags: Option<Box<tags::ClientTags>>,
+    /// The conversation this turn belongs to (Messages and the OpenAI front door).
+    pub conversation: Option<crate::conversation::Turn>,
 }
 
 /// The billing group a signed-in person's request named under `admin.billing_group_tag`,
@@ -108,6 +110,9 @@ pub struct RouteFacts {
     /// The answer was the gateway's own estimate (a local `count_tokens`): the row's
     /// `usage_source` is `estimated`.
     pub estimated: bool,
+    /// The searches were run by the gateway (`server_tools`): each costs this, in nano-USD,
+    /// instead of the served model's web search price.
+    pub search_price: Option<u64>,
 }
 
 /// A finished request, before pricing.

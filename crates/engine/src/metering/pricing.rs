@@ -153,6 +153,21 @@ impl Pricing {
         (cost_with(&tier, usage, self.config.multiplier), source)
     }
 
+    /// [`Pricing::cost_of`], with each web search at `search_price` (nano-USD) when it is
+    /// given: the searches the gateway ran itself (`server_tools`), priced as configured.
+    pub fn cost_with_search_price(
+        &self,
+        at: &PricedAs<'_>,
+        usage: &Usage,
+        search_price: Option<u64>,
+    ) -> (u64, PriceSource) {
+        let (mut tier, source) = self.tier_of(at);
+        if let Some(p) = search_price {
+            tier.web_search = p;
+        }
+        (cost_with(&tier, usage, self.config.multiplier), source)
+    }
+
     /// True the first time an unpriced `model` is seen (so it is flagged once).
     pub fn first_unpriced(&self, model: &str) -> bool {
         let Ok(mut flagged) = self.flagged.lock() else {

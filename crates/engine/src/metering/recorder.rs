@@ -9,6 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::pricing::{PriceSource, Pricing};
 use super::{BillingGroup, Finished};
+use crate::conversation::Tracker;
+use crate::conversation::tracker::Served;
 use crate::events::{Event, EventSink};
 use crate::store::{Store, UsageRecord};
 
@@ -35,6 +37,7 @@ pub fn spawn(
     store: Arc<dyn Store>,
     pricing: Arc<Pricing>,
     events: Arc<dyn EventSink>,
+    conversations: Arc<Tracker>,
     stop: CancellationToken,
 ) -> (Recorder, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
@@ -75,7 +78,16 @@ pub fn spawn(
             let mut charges = Vec::new();
             let rows: Vec<UsageRecord> = finished
                 .drain(..)
-                .map(|f| price(f, &pricing, &mut lines, &mut charges))
+                .map(|f| {
+                    let turn = f.request.conversation;
+                    let rec = price(f, &pricing, &mut lines, &mut charges);
+                    if let Some(turn) = turn
+                        && let Some(e) = cache_health(&conversations, &turn, &rec)
+                    {
+                        lines.push(e);
+                    }
+                    rec
+                })
                 .collect();
             events.emit_batch(&lines);
             let written = write(store.as_ref(), rows, &charges, stopping).await;
@@ -148,6 +160,61 @@ fn with_tags(mut event: Event, tags: &crate::store::ClientTags) -> Event {
     event
 }
 
+/// A conversation's turn answered: remembered, and a `cache.broken` event when its cache
+/// reads fell to zero.
+fn cache_health(
+    conversations: &Tracker,
+    turn: &crate::conversation::Turn,
+    rec: &UsageRecord,
+) -> Option<Event> {
+    let (Some(upstream), Some(model)) = (rec.upstream.as_deref(), rec.upstream_model.as_deref())
+    else {
+        return None;
+    };
+    if !(200..300).contains(&rec.status) || rec.endpoint == "count_tokens" {
+        return None;
+    }
+    let served = Served {
+        upstream,
+        model,
+        input: rec.input_tokens,
+        cache_read: rec.cache_read_tokens,
+        cache_write: rec
+            .cache_write_5m_tokens
+            .saturating_add(rec.cache_write_1h_tokens),
+        at: rec.created_at,
+    };
+    let broke = conversations.observe(turn, &served)?;
+    let event = Event::new("cache.broken")
+        .with("request_id", rec.request_id.clone())
+        .with("principal", rec.principal.clone())
+        .with("model", rec.model.clone())
+        .with("upstream", upstream)
+        .with("upstream_model", model)
+        .with("cause", broke.cause.label())
+        .with("explanation", broke.cause.explain())
+        .with("input_tokens", rec.input_tokens)
+        .with(
+            "cache_write_tokens",
+            rec.cache_write_5m_tokens
+                .saturating_add(rec.cache_write_1h_tokens),
+        );
+    let event = match rec.tags.session_id.as_deref() {
+        Some(s) => event.with("session_id", s),
+        None => event,
+    };
+    conversations.remember(crate::conversation::tracker::BreakRecord {
+        request_id: rec.request_id.clone(),
+        at: rec.created_at,
+        session_id: rec.tags.session_id.clone(),
+        upstream: upstream.to_owned(),
+        model: rec.model.clone(),
+        cause: broke.cause.label(),
+        explanation: broke.cause.explain(),
+    });
+    Some(event)
+}
+
 type Charges = Vec<(Arc<dyn super::Charge>, u64)>;
 
 fn price(
@@ -164,7 +231,7 @@ fn price(
     let (cost, source) = if f.request.endpoint == "count_tokens" {
         (0, PriceSource::Builtin)
     } else {
-        pricing.cost_of(&at, &f.usage)
+        pricing.cost_with_search_price(&at, &f.usage, f.route.search_price)
     };
     // Flagged once per model: the operator prices it (`pricing.overrides`) or accepts
     // `pricing.default`.

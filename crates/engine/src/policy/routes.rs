@@ -128,7 +128,9 @@ pub fn user_bootstrap(
 
 /// The model list a caller in `groups` may use: the operator's catalog, without models no
 /// upstream the caller can reach serves (`upstreams[].groups` and `models`), filtered by the
-/// policy's `availableModels` and `deniedModels` when it has them.
+/// policy's `availableModels` and `deniedModels` when it has them. A model whose upstreams'
+/// capability entries name a context window or an output limit carries the smallest of
+/// them as `max_input_tokens` / `max_output_tokens` (the request may go to any of them).
 pub fn visible_models(
     gw: &Gateway,
     policy: Option<&super::ResolvedPolicy>,
@@ -140,10 +142,29 @@ pub fn visible_models(
         .cloned()
         .unwrap_or_default()
         .into_iter()
-        .filter(|m| {
-            m["id"]
-                .as_str()
-                .is_some_and(|id| gw.catalog.resolve_for(id, groups).is_ok())
+        .filter_map(|mut m| {
+            let id = m["id"].as_str()?.to_owned();
+            let resolved = gw.catalog.resolve_for(&id, groups).ok()?;
+            let caps: Vec<_> = resolved
+                .targets
+                .iter()
+                .map(|(i, model)| {
+                    let up = &gw.upstreams.list[*i];
+                    crate::upstream::model_caps::lookup(
+                        &gw.config.routing.capabilities,
+                        &up.name,
+                        up.provider.as_str(),
+                        model,
+                    )
+                })
+                .collect();
+            if let Some(w) = caps.iter().filter_map(|c| c.context_window).min() {
+                m["max_input_tokens"] = w.into();
+            }
+            if let Some(o) = caps.iter().filter_map(|c| c.max_output_tokens).min() {
+                m["max_output_tokens"] = o.into();
+            }
+            Some(m)
         })
         .collect();
     match policy.filter(|p| !p.rules.is_empty()) {

@@ -58,6 +58,7 @@ fn call<'a>(headers: &'a HeaderMap, key: Option<&'a Secret>) -> Call<'a> {
         credential: key.map(|k| (CredentialScheme::Bearer, k)),
         extra_headers: &[],
         caller: None,
+        affinity: None,
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use http::HeaderMap;
 use serde::Deserialize;
 
-const TABLE_JSON: &str = include_str!("capabilities.json");
+pub(crate) const TABLE_JSON: &str = include_str!("capabilities.json");
 
 #[derive(Debug, Deserialize)]
 pub struct Table {
@@ -243,14 +243,15 @@ mod tests {
         ]);
         let p = plan("bedrock", &sent);
         assert_eq!(p.header, v(&["claude-code-20250219", "effort-2025-11-24"]));
+        assert_eq!(p.body, v(&["interleaved-thinking-2025-05-14"]));
+        // A beta Bedrock does not list is refused there ("invalid beta flag"): dropped.
         assert_eq!(
-            p.body,
+            p.dropped,
             v(&[
-                "interleaved-thinking-2025-05-14",
+                "request-tags-2026-08-21",
                 "fine-grained-tool-streaming-2025-05-14"
             ])
         );
-        assert_eq!(p.dropped, v(&["request-tags-2026-08-21"]));
         assert_eq!(p.drop_fields, v(&["tags"]));
     }
 

@@ -57,6 +57,17 @@ fn input_too_long(message: &str) -> bool {
             && m.contains("exceeds"))
 }
 
+/// What Bedrock's `ValidationException` quotes from the model when Claude Code recovers
+/// on it: `The model returned the following errors: prompt is too long: …` (compaction)
+/// or `… invalid beta flag` (it retries without the betas). Nothing else is relayed.
+fn bedrock_model_error(message: &str) -> Option<&str> {
+    let said = message
+        .trim()
+        .strip_prefix("The model returned the following errors:")?
+        .trim();
+    (said.starts_with("prompt is too long") || said == "invalid beta flag").then_some(said)
+}
+
 /// The caller's message for an upstream error: `upstream` is the provider's message,
 /// `anthropic_type` the `error.type` when the body was an Anthropic envelope.
 pub fn caller_message(
@@ -70,6 +81,9 @@ pub fn caller_message(
     if matches!(status.as_u16(), 400 | 413) {
         if input_too_long(message) {
             return "Input is too long.".to_owned();
+        }
+        if let Some(model_said) = bedrock_model_error(message) {
+            return model_said.chars().take(MAX_RELAYED).collect();
         }
         if anthropic_type.is_some_and(|t| t == "invalid_request_error" || t == "request_too_large")
         {
@@ -243,6 +257,34 @@ mod tests {
         assert_eq!(
             workload(429, long)["error"]["message"],
             generic(StatusCode::TOO_MANY_REQUESTS)
+        );
+    }
+
+    #[test]
+    fn bedrock_quoting_the_model_passes_its_recovery_words_only() {
+        assert_eq!(
+            msg(
+                400,
+                "The model returned the following errors: prompt is too long: 210000 tokens > 200000 maximum",
+                None
+            ),
+            "prompt is too long: 210000 tokens > 200000 maximum"
+        );
+        assert_eq!(
+            msg(
+                400,
+                "The model returned the following errors: invalid beta flag",
+                None
+            ),
+            "invalid beta flag"
+        );
+        assert_eq!(
+            msg(
+                400,
+                "The model returned the following errors: account 123456789012 is odd",
+                None
+            ),
+            "the upstream refused the request"
         );
     }
 

@@ -75,6 +75,22 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// The order keys are tried in: a conversation's own ranking of them (the same key for
+    /// every turn while it is ready, so its prompt cache holds), else in turn.
+    fn order(&self, affinity: Option<u64>) -> Vec<usize> {
+        let n = self.keys.len();
+        match affinity {
+            Some(key) => {
+                use crate::conversation::rendezvous::{rank, score};
+                rank((0..n).collect(), |i| score(key, &self.keys[*i].id, 1))
+            }
+            None => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n).map(|k| (start + k) % n).collect()
+            }
+        }
+    }
+
     pub fn new(
         upstream: &str,
         scheme: CredentialScheme,
@@ -226,11 +242,9 @@ impl Pooled {
 impl Upstream for Pooled {
     async fn send(&self, call: Call<'_>) -> Result<Answer, SendError> {
         let pool = &self.pool;
-        let n = pool.keys.len();
-        let start = pool.next.fetch_add(1, Ordering::Relaxed);
+        let order = pool.order(call.affinity);
         let mut tried = false;
-        for k in 0..n {
-            let i = (start + k) % n;
+        for i in order {
             let now = pool.clock.now();
             if pool.with(i, |r| r.ready(now)) != Some(true) {
                 continue;

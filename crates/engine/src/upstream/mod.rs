@@ -25,6 +25,7 @@ pub mod body;
 pub mod canned;
 pub mod capabilities;
 pub mod direct;
+pub mod echo;
 pub mod errors;
 pub mod federation;
 pub mod foundry;
@@ -33,12 +34,15 @@ pub mod health;
 pub mod http_client;
 pub mod keys;
 pub mod mantle;
+pub mod model_caps;
 pub mod openai;
 pub mod retry;
 pub mod router;
 pub mod shared;
 pub mod sse;
 pub mod strategy;
+pub mod thinking;
+pub mod tool_ids;
 pub mod vertex;
 
 use std::pin::Pin;
@@ -90,6 +94,9 @@ pub struct Call<'a> {
     pub extra_headers: &'a [(http::HeaderName, http::HeaderValue)],
     /// The signed-in person, when there is one.
     pub caller: Option<Caller<'a>>,
+    /// The conversation's key, when affinity applies: a key pool starts with the key
+    /// the conversation ranks first ([`crate::conversation::rendezvous`]).
+    pub affinity: Option<u64>,
 }
 
 impl<'a> Call<'a> {
@@ -105,6 +112,7 @@ impl<'a> Call<'a> {
             credential: Some(credential),
             extra_headers: self.extra_headers,
             caller: self.caller,
+            affinity: self.affinity,
         }
     }
 }

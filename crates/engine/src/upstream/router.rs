@@ -49,6 +49,9 @@ pub enum Routed {
         attempts: usize,
         ttfb: Duration,
         route_reason: String,
+        /// Searches the gateway ran itself ([`crate::inference::server_tools`]) cost this
+        /// (nano-USD each) instead of the served model's web search price.
+        search_price: Option<u64>,
     },
     /// Every leg failed; this retained answer is relayed with its body.
     Retained {
@@ -93,6 +96,8 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     pub stream: bool,
     pub caller: Option<super::Caller<'a>>,
+    /// The conversation's key when affinity applies (for key pools).
+    pub affinity: Option<u64>,
 }
 
 /// What the legs tried so far left behind.
@@ -216,6 +221,7 @@ async fn attempt(
             credential,
             extra_headers: &up.headers,
             caller: req.caller,
+            affinity: req.affinity,
         };
         let started = Instant::now();
         let sent = tokio::time::timeout(upstreams.ttfb, upstreams.links[index].send(call)).await;
@@ -237,6 +243,7 @@ async fn attempt(
                     attempts: run.attempts,
                     ttfb,
                     route_reason,
+                    search_price: None,
                 });
             }
             Ok(Ok(response)) => failed_answer(upstreams, index, i, response, run).await,
@@ -315,10 +322,15 @@ fn note_for(plan: &Plan<'_>, strategy: Option<String>) -> Option<String> {
         "default" => n,
         source => format!("{n} (by {source})"),
     });
-    match (plan.rule, strategy) {
+    let decided = match (plan.rule, strategy) {
         (None, s) => s,
         (Some(r), None) => Some(format!("rule {r}")),
         (Some(r), Some(s)) => Some(format!("rule {r}, {s}")),
+    };
+    match (decided, plan.shaped) {
+        (d, None) => d,
+        (None, Some(s)) => Some(format!("shaped: {s}")),
+        (Some(d), Some(s)) => Some(format!("{d}; shaped: {s}")),
     }
 }
 

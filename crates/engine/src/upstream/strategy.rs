@@ -8,6 +8,17 @@
 //!
 //! Each returns a note for `route_reason` naming its choice (`cheapest: b 3.60 < a 18.00
 //! $/Mtok`). Random draws come from one seeded generator (`routing.random_seed`).
+//!
+//! With conversation affinity ([`Affine`]) nothing is drawn: the strategy's tiers (the
+//! order for `ordered`, priority bands for `weighted`, the caller's region then the rest
+//! for `region`, equal prices for `cheapest`, equal p95 for `fastest`) are each ranked by
+//! rendezvous hashing of the conversation's key with the upstreams' weights, so every
+//! turn of a conversation (on every replica) gets the same order and new conversations
+//! spread as the strategy says; the upstream that served the previous turn goes first
+//! when it is in the best tier (a conversation that moved inside its tier, after a
+//! failure, does not move back and lose its cache again). A better tier still wins: the
+//! strategy's order, priority, price, speed or region are the operator's preferences, and
+//! the router's health checks skip any upstream whose breaker is open or that cools down.
 
 use std::sync::Mutex;
 
@@ -36,6 +47,19 @@ pub struct Plan<'a> {
     pub pricing: Option<&'a Pricing>,
     /// The routing rule that decided the candidates, for `route_reason`.
     pub rule: Option<&'a str>,
+    /// The conversation this request belongs to, when affinity applies.
+    pub affinity: Option<Affine>,
+    /// What capability shaping set aside or redirected, for `route_reason`.
+    pub shaped: Option<&'a str>,
+}
+
+/// A request's conversation, for affinity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Affine {
+    /// The conversation's key ([`crate::conversation::key`]).
+    pub key: u64,
+    /// The upstream (index) that served its previous turn, as this replica saw it.
+    pub previous: Option<usize>,
 }
 
 impl Plan<'_> {
@@ -47,6 +71,8 @@ impl Plan<'_> {
             region: None,
             pricing: None,
             rule: None,
+            affinity: None,
+            shaped: None,
         }
     }
 }
@@ -99,6 +125,15 @@ impl Strategist {
                 .map_or("?", |u| u.name.as_str())
                 .to_owned()
         };
+        let legs = match plan.affinity {
+            Some(affine) if legs.len() > 1 => {
+                match self.affine(plan, affine, legs, health, &name) {
+                    Ok(chosen) => return chosen,
+                    Err(legs) => legs,
+                }
+            }
+            _ => legs,
+        };
         match plan.strategy {
             Strategy::Ordered => (legs, None),
             Strategy::Weighted => {
@@ -129,6 +164,95 @@ impl Strategist {
             Strategy::Fastest => self.fastest(legs, health, &name),
             Strategy::Region => self.region(legs, plan.region, &name),
         }
+    }
+
+    /// The strategy's tiers, each ranked for the conversation; the previous turn's
+    /// upstream first. `Err` gives the legs back when affinity chose nothing: the first
+    /// tier has one member (the strategy decided) and no previous turn moves ahead of it.
+    fn affine(
+        &self,
+        plan: &Plan<'_>,
+        affine: Affine,
+        legs: Vec<Leg>,
+        health: &UpstreamHealth,
+        name: &dyn Fn(&Leg) -> String,
+    ) -> Result<(Vec<Leg>, Option<String>), Vec<Leg>> {
+        use crate::conversation::rendezvous::{rank, score};
+        let tiers = self.tiers(plan, legs, health);
+        let decided = tiers.first().is_none_or(|t| t.len() == 1);
+        // Only inside the best tier does the previous turn's upstream count.
+        let previous = affine.previous.filter(|p| {
+            tiers
+                .first()
+                .is_some_and(|t| t.iter().any(|l| l.upstream == *p))
+        });
+        if decided {
+            return Err(tiers.into_iter().flatten().collect());
+        }
+        let mut out: Vec<Leg> = Vec::new();
+        for tier in tiers {
+            out.extend(rank(tier, |l| {
+                score(affine.key, &name(l), self.attr(l.upstream).weight)
+            }));
+        }
+        let strategy = plan.strategy.as_str();
+        let kept = previous.and_then(|p| out.iter().position(|l| l.upstream == p));
+        let how = match kept {
+            Some(pos) => {
+                let leg = out.remove(pos);
+                out.insert(0, leg);
+                "the previous turn's upstream"
+            }
+            None => "by conversation",
+        };
+        let first = out.first().map(name).unwrap_or_default();
+        Ok((out, Some(format!("affinity: {first}, {how} ({strategy})"))))
+    }
+
+    /// The groups a strategy prefers in order, whose members it treats alike.
+    fn tiers(&self, plan: &Plan<'_>, legs: Vec<Leg>, health: &UpstreamHealth) -> Vec<Vec<Leg>> {
+        // `fastest` trusts p95 only once every candidate has enough samples.
+        let p95 = |l: &Leg| {
+            health
+                .ttfb_stats(l.upstream)
+                .filter(|(n, _)| *n >= FASTEST_MIN_SAMPLES)
+                .map(|(_, p95)| p95.as_millis() as u64)
+        };
+        let timed = plan.strategy == Strategy::Fastest && legs.iter().all(|l| p95(l).is_some());
+        let key = |l: &Leg| -> (u64, u64) {
+            match plan.strategy {
+                Strategy::Ordered => (0, 0),
+                Strategy::Weighted => (u64::from(self.attr(l.upstream).priority), 0),
+                Strategy::Region => {
+                    let near = plan.region.is_some_and(|r| {
+                        self.attr(l.upstream)
+                            .region
+                            .is_some_and(|u| u.eq_ignore_ascii_case(r))
+                    });
+                    (u64::from(!near), u64::from(self.attr(l.upstream).priority))
+                }
+                Strategy::Cheapest => match plan.pricing {
+                    // Prices to a thousandth of a dollar per million tokens.
+                    Some(p) => ((self.price(l, p) * 1000.0).round() as u64, 0),
+                    None => (0, 0),
+                },
+                Strategy::Fastest if timed => (p95(l).unwrap_or_default(), 0),
+                Strategy::Fastest => (0, 0),
+            }
+        };
+        if plan.strategy == Strategy::Ordered {
+            return legs.into_iter().map(|l| vec![l]).collect();
+        }
+        let mut keyed: Vec<((u64, u64), Leg)> = legs.into_iter().map(|l| (key(&l), l)).collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        let mut tiers: Vec<((u64, u64), Vec<Leg>)> = Vec::new();
+        for (k, leg) in keyed {
+            match tiers.last_mut() {
+                Some((tk, tier)) if *tk == k => tier.push(leg),
+                _ => tiers.push((k, vec![leg])),
+            }
+        }
+        tiers.into_iter().map(|(_, t)| t).collect()
     }
 
     /// Input + output price per million tokens of the leg's model, times `cost_weight`.

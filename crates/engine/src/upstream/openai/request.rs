@@ -51,7 +51,10 @@ pub fn translate(
             "the request body must be a JSON object".into(),
         ));
     };
-    let mut t = Translator::default();
+    let mut t = Translator {
+        reasoning_required: reasoning_required(obj, model),
+        ..Translator::default()
+    };
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
     let mut messages = Vec::new();
@@ -111,6 +114,31 @@ pub fn translate(
 #[derive(Default)]
 struct Translator {
     dropped: BTreeSet<String>,
+    /// Every assistant tool call carries `reasoning_content`, empty when its thinking is
+    /// gone (DeepSeek's thinking mode refuses a tool turn without the field; after Claude
+    /// Code compacts, the current turn's call comes back without its thinking).
+    reasoning_required: bool,
+}
+
+/// Whether the upstream reasons and wants `reasoning_content` on tool turns: the request
+/// asks for thinking, and the model is DeepSeek's or the conversation already carries
+/// an OpenAI-compatible model's reasoning (unsigned thinking).
+fn reasoning_required(obj: &Map<String, Value>, model: &str) -> bool {
+    let thinking = obj
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t != "disabled");
+    let reasoned = || {
+        obj.get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .any(|b| b["type"] == "thinking" && b["signature"].as_str().is_none_or(str::is_empty))
+    };
+    thinking && (model.to_ascii_lowercase().starts_with("deepseek") || reasoned())
 }
 
 impl Translator {
@@ -335,11 +363,14 @@ impl Translator {
                 json!(text)
             },
         );
-        if !calls.is_empty() {
+        let called = !calls.is_empty();
+        if called {
             msg.insert("tool_calls".into(), Value::Array(calls));
         }
         if !reasoning.is_empty() {
             msg.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
+        } else if self.reasoning_required && called {
+            msg.insert("reasoning_content".into(), json!(""));
         }
         out.push(Value::Object(msg));
     }
