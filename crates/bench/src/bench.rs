@@ -297,6 +297,7 @@ impl Run<'_> {
             peers,
             tray: None,
             insight: None,
+            affinity: None,
         })
     }
 

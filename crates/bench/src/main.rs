@@ -6,8 +6,9 @@
 //! ```text
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
-//!                 [--tray PATH] [--insight [--insight-rows N]]
+//!                 [--tray PATH] [--insight [--insight-rows N]] [--affinity]
 //! gatehouse-bench insight [--rows N] [--gatehouse PATH] [--tray PATH] [--out FILE]
+//! gatehouse-bench affinity [--conversations N] [--turns N] [--gatehouse PATH] [--fake PATH] [--out FILE]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]
 //!                      [--session SUB]                                      (hidden)
@@ -25,8 +26,12 @@
 //! LiteLLM's proxy beside Gatehouse (see `peers`). With `--tray`, the desktop tray's
 //! memory with its window open and closed (see `tray`). With `--insight`, the desktop's
 //! Projects and Sessions views and the status line over a million usage rows (see
-//! `insight`); the `insight` subcommand runs that phase alone and prints its section.
+//! `insight`); the `insight` subcommand runs that phase alone and prints its section. With
+//! `--affinity`, prompt caching with one upstream and with two behind weighted routing,
+//! conversation affinity off and on (see `affinity`); the `affinity` subcommand runs that
+//! phase alone and prints its section.
 
+mod affinity;
 mod bench;
 mod causes;
 mod client;
@@ -112,6 +117,10 @@ struct Cli {
     /// Usage rows seeded for --insight.
     #[arg(long, default_value_t = 1_000_000, requires = "insight", value_parser = parse_rows)]
     insight_rows: usize,
+    /// Also measure prompt caching across two upstreams with conversation affinity off
+    /// and on, against one upstream (two fakes with their prompt cache on).
+    #[arg(long)]
+    affinity: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -174,6 +183,25 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Measure prompt caching with one upstream and two (conversation affinity off and on)
+    /// alone (the `--affinity` phase) and print its BENCHMARKS.md section.
+    Affinity {
+        /// Conversations per configuration.
+        #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=400))]
+        conversations: u64,
+        /// Turns per conversation.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100))]
+        turns: u64,
+        /// The gatehouse binary.
+        #[arg(long, default_value = "target/release/gatehouse")]
+        gatehouse: PathBuf,
+        /// The fake-upstream binary.
+        #[arg(long, default_value = "target/release/fake-upstream")]
+        fake: PathBuf,
+        /// Also write the section to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -216,6 +244,20 @@ fn main() -> ExitCode {
             ref tray,
             ref out,
         }) => run_insight(rows, gatehouse, tray.as_deref(), out.as_deref()),
+        Some(Command::Affinity {
+            conversations,
+            turns,
+            ref gatehouse,
+            ref fake,
+            ref out,
+        }) => {
+            let opts = affinity::Options {
+                conversations: conversations as usize,
+                turns: turns as usize,
+                ..affinity::Options::new(gatehouse.clone(), fake.clone())
+            };
+            run_affinity(&opts, out.as_deref())
+        }
         None => run_bench(&cli),
     };
     match result {
@@ -271,6 +313,13 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
             format!("{e:#}")
         }));
     }
+    if cli.affinity {
+        let opts = affinity::Options::new(cli.gatehouse.clone(), cli.fake.clone());
+        results.affinity = Some(affinity::run(&opts).map_err(|e| {
+            eprintln!("  affinity: not measured: {e:#}");
+            format!("{e:#}")
+        }));
+    }
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());
@@ -307,6 +356,16 @@ fn run_insight(
 ) -> anyhow::Result<()> {
     let opts = insight::Options::new(rows, binaries(gatehouse, tray));
     let section = insight::run(&opts)?.markdown();
+    println!("{section}");
+    if let Some(out) = out {
+        std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// `gatehouse-bench affinity`: the phase alone, its section on stdout (and in `out`).
+fn run_affinity(opts: &affinity::Options, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let section = affinity::run(opts)?.markdown();
     println!("{section}");
     if let Some(out) = out {
         std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;

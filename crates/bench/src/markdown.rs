@@ -116,6 +116,14 @@ impl Results {
             }
             None => {}
         }
+        match &self.affinity {
+            Some(Ok(a)) => out.push_str(&a.markdown()),
+            Some(Err(e)) => {
+                out.push_str("\n## Conversation affinity\n\n");
+                let _ = writeln!(out, "Not measured: {e}.");
+            }
+            None => {}
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

@@ -95,6 +95,9 @@ pub struct Results {
     /// `--insight`: the desktop's insight views and the status line over a seeded
     /// database, or why they were not measured.
     pub insight: Option<Result<crate::insight::Insight, String>>,
+    /// `--affinity`: prompt caching with one upstream and with two, conversation affinity
+    /// off and on, or why it was not measured.
+    pub affinity: Option<Result<crate::affinity::Affinity, String>>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

@@ -222,7 +222,19 @@ async fn claude_code_sessions_become_projects_sessions_exports_and_a_status_line
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let all = rows(&app, landed.len() + 1).await;
+    r.bytes().await.unwrap();
+    // Wait for that row itself: a late row of the runs above must not stand in for it.
+    let mut all = rows(&app, landed.len() + 1).await;
+    for _ in 0..100 {
+        if all
+            .iter()
+            .any(|r| r.tags.agent_id.as_deref() == Some("agent-7"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        all = app.store().recent_usage(10_000).await.unwrap();
+    }
     let cost_of = |s: &str| -> u64 {
         all.iter()
             .filter(|r| r.tags.session_id.as_deref() == Some(s))

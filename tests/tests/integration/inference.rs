@@ -313,3 +313,42 @@ async fn shutdown_lets_an_open_stream_finish() {
     assert_eq!(rows.len(), 1, "usage flushed before shutdown returned");
     drop((fake, dir));
 }
+
+/// A JSON answer read to its last byte is no disconnect, however the server ends it
+/// (hyper stops polling a body of known length once its bytes are written); a caller that
+/// hangs up mid-body is one.
+#[tokio::test]
+async fn a_json_answer_read_to_the_end_is_not_a_disconnect_and_a_cut_one_is() {
+    let gw = TestGateway::start_with(FakeConfig::default(), base_yaml).await;
+    for _ in 0..5 {
+        let resp = gw.messages(sonnet(false)).send().await.unwrap();
+        assert!(resp.headers().contains_key("content-length"));
+        resp.bytes().await.unwrap();
+    }
+    let rows = gw.usage_rows(5).await;
+    assert!(rows.iter().all(|r| !r.client_disconnected), "{rows:?}");
+    gatehouse_tests::wait_until("five inference events", || async {
+        gw.events.named("inference").len() == 5
+    })
+    .await;
+    for e in gw.events.named("inference") {
+        assert_eq!(e["client_disconnected"], false, "{e}");
+    }
+
+    // 8 MB of JSON: more than the sockets hold, so the gateway is mid-body when the
+    // caller hangs up after the first bytes.
+    let big = FakeConfig {
+        reply_text: "word ".repeat(1_600_000),
+        ..FakeConfig::default()
+    };
+    gw.fake.set_config(big);
+    let resp = gw.messages(sonnet(false)).send().await.unwrap();
+    let mut body = resp.bytes_stream();
+    body.next().await.unwrap().unwrap();
+    drop(body);
+    gatehouse_tests::wait_until("the cut answer's row", || async {
+        gw.usage_rows(6).await.len() == 6
+    })
+    .await;
+    assert!(gw.usage_rows(1).await[0].client_disconnected);
+}

@@ -626,6 +626,9 @@ async fn refresh_grant(
     let Some(idp_rt) = payload.idp_refresh_token.as_deref() else {
         return invalid("no_idp_refresh_token");
     };
+    if !super::refresh_in_time(payload.iat, now) {
+        return invalid("refresh_token_expired");
+    }
     // Single use on every replica: the token is claimed in the store before the IdP sees
     // it, so of two concurrent redemptions only one reaches the IdP.
     let claim = match id.claim_refresh(gw.store.as_ref(), token, now).await {

@@ -85,6 +85,18 @@ pub struct RefreshPayload {
     pub id: String,
 }
 
+/// The longest a refresh token may wait to be redeemed. Each redemption issues a new one,
+/// so only a person away longer signs in again; a sealed payload with an older or a
+/// future `iat` (a leaked key, a forged time) is refused.
+pub const REFRESH_MAX_AGE_SECS: i64 = 30 * 24 * 3600;
+
+/// Whether a refresh token issued at `iat` may still be redeemed at `now`.
+pub fn refresh_in_time(iat: i64, now: DateTime<Utc>) -> bool {
+    let t = now.timestamp();
+    let leeway = session::LEEWAY_SECS;
+    iat.saturating_sub(leeway) <= t && t < iat.saturating_add(REFRESH_MAX_AGE_SECS)
+}
+
 /// Why a sign-in (or refresh) was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmitError {
@@ -238,7 +250,8 @@ impl Identity {
         let claims = self
             .verified
             .get_or_verify(token, || session::decode(&self.keys, &self.origin(), token))?;
-        session::check_time(&claims, now)?;
+        let lifetime = i64::try_from(self.cfg.session_ttl.as_secs()).unwrap_or(i64::MAX);
+        session::check_time(&claims, now, lifetime)?;
         let revoked = self
             .revoked
             .read()
@@ -311,5 +324,22 @@ impl Identity {
         if let Err(e) = store.kv_delete(&refresh_key(token), Some(claim)).await {
             tracing::warn!(error = %e, "could not release a refresh token claim");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refresh_token_is_redeemable_from_its_issue_for_thirty_days_only() {
+        let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let t = now.timestamp();
+        assert!(refresh_in_time(t, now));
+        assert!(refresh_in_time(t - REFRESH_MAX_AGE_SECS + 1, now));
+        assert!(!refresh_in_time(t - REFRESH_MAX_AGE_SECS, now));
+        assert!(refresh_in_time(t + session::LEEWAY_SECS, now), "clock skew");
+        assert!(!refresh_in_time(t + 3600, now), "issued in the future");
+        assert!(!refresh_in_time(i64::MAX, now) && !refresh_in_time(i64::MIN, now));
     }
 }

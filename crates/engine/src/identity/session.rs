@@ -164,17 +164,26 @@ pub fn verify(
     issuer: &str,
     token: &str,
     now: DateTime<Utc>,
+    lifetime_secs: i64,
 ) -> Result<SessionClaims, SessionError> {
     let c = decode(keys, issuer, token)?;
-    check_time(&c, now)?;
+    check_time(&c, now, lifetime_secs)?;
     Ok(c)
 }
 
-/// `exp`, `nbf` and `iat` against `now`, with [`LEEWAY_SECS`].
-pub fn check_time(c: &SessionClaims, now: DateTime<Utc>) -> Result<(), SessionError> {
+/// `exp`, `nbf` and `iat` against `now`, with [`LEEWAY_SECS`]. A session ends at `exp` or
+/// at `iat` + the configured lifetime (`session.ttl_hours`), whichever comes first: a
+/// token signed with a key the gateway holds but an `exp` far past the lifetime (a key
+/// leaked, or minted under an older, longer setting) still ends on time.
+pub fn check_time(
+    c: &SessionClaims,
+    now: DateTime<Utc>,
+    lifetime_secs: i64,
+) -> Result<(), SessionError> {
     let t = now.timestamp();
     // Saturating: claims at the ends of the i64 range must not wrap around.
-    if c.exp.saturating_add(LEEWAY_SECS) <= t {
+    let ends = c.exp.min(c.iat.saturating_add(lifetime_secs));
+    if ends.saturating_add(LEEWAY_SECS) <= t {
         return Err(SessionError::Expired);
     }
     if c.nbf.is_some_and(|nbf| nbf.saturating_sub(LEEWAY_SECS) > t)
@@ -215,23 +224,23 @@ mod tests {
         let keys = ring(&[a]);
         let now = Utc::now();
         let (tok, claims) = mint(&keys, ISS, 3600, now, &alice()).unwrap();
-        assert_eq!(verify(&keys, ISS, &tok, now).unwrap(), claims);
+        assert_eq!(verify(&keys, ISS, &tok, now, 3600).unwrap(), claims);
         assert_eq!(
-            verify(&keys, "https://other", &tok, now),
+            verify(&keys, "https://other", &tok, now, 3600),
             Err(SessionError::WrongIssuer)
         );
         assert_eq!(
-            verify(&keys, ISS, &tok, now + Duration::hours(2)),
+            verify(&keys, ISS, &tok, now + Duration::hours(2), 3600),
             Err(SessionError::Expired)
         );
         assert_eq!(
-            verify(&keys, ISS, &tok, now - Duration::hours(1)),
+            verify(&keys, ISS, &tok, now - Duration::hours(1), 3600),
             Err(SessionError::NotYetValid)
         );
         // Rotation: signed under a, verified while a is listed, refused once removed.
-        assert!(verify(&ring(&[b, a]), ISS, &tok, now).is_ok());
+        assert!(verify(&ring(&[b, a]), ISS, &tok, now, 3600).is_ok());
         assert_eq!(
-            verify(&ring(&[b]), ISS, &tok, now),
+            verify(&ring(&[b]), ISS, &tok, now, 3600),
             Err(SessionError::UnknownKid)
         );
         // A token re-signed with another secret under a's kid.
@@ -244,7 +253,7 @@ mod tests {
             other.split('.').nth(2).unwrap()
         );
         assert_eq!(
-            verify(&keys, ISS, &forged, now),
+            verify(&keys, ISS, &forged, now, 3600),
             Err(SessionError::BadSignature)
         );
         // alg none, and an alg we never accept.
@@ -256,7 +265,7 @@ mod tests {
             parts[1]
         );
         assert!(matches!(
-            verify(&keys, ISS, &none, now),
+            verify(&keys, ISS, &none, now, 3600),
             Err(SessionError::BadAlgorithm | SessionError::Malformed)
         ));
         let hs512 = format!(
@@ -266,11 +275,11 @@ mod tests {
             parts[2]
         );
         assert_eq!(
-            verify(&keys, ISS, &hs512, now),
+            verify(&keys, ISS, &hs512, now, 3600),
             Err(SessionError::BadAlgorithm)
         );
         assert_eq!(
-            verify(&keys, ISS, "not.a.jwt", now),
+            verify(&keys, ISS, "not.a.jwt", now, 3600),
             Err(SessionError::Malformed)
         );
         // Wrong audience.
@@ -280,7 +289,7 @@ mod tests {
         header.kid = Some(kid);
         let t = jsonwebtoken::encode(&header, &wrong, keys.signing().unwrap().1).unwrap();
         assert_eq!(
-            verify(&keys, ISS, &t, now),
+            verify(&keys, ISS, &t, now, 3600),
             Err(SessionError::WrongAudience)
         );
     }
@@ -297,14 +306,50 @@ mod tests {
         header.kid = Some(kid.to_owned());
         let sign = |c: &SessionClaims| jsonwebtoken::encode(&header, c, key).unwrap();
         (claims.exp, claims.iat, claims.nbf) = (i64::MAX, i64::MIN, Some(i64::MIN));
-        assert!(verify(&keys, ISS, &sign(&claims), now).is_ok());
+        // Issued at the start of time: whatever `exp` says, its lifetime is over.
+        assert_eq!(
+            verify(&keys, ISS, &sign(&claims), now, i64::MAX),
+            Err(SessionError::Expired)
+        );
+        claims.iat = now.timestamp();
+        assert!(verify(&keys, ISS, &sign(&claims), now, i64::MAX).is_ok());
         claims.exp = 0;
         assert_eq!(
-            verify(&keys, ISS, &sign(&claims), now),
+            verify(&keys, ISS, &sign(&claims), now, i64::MAX),
             Err(SessionError::Expired)
         );
         (claims.exp, claims.iat) = (i64::MAX, i64::MAX);
-        let future = verify(&keys, ISS, &sign(&claims), now);
+        let future = verify(&keys, ISS, &sign(&claims), now, i64::MAX);
         assert_eq!(future, Err(SessionError::NotYetValid));
+    }
+
+    /// A validly signed token whose `exp` lies far past the configured lifetime still ends
+    /// at `iat` + lifetime (issue 35, finding 1).
+    #[test]
+    fn a_session_ends_at_its_lifetime_whatever_its_exp_says() {
+        let keys = ring(&["secret-a-secret-a-secret-a-secret-a"]);
+        let now = Utc::now();
+        let (_, mut claims) = mint(&keys, ISS, 3600, now, &alice()).unwrap();
+        let (kid, key) = keys.signing().unwrap();
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(kid.to_owned());
+        claims.exp = i64::MAX;
+        let token = jsonwebtoken::encode(&header, &claims, key).unwrap();
+        assert!(verify(&keys, ISS, &token, now + Duration::minutes(59), 3600).is_ok());
+        assert_eq!(
+            verify(&keys, ISS, &token, now + Duration::hours(2), 3600),
+            Err(SessionError::Expired)
+        );
+        // Within the leeway of the lifetime's end it still holds.
+        assert!(
+            verify(
+                &keys,
+                ISS,
+                &token,
+                now + Duration::seconds(3600 + LEEWAY_SECS - 1),
+                3600
+            )
+            .is_ok()
+        );
     }
 }

@@ -167,12 +167,17 @@ async fn relay(
             stall: gw.upstreams.health.config().stream_stall,
         });
     }
+    let length = out_headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     let stream = MeteredStream::new(
         response.body,
         meter,
         gw.config.timeouts.disconnect_drain,
         gw.tracker.clone(),
-    );
+    )
+    .with_length(length);
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;
     *resp.headers_mut() = out_headers;

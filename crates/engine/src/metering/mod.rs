@@ -276,6 +276,12 @@ pub struct MeteredStream {
     tracker: TaskTracker,
     /// Fires when the watched stream stays silent too long (once).
     stall: Option<Stall>,
+    /// The answer's `Content-Length`, and the bytes passed so far: a server writing a
+    /// body of known length stops polling once it has them all, so the body's end is the
+    /// last byte, not a final poll (without this every whole JSON answer would read as a
+    /// client that left).
+    length: Option<u64>,
+    passed: u64,
 }
 
 /// The stall clock, reset lazily: a chunk only notes when it came; the timer is moved
@@ -299,7 +305,15 @@ impl MeteredStream {
             drain,
             tracker,
             stall,
+            length: None,
+            passed: 0,
         }
+    }
+
+    /// The answer's `Content-Length`: its last byte ends the body.
+    pub fn with_length(mut self, length: Option<u64>) -> Self {
+        self.length = length;
+        self
     }
 
     /// Progress: the stall clock starts again (a ping is no progress).
@@ -353,6 +367,14 @@ impl Stream for MeteredStream {
                     m.observe(&chunk);
                 }
                 self.progressed(&chunk);
+                self.passed = self.passed.saturating_add(chunk.len() as u64);
+                if self.length.is_some_and(|n| self.passed >= n) {
+                    // The whole body passed: the server may never poll again.
+                    self.inner = None;
+                    if let Some(m) = self.meter.take() {
+                        m.finish(false, false);
+                    }
+                }
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {
