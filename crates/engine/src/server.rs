@@ -81,7 +81,8 @@ pub fn check_config(
     crate::policy::Policies::new(
         &config.policies,
         &crate::policy::extras::for_config(config, None),
-    )?;
+    )
+    .map_err(|e| config.hide(e))?;
     let mut warnings = config.warnings.clone();
     warnings.extend(crate::models::warnings::check(config));
     warnings.extend(crate::metering::price_warnings::check(config));

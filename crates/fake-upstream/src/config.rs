@@ -68,6 +68,9 @@ pub struct FakeConfig {
     /// only until the conversation carries any tool result. The OpenAI-compatible face then
     /// calls them too, instead of its own `Bash` script.
     pub tool_uses_every_turn: bool,
+    /// The message of the `MidStreamError` fault's `error` event (default `Overloaded`),
+    /// e.g. one naming an account, as a cloud's can.
+    pub mid_stream_error_message: Option<String>,
 }
 
 /// One scripted tool call.
@@ -99,6 +102,7 @@ impl Default for FakeConfig {
             text_only_models: Vec::new(),
             mistral_tool_ids: false,
             tool_uses_every_turn: false,
+            mid_stream_error_message: None,
         }
     }
 }

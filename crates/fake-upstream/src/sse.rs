@@ -174,7 +174,14 @@ impl Body for SseBody {
                 }
                 Phase::Fault => match this.fault {
                     StreamFault::Error(_) => {
-                        return this.finish(Bytes::from_static(OVERLOADED_EVENT.as_bytes()));
+                        let event = match &this.rendered.config.mid_stream_error_message {
+                            None => Bytes::from_static(OVERLOADED_EVENT.as_bytes()),
+                            Some(m) => {
+                                let data = serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": m}});
+                                Bytes::from(format!("event: error\ndata: {data}\n\n"))
+                            }
+                        };
+                        return this.finish(event);
                     }
                     _ => this.phase = Phase::Aborting,
                 },

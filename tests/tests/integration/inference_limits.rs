@@ -568,3 +568,52 @@ async fn the_per_key_default_slot_is_counted_per_replica_without_a_database_row(
     assert_eq!(again.status(), 200);
     r.shutdown().await;
 }
+
+/// The store cannot answer for an operator's limit (its admission function is gone):
+/// by default the request goes through, with `rate_limits.fail_closed: true` it is
+/// refused with a 503; a `limits.unavailable` event says which either way.
+#[tokio::test]
+async fn a_store_that_cannot_answer_lets_through_or_refuses_as_configured() {
+    for closed in [false, true] {
+        let db = TestDatabase::create().await;
+        let extra = format!("{SHARED}  fail_closed: {closed}\n");
+        let r = replicas::start(1, |_| db.store_yaml(), &extra).await;
+        let alice = token(&r.origin, "alice", &["engineering"]);
+        let ok = infer(
+            &r.client,
+            &r.replicas[0].url,
+            &alice,
+            &gatehouse_tests::caps::msg(64),
+        )
+        .await;
+        assert_eq!(ok.status(), 200);
+        let c = gatehouse_tests::postgres::connect(&db.url).await;
+        c.batch_execute(
+            "ALTER FUNCTION gatehouse_limit_admit RENAME TO gatehouse_limit_admit_gone",
+        )
+        .await
+        .unwrap();
+        let resp = infer(
+            &r.client,
+            &r.replicas[0].url,
+            &alice,
+            &gatehouse_tests::caps::msg(64),
+        )
+        .await;
+        let status = resp.status().as_u16();
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        let events = r.replicas[0].events.named("limits.unavailable");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["fail_closed"], closed);
+        if closed {
+            assert_eq!(status, 503, "{body}");
+            assert_eq!(
+                body["error"]["message"],
+                "traffic limits unavailable; try again shortly"
+            );
+        } else {
+            assert_eq!(status, 200, "{body}");
+        }
+        r.shutdown().await;
+    }
+}

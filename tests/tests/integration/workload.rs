@@ -616,3 +616,40 @@ fn a_loopback_key_set_needs_the_reference_switch() {
         .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1");
     assert!(load_with(on).is_ok());
 }
+
+/// An `error` event inside a 200 stream gets a workload caller the same clean words as an
+/// error answer (issue 35): the upstream's account details never reach it; a person's key
+/// still sees the stream as the upstream sent it.
+#[tokio::test]
+async fn an_error_event_mid_stream_reaches_workloads_clean() {
+    let s = setup(false).await;
+    let ok = token(&s.key, |_, _| {});
+    let leaky = "account 123456789012 (arn:aws:iam::123456789012:role/gw) is overloaded";
+    s.gw.fake.set_config(FakeConfig {
+        mid_stream_error_message: Some(leaky.into()),
+        ..FakeConfig::default()
+    });
+    let mut body = sonnet(true);
+    body["stream"] = true.into();
+    s.gw.fake
+        .push_fault(Fault::MidStreamError { after_deltas: 1 });
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .bearer_auth(&ok)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(!text.contains("123456789012"), "{text}");
+    assert!(
+        text.contains(r#"data: {"type":"error","error":{"type":"overloaded_error","message":"the upstream is overloaded"}}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("content_block_delta"),
+        "the stream itself passes: {text}"
+    );
+}

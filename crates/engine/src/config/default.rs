@@ -92,6 +92,7 @@ pub fn embedded_default(
             path: data_dir.join("gatehouse.db"),
         },
         warnings: super::warnings::upstreams(&upstreams),
+        resolved: Vec::new(),
         upstreams,
         models: ModelsConfig {
             rows: Vec::new(),

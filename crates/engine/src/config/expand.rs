@@ -196,6 +196,15 @@ fn hide_issue(mut e: ConfigIssue, resolved: &[Secret]) -> ConfigIssue {
             .flat_map(|v| forms(v.expose()))
             .any(|f| !f.is_empty() && text.contains(f.as_str()))
     };
+    // A key read through a reference is part of the path: the path names the reference's
+    // place, never its value.
+    if quotes(&e.path) {
+        let mut all: Vec<String> = resolved.iter().flat_map(|v| forms(v.expose())).collect();
+        all.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        for f in all.iter().filter(|f| !f.is_empty()) {
+            e.path = e.path.replace(f.as_str(), "<reference>");
+        }
+    }
     if !quotes(&e.message) {
         return e;
     }

@@ -134,6 +134,8 @@ pub struct InferenceLimits {
     pub rules: Vec<LimitRule>,
     /// Concurrency of a client key no rule limits (`None`: unlimited).
     pub client_key_concurrency: Option<u32>,
+    /// Refuse when the store cannot answer (`rate_limits.fail_closed`).
+    pub fail_closed: bool,
 }
 
 impl Default for InferenceLimits {
@@ -141,6 +143,7 @@ impl Default for InferenceLimits {
         Self {
             rules: Vec::new(),
             client_key_concurrency: Some(DEFAULT_CLIENT_KEY_CONCURRENCY),
+            fail_closed: false,
         }
     }
 }
@@ -233,6 +236,7 @@ fn rule(raw: &RawInferenceLimit, path: &str) -> Result<LimitRule, ConfigError> {
 pub fn validate(
     raw: &[RawInferenceLimit],
     client_key_concurrency: Option<u32>,
+    fail_closed: Option<bool>,
 ) -> Result<InferenceLimits, ConfigError> {
     let mut rules = Vec::with_capacity(raw.len());
     let mut catch_all: Option<usize> = None;
@@ -257,6 +261,7 @@ pub fn validate(
             Some(0) => None,
             Some(n) => Some(n),
         },
+        fail_closed: fail_closed.unwrap_or(false),
     })
 }
 
@@ -333,13 +338,13 @@ mod tests {
             limit(Default::default(), Some(5)),
             limit(Default::default(), Some(1)),
         ];
-        let e = validate(&raw, None).unwrap_err();
+        let e = validate(&raw, None, None).unwrap_err();
         assert_eq!(e.path, "rate_limits.inference[1]");
     }
 
     #[test]
     fn zero_limits_and_lone_burst_name_their_path() {
-        let e = validate(&[limit(Default::default(), Some(0))], None).unwrap_err();
+        let e = validate(&[limit(Default::default(), Some(0))], None, None).unwrap_err();
         assert_eq!(e.path, "rate_limits.inference[0].rpm");
         let raw = RawInferenceLimit {
             burst: Some(3),
@@ -347,23 +352,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            validate(&[raw], None).unwrap_err().path,
+            validate(&[raw], None, None).unwrap_err().path,
             "rate_limits.inference[0].burst"
         );
-        let e = validate(&[RawInferenceLimit::default()], None).unwrap_err();
+        let e = validate(&[RawInferenceLimit::default()], None, None).unwrap_err();
         assert_eq!(e.path, "rate_limits.inference[0]");
     }
 
     #[test]
     fn defaults_and_zero_key_concurrency() {
-        let v = validate(&[], None).unwrap();
+        let v = validate(&[], None, None).unwrap();
         assert_eq!(v.client_key_concurrency, Some(50));
-        assert_eq!(validate(&[], Some(0)).unwrap().client_key_concurrency, None);
+        assert_eq!(
+            validate(&[], Some(0), None).unwrap().client_key_concurrency,
+            None
+        );
         let m = RawLimitMatch {
             users: vec![" Ada@Example.com ".into()],
             ..Default::default()
         };
-        let v = validate(&[limit(m, Some(4))], None).unwrap();
+        let v = validate(&[limit(m, Some(4))], None, None).unwrap();
         assert_eq!(v.rules[0].matcher.users, ["ada@example.com"]);
         assert_eq!(v.rules[0].burst, 4);
     }

@@ -204,6 +204,10 @@ pub struct Config {
     /// Risky but valid choices in the file, printed at start and by `check-config`
     /// ([`warnings`]).
     pub warnings: Vec<warnings::ConfigWarning>,
+    /// What the file's `${...}` references resolved to, kept only so that a later check
+    /// of this config ([`Config::hide`], `check-config`'s managed-policy merge) names
+    /// references, never their values.
+    pub resolved: Vec<crate::secret::Secret>,
 }
 
 #[derive(Debug, Clone)]
@@ -506,6 +510,7 @@ impl Config {
         let refused = match (ConfigError::from_issues(unknown_keys), validated) {
             (None, Ok(mut config)) => {
                 config.warnings.splice(0..0, expansion_warnings);
+                config.resolved = resolved;
                 return Ok(config);
             }
             (Some(unknown), Ok(_)) => unknown,
@@ -513,6 +518,12 @@ impl Config {
             (Some(unknown), Err(e)) => unknown.and(e),
         };
         Err(expand::hide(refused, &resolved))
+    }
+
+    /// `e` with every value the file's references resolved to taken out, as the loader's
+    /// own errors are: for checks that run on the validated config.
+    pub fn hide(&self, e: ConfigError) -> ConfigError {
+        expand::hide(e, &self.resolved)
     }
 
     /// The JSON schema of the configuration file, generated from the raw types.

@@ -588,6 +588,10 @@ pub struct RawRateLimits {
     #[serde(default, deserialize_with = "super::lenient::opt")]
     #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub client_key_concurrency: Option<u32>,
+    /// When the store cannot answer for an operator's inference limit: refuse the request
+    /// (true) or let it through (false, the default: a store outage is not a traffic
+    /// spike). A `limits.unavailable` event is logged either way (Gatehouse addition).
+    pub fail_closed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]

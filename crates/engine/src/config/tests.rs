@@ -1125,6 +1125,27 @@ fn secrets_never_appear_in_errors() {
     assert!(!e.contains("sk-ant"), "{e}");
 }
 
+/// A check that runs on the loaded config (`check-config`'s managed-policy merge) hides
+/// what references resolved to, as the loader does (issue 35).
+#[test]
+fn later_checks_hide_the_references_too() {
+    let env = MapEnvironment::default().with_var("K", "sk-ant-later-secret-456");
+    let config = Config::from_yaml(
+        "listen: {host: 127.0.0.1}\nupstreams: [{name: a, provider: anthropic, auth: {api_key: '${K}'}}]\nclient_keys: [{id: a, key: 'client-key-0123456789abcdef0123456789abcdef'}]\n",
+        &LoadContext { env: &env, credentials: &NoCredentialStore, default_data_dir: "/d".into() },
+    )
+    .unwrap();
+    let e = config.hide(ConfigError::at(
+        "managed.policies[0] (merged).env.sk-ant-later-secret-456",
+        "`sk-ant-later-secret-456` is not allowed",
+    ));
+    assert!(!e.to_string().contains("sk-ant-later"), "{e}");
+    assert!(
+        !format!("{config:?}").contains("sk-ant-later"),
+        "Debug keeps it redacted"
+    );
+}
+
 /// Found by the `config` fuzz target (fuzz/corpus/config/crash-resolved-value-in-error.yaml):
 /// an error quoting a value repeated what `${...}` had resolved to.
 #[test]

@@ -130,6 +130,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let inference_limits = issues.take(super::limits::validate(
         &raw.rate_limits.inference,
         raw.rate_limits.client_key_concurrency,
+        raw.rate_limits.fail_closed,
     ));
     let idempotency = issues.take(super::limits::validate_idempotency(
         raw.idempotency.as_ref(),
@@ -227,6 +228,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         server_tools,
         readiness_grace,
         warnings: Vec::new(),
+        resolved: Vec::new(),
     };
     config.warnings = super::warnings::of_file(&raw, &config, ctx.env);
     Ok(config)

@@ -539,12 +539,28 @@ impl Call<'_> {
                 ))
             }
             Err(e) => {
-                tracing::warn!(error = %e, "traffic limits unavailable; letting the request through");
-                self.gw.deps.emit(
-                    self.event("limits.unavailable")
-                        .with("error", e.to_string()),
+                let closed = self.gw.config.inference_limits.fail_closed;
+                let event = self
+                    .event("limits.unavailable")
+                    .with("error", e.to_string())
+                    .with("fail_closed", closed);
+                if !closed {
+                    tracing::warn!(error = %e, "traffic limits unavailable; letting the request through");
+                    self.gw.deps.emit(event);
+                    return Ok(Default::default());
+                }
+                tracing::warn!(error = %e, "traffic limits unavailable; refusing (rate_limits.fail_closed)");
+                let error = ApiError::ServiceUnavailable(
+                    "traffic limits unavailable; try again shortly".into(),
                 );
-                Ok(Default::default())
+                Err(refuse(
+                    self.gw,
+                    self.request_id,
+                    Layer::RateLimit,
+                    Some(&head.model),
+                    event,
+                    error,
+                ))
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use axum::body::Body;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::Call;
@@ -152,6 +153,13 @@ async fn relay(
     if status.is_success() {
         crate::spend::headers::on_success(&mut out_headers, standings);
     }
+    let mut response = response;
+    if is_workload(call) && format_is_sse(&response.headers) {
+        // An error event inside the stream gets the same hygiene as an error answer.
+        let body = std::mem::replace(&mut response.body, futures_util::stream::empty().boxed());
+        response.body = crate::upstream::workload_sse::clean(body);
+        out_headers.remove(header::CONTENT_LENGTH);
+    }
     let format = BodyFormat::from_content_type(
         response
             .headers
@@ -208,6 +216,13 @@ fn record_without_body(
 /// The traffic limits' token charge, corrected to the usage when the request ends.
 fn settles(charge: Option<Charge>) -> Option<OnUsage> {
     charge.map(|c| -> OnUsage { Box::new(move |u| c.settle(crate::limits::counted(u))) })
+}
+
+fn format_is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 fn is_workload(call: &Call<'_>) -> bool {

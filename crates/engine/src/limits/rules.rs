@@ -160,6 +160,7 @@ mod tests {
                 rule(LimitMatch::default(), 9),
             ],
             client_key_concurrency: Some(50),
+            fail_closed: false,
         };
         assert_eq!(first(&limits, &person(&["interns"])).unwrap().0, 0);
         assert_eq!(first(&limits, &person(&["staff"])).unwrap().0, 1);

@@ -60,6 +60,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0008_usage_sessions.sql",
         sql: include_str!("../../../../migrations/sqlite/0008_usage_sessions.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_reserve_saturates.sql",
+        sql: include_str!("../../../../migrations/sqlite/0009_reserve_saturates.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -102,6 +107,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 8,
         name: "0008_usage_sessions.sql",
         sql: include_str!("../../../../migrations/postgres/0008_usage_sessions.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "0009_reserve_saturates.sql",
+        sql: include_str!("../../../../migrations/postgres/0009_reserve_saturates.sql"),
     },
 ];
 

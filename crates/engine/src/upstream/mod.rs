@@ -44,6 +44,7 @@ pub mod strategy;
 pub mod thinking;
 pub mod tool_ids;
 pub mod vertex;
+pub mod workload_sse;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,0 +1,4 @@
+-- Nothing to change on SQLite: its reservations are written by the store
+-- (`store/sqlite/spend.rs`), whose sums already saturate at 2^63 - 1. This file keeps the
+-- two backends' migration numbers equal; on PostgreSQL 0009 redefines `gatehouse_reserve`
+-- and `gatehouse_reserve_pooled` to saturate their holds the same way.
