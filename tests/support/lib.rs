@@ -8,6 +8,7 @@ pub mod caps;
 pub mod claude_session;
 pub mod desktop;
 pub mod matrix;
+pub mod pg_cluster;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod replicas;

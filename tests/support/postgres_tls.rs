@@ -4,10 +4,13 @@
 //! from [`USER`] and a client certificate (signed by the same CA) from [`CERT_USER`].
 //! Stopped (`pg_ctl stop -m immediate`) when the [`TlsCluster`] is dropped. Uses the server
 //! binaries `scripts/postgres.sh` uses (Debian's `postgresql` package); under root it runs
-//! as `postgres`, which must be able to read the temp dir.
+//! as `postgres`, which must be able to read the temp dir (the process helpers are
+//! [`crate::pg_cluster`]'s).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::pg_cluster::{as_owner, bindir, is_root, run};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
@@ -31,49 +34,6 @@ pub struct TlsCluster {
     bindir: PathBuf,
     data: PathBuf,
     dir: tempfile::TempDir,
-}
-
-fn bindir() -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL server binaries under /usr/lib/postgresql (scripts/setup.sh)")
-        .filter_map(|e| Some(e.ok()?.path().join("bin")))
-        .filter(|d| d.join("initdb").exists())
-        .collect();
-    dirs.sort_by_key(|d| {
-        d.parent()
-            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
-            .unwrap_or(0)
-    });
-    dirs.pop()
-        .expect("an initdb under /usr/lib/postgresql/*/bin")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-/// `program args` as the cluster's owner (`postgres` under root).
-fn as_owner(program: &Path) -> Command {
-    if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    }
-}
-
-fn run(mut c: Command, what: &str) {
-    let out = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {

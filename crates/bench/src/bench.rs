@@ -298,6 +298,7 @@ impl Run<'_> {
             tray: None,
             insight: None,
             affinity: None,
+            soak: None,
         })
     }
 

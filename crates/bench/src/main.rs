@@ -7,8 +7,10 @@
 //! gatehouse-bench [--gatehouse PATH] [--fake PATH] [--out BENCHMARKS.md] [--quick]
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
 //!                 [--tray PATH] [--insight [--insight-rows N]] [--affinity]
+//!                 [--soak [--soak-minutes N]]
 //! gatehouse-bench insight [--rows N] [--gatehouse PATH] [--tray PATH] [--out FILE]
 //! gatehouse-bench affinity [--conversations N] [--turns N] [--gatehouse PATH] [--fake PATH] [--out FILE]
+//! gatehouse-bench soak [--minutes N] [--rps R] [--gatehouse PATH] [--fake PATH] [--out FILE]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]
 //!                      [--session SUB]                                      (hidden)
@@ -29,7 +31,10 @@
 //! `insight`); the `insight` subcommand runs that phase alone and prints its section. With
 //! `--affinity`, prompt caching with one upstream and with two behind weighted routing,
 //! conversation affinity off and on (see `affinity`); the `affinity` subcommand runs that
-//! phase alone and prints its section.
+//! phase alone and prints its section. With `--soak`, mixed traffic at a steady rate for
+//! `--soak-minutes` (default 2): the gateway's memory, descriptors, threads and store size
+//! per million requests, open reservations and usage rows at the end (see `soak`); the
+//! `soak` subcommand runs that phase alone and prints its section.
 
 mod affinity;
 mod bench;
@@ -47,6 +52,8 @@ mod procs;
 mod proxy;
 mod report;
 mod reservation;
+mod soak;
+mod soak_traffic;
 mod stack;
 mod statusline;
 mod store_ops;
@@ -121,6 +128,14 @@ struct Cli {
     /// and on, against one upstream (two fakes with their prompt cache on).
     #[arg(long)]
     affinity: bool,
+    /// Also run the soak: mixed traffic (JSON, streams, hang-ups, upstream faults,
+    /// failovers, idempotent repeats, the OpenAI front door, refreshes) at a steady rate,
+    /// sampling the gateway's RSS, descriptors, threads and store size.
+    #[arg(long)]
+    soak: bool,
+    /// Minutes of traffic for --soak.
+    #[arg(long, default_value_t = 2, requires = "soak", value_parser = clap::value_parser!(u64).range(1..=1440))]
+    soak_minutes: u64,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -202,6 +217,24 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Run the soak alone (the `--soak` phase) and print its BENCHMARKS.md section.
+    Soak {
+        /// Minutes of traffic (the warm-up is a quarter of it, 10 s to 60 s).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1440))]
+        minutes: u64,
+        /// Mix steps per second, all workers together.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=5000))]
+        rps: u64,
+        /// The gatehouse binary.
+        #[arg(long, default_value = "target/release/gatehouse")]
+        gatehouse: PathBuf,
+        /// The fake-upstream binary.
+        #[arg(long, default_value = "target/release/fake-upstream")]
+        fake: PathBuf,
+        /// Also write the section to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -257,6 +290,19 @@ fn main() -> ExitCode {
                 ..affinity::Options::new(gatehouse.clone(), fake.clone())
             };
             run_affinity(&opts, out.as_deref())
+        }
+        Some(Command::Soak {
+            minutes,
+            rps,
+            ref gatehouse,
+            ref fake,
+            ref out,
+        }) => {
+            let opts = soak::Options {
+                rps: rps as f64,
+                ..soak::Options::new(gatehouse.clone(), fake.clone(), minutes)
+            };
+            run_soak(&opts, out.as_deref())
         }
         None => run_bench(&cli),
     };
@@ -320,6 +366,13 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
             format!("{e:#}")
         }));
     }
+    if cli.soak {
+        let opts = soak::Options::new(cli.gatehouse.clone(), cli.fake.clone(), cli.soak_minutes);
+        results.soak = Some(soak::run(&opts).map_err(|e| {
+            eprintln!("  soak: not measured: {e:#}");
+            format!("{e:#}")
+        }));
+    }
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());
@@ -366,6 +419,16 @@ fn run_insight(
 /// `gatehouse-bench affinity`: the phase alone, its section on stdout (and in `out`).
 fn run_affinity(opts: &affinity::Options, out: Option<&std::path::Path>) -> anyhow::Result<()> {
     let section = affinity::run(opts)?.markdown();
+    println!("{section}");
+    if let Some(out) = out {
+        std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// `gatehouse-bench soak`: the phase alone, its section on stdout (and in `out`).
+fn run_soak(opts: &soak::Options, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let section = soak::run(opts)?.markdown();
     println!("{section}");
     if let Some(out) = out {
         std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;

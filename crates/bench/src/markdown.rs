@@ -124,6 +124,14 @@ impl Results {
             }
             None => {}
         }
+        match &self.soak {
+            Some(Ok(s)) => out.push_str(&s.markdown()),
+            Some(Err(e)) => {
+                out.push_str("\n## Soak\n\n");
+                let _ = writeln!(out, "Not measured: {e}.");
+            }
+            None => {}
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

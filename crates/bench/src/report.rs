@@ -98,6 +98,9 @@ pub struct Results {
     /// `--affinity`: prompt caching with one upstream and with two, conversation affinity
     /// off and on, or why it was not measured.
     pub affinity: Option<Result<crate::affinity::Affinity, String>>,
+    /// `--soak`: mixed traffic for minutes, growth per million requests and the end
+    /// checks, or why it was not measured.
+    pub soak: Option<Result<crate::soak::Soak, String>>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

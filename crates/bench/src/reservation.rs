@@ -26,8 +26,8 @@ use crate::procs::Children;
 use crate::store_ops;
 
 /// The origin Gatehouse is told it is reached at (tokens are minted for it).
-const PUBLIC: &str = "http://localhost:1";
-const SESSION_SECRET: &str = "bench-session-secret-0123456789abcdefghij";
+pub(crate) const PUBLIC: &str = "http://localhost:1";
+pub(crate) const SESSION_SECRET: &str = "bench-session-secret-0123456789abcdefghij";
 pub(crate) const WRITE_KEY: &str = "bench-admin-write-key-0123456789abcdef0123";
 /// Longest a measured run may take.
 const RUN_MAX_TIME: Duration = Duration::from_secs(180);

@@ -2,7 +2,9 @@
 //! numbers, path tricks and admin-API abuse, each sent as raw bytes to a gateway with
 //! sign-in and spend caps on. Every input must get the right status, no handler may panic,
 //! and no secret (nor any 12-character piece of one) may appear in any response or event.
-//! The suite prints its tally (`hostile inputs: …`), which the README quotes.
+//! The suite prints its tally (`hostile inputs: …`), which the README quotes; the newer
+//! surfaces (the tray's app API, transcripts, status line and usage export; Gatehouse-run
+//! web search and fetch) are in `hostile_surfaces` and counted into the same tally.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -24,7 +26,7 @@ struct Case {
     right: &'static [u16],
 }
 
-fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub(super) fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut out = format!("{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n");
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -418,7 +420,7 @@ fn numbers(origin: &str) -> Vec<Case> {
 
 /// Sends one raw request; the status of the answer, 0 when the connection closed without
 /// one.
-async fn send(addr: std::net::SocketAddr, bytes: &[u8]) -> (u16, Vec<u8>) {
+pub(super) async fn send(addr: std::net::SocketAddr, bytes: &[u8]) -> (u16, Vec<u8>) {
     let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
     // The peer may close early (e.g. 431 before the whole head arrived): keep going.
     let _ = sock.write_all(bytes).await;
@@ -450,7 +452,7 @@ fn secret_pieces() -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_inputs_are_answered_right_without_panics_or_secrets() {
     let panics = Arc::new(AtomicUsize::new(0));
     let counted = panics.clone();
@@ -512,12 +514,32 @@ async fn hostile_inputs_are_answered_right_without_panics_or_secrets() {
         .iter()
         .filter(|p| events.contains(p.as_str()))
         .count();
+    // The newer surfaces (the tray's app API, transcripts, status line and export;
+    // Gatehouse-run web search and fetch), counted into the same figure.
+    let (tray, tools) = tokio::join!(
+        super::hostile_surfaces::tray(),
+        super::hostile_surfaces::server_tools()
+    );
+    println!(
+        "hostile inputs by surface: gateway {}/{}, tray {}/{}, server tools {}/{}",
+        right,
+        cases.len(),
+        tray.right,
+        tray.tried,
+        tools.right,
+        tools.tried
+    );
+    let mut surfaces = super::hostile_surfaces::Tally::default();
+    surfaces.add(tray);
+    surfaces.add(tools);
+    wrong.extend(surfaces.wrong);
     let panicked = panics.load(Ordering::SeqCst);
     println!(
-        "hostile inputs: {} tried, {right} answered right, {panicked} panics, {} secrets found",
-        cases.len(),
-        leaks + event_leaks
+        "hostile inputs: {} tried, {} answered right, {panicked} panics, {} secrets found",
+        cases.len() + surfaces.tried,
+        right + surfaces.right,
+        leaks + event_leaks + surfaces.leaks
     );
     assert!(wrong.is_empty(), "answered wrong:\n{}", wrong.join("\n"));
-    assert_eq!((panicked, leaks, event_leaks), (0, 0, 0));
+    assert_eq!((panicked, leaks, event_leaks, surfaces.leaks), (0, 0, 0, 0));
 }

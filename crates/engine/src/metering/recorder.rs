@@ -103,13 +103,14 @@ pub fn spawn(
     (Recorder { tx }, task)
 }
 
-/// How long a batch that charges spend leases is retried while the store is down: those
-/// rows are money, and the leases they charge stay open until they land.
+/// How long a batch is retried while the store is down: its rows are the only record of
+/// requests an upstream served (and of money, for those that charge spend leases, whose
+/// leases stay open until they land), whether or not they charge a cap.
 const CHARGE_RETRY: Duration = Duration::from_secs(120);
 
-/// Writes a batch, retrying (five times, or for [`CHARGE_RETRY`] when it charges leases and
-/// the gateway is not stopping); false if it could not be written. The first failure tells
-/// the charges' ledger, so no more requests are admitted out of leases meanwhile.
+/// Writes a batch, retrying (for [`CHARGE_RETRY`], or five times once the gateway is
+/// stopping); false if it could not be written. The first failure tells the charges'
+/// ledger, so no more requests are admitted out of leases meanwhile.
 async fn write(
     store: &dyn Store,
     rows: Vec<UsageRecord>,
@@ -117,7 +118,9 @@ async fn write(
     stopping: bool,
 ) -> bool {
     let rows = Arc::new(rows);
-    let patient = !charges.is_empty() && !stopping;
+    // Uncapped rows too: a batch without charges given up after five quick attempts lost
+    // every client key's row of a store restart (the issue 35 drill).
+    let patient = !stopping;
     let deadline = tokio::time::Instant::now() + CHARGE_RETRY;
     let mut delay = Duration::from_millis(50);
     for attempt in 1.. {

@@ -316,10 +316,21 @@ impl Ledger {
         (held, done)
     }
 
+    /// Releases `ids` and waits for the store. The releases run in a task of their own:
+    /// `finished` has already forgotten these leases, so a caller that stops waiting
+    /// (admission's timeout while the store hangs) must not cancel a release half-way, or
+    /// the lease would stay open for as long as this gateway lives (the issue 35 drill).
     async fn release_now(&self, ids: Vec<String>) {
-        for id in ids {
-            release(self.store.as_ref(), id, &self.unreleased).await;
+        if ids.is_empty() {
+            return;
         }
+        let (store, unreleased) = (self.store.clone(), self.unreleased.clone());
+        let releases = self.tracker.spawn(async move {
+            for id in ids {
+                release(store.as_ref(), id, &unreleased).await;
+            }
+        });
+        let _ = releases.await;
     }
 
     /// Releases the finished leases in the background. Without a runtime (a ticket dropped
