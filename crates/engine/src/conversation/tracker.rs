@@ -16,8 +16,10 @@ use chrono::{DateTime, Utc};
 use super::Turn;
 
 const SHARDS: usize = 16;
-/// Conversations remembered per shard.
-pub const PER_SHARD: usize = 4096;
+/// Conversations remembered per shard (32,768 in all, about 100 bytes each).
+pub const PER_SHARD: usize = 2048;
+/// Distinct upstream and model names shared between conversations' entries.
+const NAMES_KEPT: usize = 1024;
 /// A conversation not seen for this long is forgotten for routing.
 const FORGET_SECS: i64 = 3600;
 /// Prompt caching's default lifetime: a longer pause explains a miss.
@@ -137,6 +139,8 @@ pub struct Tracker {
     shards: Vec<Mutex<HashMap<u64, State>>>,
     breaks: Mutex<std::collections::VecDeque<BreakRecord>>,
     tallies: Mutex<Vec<Tally>>,
+    /// Upstream and model names, one allocation each however many entries hold them.
+    names: Mutex<std::collections::HashSet<Arc<str>>>,
 }
 
 impl Default for Tracker {
@@ -151,7 +155,23 @@ impl Tracker {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             breaks: Mutex::new(std::collections::VecDeque::new()),
             tallies: Mutex::new(Vec::new()),
+            names: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// The shared copy of `name` (a fresh one past [`NAMES_KEPT`] names).
+    fn intern(&self, name: &str) -> Arc<str> {
+        let Ok(mut names) = self.names.lock() else {
+            return Arc::from(name);
+        };
+        if let Some(n) = names.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        if names.len() < NAMES_KEPT {
+            names.insert(n.clone());
+        }
+        n
     }
 
     /// Adds a served turn to its upstream and model's tally.
@@ -243,7 +263,7 @@ impl Tracker {
             if &**old == new {
                 old.clone()
             } else {
-                Arc::from(new)
+                self.intern(new)
             }
         };
         match entry {
@@ -258,8 +278,8 @@ impl Tracker {
             }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(State {
-                    upstream: Arc::from(served.upstream),
-                    model: Arc::from(served.model),
+                    upstream: self.intern(served.upstream),
+                    model: self.intern(served.model),
                     system: turn.system,
                     tools: turn.tools,
                     cached: cached_now,
