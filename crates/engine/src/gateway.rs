@@ -58,6 +58,8 @@ pub struct Gateway {
     pub limits: Arc<crate::limits::Limiter>,
     /// The last refusals, for the Policy blocks view.
     pub refusals: Refusals,
+    /// What each upstream's models can take (the capability table, remembered).
+    pub model_caps: crate::upstream::model_caps::Memo,
     /// The conversations this replica has seen: affinity's memory, cache health.
     pub conversations: Arc<crate::conversation::Tracker>,
     /// `/readyz`'s answer (ready, reason): one probe at a time, shared by its waiters.

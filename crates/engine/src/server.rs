@@ -320,6 +320,10 @@ pub async fn start_on_controlled(
         live,
         metrics,
         refusals: Refusals::default(),
+        model_caps: crate::upstream::model_caps::Memo::new(
+            &config.routing.capabilities,
+            &config.upstreams,
+        ),
         conversations,
         readiness: crate::memo::Memo::new(Duration::ZERO),
         ready_grace: crate::readiness::Readiness::new(config.readiness_grace),

@@ -130,34 +130,51 @@ pub fn parse_head(bytes: &[u8], costs: bool) -> Result<Head, ApiError> {
 }
 
 /// The hash of the first message (0 when there is none): with the system prompt, what
-/// identifies a conversation whose caller names no session.
+/// identifies a conversation whose caller names no session. Found by a byte scan of the
+/// messages array up to the end of its first element, not a parse of the array.
 pub fn first_turn(bytes: &[u8]) -> u64 {
-    struct First<'a>(Option<&'a RawValue>);
-    impl<'de> serde::Deserialize<'de> for First<'de> {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = First<'de>;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("an array")
-                }
-                fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                    self,
-                    mut seq: A,
-                ) -> Result<Self::Value, A::Error> {
-                    let first = seq.next_element::<&'de RawValue>()?;
-                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                    Ok(First(first))
-                }
-            }
-            d.deserialize_seq(Visit)
-        }
-    }
     let Ok(top) = top_level(bytes) else { return 0 };
     top.get("messages")
-        .and_then(|raw| serde_json::from_str::<First<'_>>(raw.get()).ok())
-        .and_then(|f| f.0)
-        .map_or(0, |m| crate::conversation::fingerprint(Some(m.get())))
+        .and_then(|raw| first_element(raw.get()))
+        .map_or(0, |m| crate::conversation::fingerprint(Some(m)))
+}
+
+/// The first element of a JSON array already known to be valid: its bytes up to the
+/// comma or bracket that ends it at depth 0, strings and escapes skipped.
+fn first_element(array: &str) -> Option<&str> {
+    let b = array.as_bytes();
+    let open = b.iter().position(|c| !c.is_ascii_whitespace())?;
+    if b[open] != b'[' {
+        return None;
+    }
+    let start = open
+        + 1
+        + b[open + 1..]
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())?;
+    if b[start] == b']' {
+        return None;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, &c) in b.iter().enumerate().skip(start) {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth > 0 => depth -= 1,
+            b',' | b']' if depth == 0 => return Some(array[start..i].trim_end()),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Server tools (run and billed on the upstream), by the prefix of their `type`. Typed
@@ -478,6 +495,13 @@ mod tests {
         assert_eq!(first_turn(a), first_turn(b));
         assert_ne!(first_turn(a), 0);
         assert_eq!(first_turn(br#"{"model":"m","messages":[]}"#), 0);
+        assert_eq!(
+            first_element(r#" [ {"a":"x,]\"}"}, 1]"#),
+            Some(r#"{"a":"x,]\"}"}"#)
+        );
+        assert_eq!(first_element(r#"["s"]"#), Some(r#""s""#));
+        assert_eq!(first_element("[ ]"), None);
+        assert_eq!(first_element("{}"), None);
     }
 
     #[test]

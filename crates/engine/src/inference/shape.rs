@@ -23,7 +23,7 @@ use super::refusal::{Layer, refuse};
 use super::{Call, body};
 use crate::config::shaping::ServerTool;
 use crate::error::ApiError;
-use crate::upstream::model_caps::{self, ModelCaps};
+use crate::upstream::model_caps::ModelCaps;
 use crate::upstream::router::Leg;
 
 /// The candidates after shaping, and what shaping did.
@@ -42,14 +42,8 @@ enum Need {
 }
 
 impl Call<'_> {
-    fn caps(&self, leg: &Leg) -> ModelCaps {
-        let up = &self.gw.upstreams.list[leg.upstream];
-        model_caps::lookup(
-            &self.gw.config.routing.capabilities,
-            &up.name,
-            up.provider.as_str(),
-            &leg.upstream_model,
-        )
+    fn caps(&self, leg: &Leg) -> std::sync::Arc<ModelCaps> {
+        self.gw.model_caps.get(leg.upstream, &leg.upstream_model)
     }
 
     fn upstream_name(&self, leg: &Leg) -> &str {

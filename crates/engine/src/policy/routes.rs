@@ -148,15 +148,7 @@ pub fn visible_models(
             let caps: Vec<_> = resolved
                 .targets
                 .iter()
-                .map(|(i, model)| {
-                    let up = &gw.upstreams.list[*i];
-                    crate::upstream::model_caps::lookup(
-                        &gw.config.routing.capabilities,
-                        &up.name,
-                        up.provider.as_str(),
-                        model,
-                    )
-                })
+                .map(|(i, model)| gw.model_caps.get(*i, model))
                 .collect();
             if let Some(w) = caps.iter().filter_map(|c| c.context_window).min() {
                 m["max_input_tokens"] = w.into();

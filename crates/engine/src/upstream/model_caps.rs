@@ -57,6 +57,52 @@ fn builtin() -> &'static [Builtin] {
     &MODELS
 }
 
+/// Models remembered per upstream by [`Memo`] (past it, the upstream's memo starts over).
+const MEMO_PER_UPSTREAM: usize = 1024;
+
+/// [`lookup`] remembered per upstream and model: shaping asks for every leg of every
+/// request, and a lookup walks the tables.
+pub struct Memo {
+    rules: Vec<CapabilityRule>,
+    upstreams: Vec<(String, &'static str)>,
+    memo: Vec<std::sync::RwLock<std::collections::HashMap<Box<str>, std::sync::Arc<ModelCaps>>>>,
+}
+
+impl Memo {
+    pub fn new(rules: &[CapabilityRule], upstreams: &[crate::config::UpstreamConfig]) -> Self {
+        Memo {
+            rules: rules.to_vec(),
+            upstreams: upstreams
+                .iter()
+                .map(|u| (u.name.clone(), u.provider.as_str()))
+                .collect(),
+            memo: upstreams.iter().map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// The capabilities of `model` on the upstream at `upstream` (its index).
+    pub fn get(&self, upstream: usize, model: &str) -> std::sync::Arc<ModelCaps> {
+        let (Some((name, provider)), Some(memo)) =
+            (self.upstreams.get(upstream), self.memo.get(upstream))
+        else {
+            return std::sync::Arc::new(lookup(&self.rules, "", "", model));
+        };
+        if let Ok(m) = memo.read()
+            && let Some(c) = m.get(model)
+        {
+            return c.clone();
+        }
+        let caps = std::sync::Arc::new(lookup(&self.rules, name, provider, model));
+        if let Ok(mut m) = memo.write() {
+            if m.len() >= MEMO_PER_UPSTREAM {
+                m.clear();
+            }
+            m.insert(model.into(), caps.clone());
+        }
+        caps
+    }
+}
+
 /// `pattern` (case-insensitive; each `*` any run of characters) matches `text` whole.
 fn glob(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.to_ascii_lowercase(), text.to_ascii_lowercase());
