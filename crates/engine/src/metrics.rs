@@ -322,8 +322,9 @@ impl Metrics {
                     model: model.clone(),
                     kind,
                 };
-                // Every kind from the first answer, so a ratio is never a missing series.
-                self.prompt.get_or_create(&l).inc_by(n);
+                if n > 0 {
+                    self.prompt.get_or_create(&l).inc_by(n);
+                }
             }
         }
         let cost = number("cost_micro_usd");

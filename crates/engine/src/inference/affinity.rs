@@ -8,17 +8,12 @@ use crate::upstream::strategy::Affine;
 
 impl Call<'_> {
     /// The request's turn of a conversation (`count_tokens` belongs to none).
-    pub(super) fn turn(
-        &self,
-        head: &body::Head,
-        bytes: &[u8],
-        tags: Option<&ClientTags>,
-    ) -> Option<Turn> {
+    pub(super) fn turn(&self, head: &body::Head, tags: Option<&ClientTags>) -> Option<Turn> {
         if self.endpoint == Endpoint::CountTokens {
             return None;
         }
         let named = tags.is_some_and(|t| t.session_id.is_some());
-        let first = if named { 0 } else { body::first_turn(bytes) };
+        let first = if named { 0 } else { head.first_turn };
         let principal = self.principal.label();
         Some(Turn {
             key: conversation::key(tags, &principal, head.system, first),
@@ -27,11 +22,17 @@ impl Call<'_> {
         })
     }
 
-    /// Affinity for `model` (`routing.affinity`), with the upstream of the previous turn.
-    pub(super) fn affine(&self, model: &str, turn: Option<&Turn>) -> Option<Affine> {
+    /// Affinity for `model` (`routing.affinity`), with the upstream of the previous turn;
+    /// none with one candidate, where there is nothing to choose.
+    pub(super) fn affine(
+        &self,
+        model: &str,
+        turn: Option<&Turn>,
+        candidates: usize,
+    ) -> Option<Affine> {
         let turn = turn?;
         let gw = self.gw;
-        if !gw.config.routing.affinity.applies(model) {
+        if candidates < 2 || !gw.config.routing.affinity.applies(model) {
             return None;
         }
         let now = gw.deps.clock.now();

@@ -26,6 +26,9 @@ pub struct Head {
     /// prompt cache depends on, compared turn to turn.
     pub system: u64,
     pub tools: u64,
+    /// Hash of the first message (0 when none): with `system`, what identifies a
+    /// conversation whose caller names no session.
+    pub first_turn: u64,
 }
 
 /// The top-level fields in order, duplicates refused: the gateway's policy and an upstream
@@ -126,17 +129,11 @@ pub fn parse_head(bytes: &[u8], costs: bool) -> Result<Head, ApiError> {
         drivers: costs.then(|| cost_drivers(&top)),
         system: crate::conversation::fingerprint(top.get("system").map(RawValue::get)),
         tools: crate::conversation::fingerprint(top.get("tools").map(RawValue::get)),
+        first_turn: top
+            .get("messages")
+            .and_then(|raw| first_element(raw.get()))
+            .map_or(0, |m| crate::conversation::fingerprint(Some(m))),
     })
-}
-
-/// The hash of the first message (0 when there is none): with the system prompt, what
-/// identifies a conversation whose caller names no session. Found by a byte scan of the
-/// messages array up to the end of its first element, not a parse of the array.
-pub fn first_turn(bytes: &[u8]) -> u64 {
-    let Ok(top) = top_level(bytes) else { return 0 };
-    top.get("messages")
-        .and_then(|raw| first_element(raw.get()))
-        .map_or(0, |m| crate::conversation::fingerprint(Some(m)))
 }
 
 /// The first element of a JSON array already known to be valid: its bytes up to the
@@ -478,6 +475,7 @@ mod tests {
                 drivers: None,
                 system: 0,
                 tools: 0,
+                first_turn: 0,
             }
         );
         let h = parse_head(br#"{"model":"m","stream":null}"#, false).unwrap();
@@ -492,9 +490,10 @@ mod tests {
         assert_ne!(ha.system, hb.system);
         assert_eq!(ha.tools, hb.tools);
         assert_ne!(ha.tools, 0);
-        assert_eq!(first_turn(a), first_turn(b));
-        assert_ne!(first_turn(a), 0);
-        assert_eq!(first_turn(br#"{"model":"m","messages":[]}"#), 0);
+        assert_eq!(ha.first_turn, hb.first_turn);
+        assert_ne!(ha.first_turn, 0);
+        let empty = parse_head(br#"{"model":"m","messages":[]}"#, false).unwrap();
+        assert_eq!(empty.first_turn, 0);
         assert_eq!(
             first_element(r#" [ {"a":"x,]\"}"}, 1]"#),
             Some(r#"{"a":"x,]\"}"}"#)

@@ -104,12 +104,7 @@ async fn explain(
     // The conversation the body and headers name, as the admin key's (a request names
     // its caller's principal; an explained one has none but the key).
     let tags = crate::metering::tags::ClientTags::from_headers(&parts.headers);
-    let key = crate::conversation::key(
-        tags.as_deref(),
-        "explain",
-        head.system,
-        body::first_turn(&bytes),
-    );
+    let key = crate::conversation::key(tags.as_deref(), "explain", head.system, head.first_turn);
     if gw.config.routing.affinity.applies(&head.model) {
         let previous = gw
             .conversations

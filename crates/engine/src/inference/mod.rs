@@ -181,9 +181,9 @@ async fn answer(
     let shaped = call.shape(&head.model, &bytes, legs, not_configured)?;
     let (legs, not_configured) = (shaped.legs, shaped.not_configured);
     let tags = ClientTags::from_headers(&parts.headers);
-    let turn = call.turn(&head, &bytes, tags.as_deref());
+    let turn = call.turn(&head, tags.as_deref());
     let mut plan = call.plan(&parts.headers, &head.model, rule)?;
-    plan.affinity = call.affine(&head.model, turn.as_ref());
+    plan.affinity = call.affine(&head.model, turn.as_ref(), legs.len());
     plan.shaped = shaped.note.as_deref();
     let upstream_models: Vec<(usize, String)> = legs
         .iter()
