@@ -22,8 +22,8 @@ impl Call<'_> {
         })
     }
 
-    /// Affinity for `model` (`routing.affinity`), with the upstream of the previous turn;
-    /// none with one candidate, where there is nothing to choose.
+    /// Affinity for `model` (`routing.affinity`), with the upstream of the previous turn
+    /// (not looked up with one candidate: the key still ranks a pool's keys).
     pub(super) fn affine(
         &self,
         model: &str,
@@ -32,13 +32,12 @@ impl Call<'_> {
     ) -> Option<Affine> {
         let turn = turn?;
         let gw = self.gw;
-        if candidates < 2 || !gw.config.routing.affinity.applies(model) {
+        if !gw.config.routing.affinity.applies(model) {
             return None;
         }
-        let now = gw.deps.clock.now();
-        let previous = gw
-            .conversations
-            .previous(turn.key, now)
+        let previous = (candidates > 1)
+            .then(|| gw.conversations.previous(turn.key, gw.deps.clock.now()))
+            .flatten()
             .and_then(|name| gw.upstreams.list.iter().position(|u| *u.name == *name));
         Some(Affine {
             key: turn.key,
