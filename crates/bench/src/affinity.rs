@@ -28,8 +28,6 @@ use bytes::Bytes;
 use fake_upstream::FakeConfig;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::client::{CLIENT_KEY, parse_url};
@@ -500,31 +498,13 @@ fn parse_answer(bytes: &[u8]) -> anyhow::Result<Answer> {
 /// One keep-alive HTTP/1.1 connection sending Claude Code's headers.
 struct Link {
     addr: SocketAddr,
-    sender: SendRequest<Full<Bytes>>,
-    driver: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
+    conn: crate::client::KeepAlive,
 }
 
 impl Link {
     async fn connect(addr: SocketAddr) -> anyhow::Result<Link> {
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
-            .await
-            .with_context(|| format!("connecting to {addr} timed out"))??;
-        tcp.set_nodelay(true)?;
-        let (sender, conn) = http1::handshake(TokioIo::new(tcp)).await?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Link {
-            addr,
-            sender,
-            driver,
-        })
+        let conn = crate::client::KeepAlive::connect(addr, CONNECT_TIMEOUT).await?;
+        Ok(Link { addr, conn })
     }
 
     async fn post(&mut self, body: Bytes, session: &str) -> anyhow::Result<(StatusCode, Bytes)> {
@@ -540,8 +520,8 @@ impl Link {
             .header("x-client-request-id", uuid::Uuid::new_v4().to_string())
             .body(Full::new(body))?;
         let fut = async {
-            self.sender.ready().await?;
-            let resp = self.sender.send_request(req).await?;
+            self.conn.sender.ready().await?;
+            let resp = self.conn.sender.send_request(req).await?;
             let status = resp.status();
             let bytes = resp.into_body().collect().await?.to_bytes();
             anyhow::Ok((status, bytes))

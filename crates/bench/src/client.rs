@@ -258,6 +258,34 @@ pub fn parse_url(url: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("not an IP:PORT URL: {url}"))
 }
 
+/// One keep-alive HTTP/1.1 connection for a phase's own requests; its driver task ends
+/// with it.
+pub struct KeepAlive {
+    pub sender: SendRequest<Full<Bytes>>,
+    driver: JoinHandle<()>,
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl KeepAlive {
+    /// Connects (within `limit`), no Nagle delay.
+    pub async fn connect(addr: SocketAddr, limit: Duration) -> anyhow::Result<KeepAlive> {
+        let tcp = tokio::time::timeout(limit, TcpStream::connect(addr))
+            .await
+            .with_context(|| format!("connecting to {addr} timed out"))??;
+        tcp.set_nodelay(true)?;
+        let (sender, conn) = http1::handshake(TokioIo::new(tcp)).await?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(KeepAlive { sender, driver })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -21,8 +21,6 @@ use bytes::Bytes;
 use fake_upstream::Fault;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
 use memchr::memmem;
 
 use crate::client::{CLIENT_KEY, Conn};
@@ -388,27 +386,13 @@ async fn send(addr: SocketAddr, link: &mut Option<Link>, c: &Call) -> anyhow::Re
 
 /// One keep-alive HTTP/1.1 connection.
 struct Link {
-    sender: SendRequest<Full<Bytes>>,
-    driver: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
+    conn: crate::client::KeepAlive,
 }
 
 impl Link {
     async fn connect(addr: SocketAddr) -> anyhow::Result<Link> {
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
-            .await
-            .with_context(|| format!("connecting to {addr} timed out"))??;
-        tcp.set_nodelay(true)?;
-        let (sender, conn) = http1::handshake(TokioIo::new(tcp)).await?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Link { sender, driver })
+        let conn = crate::client::KeepAlive::connect(addr, CONNECT_TIMEOUT).await?;
+        Ok(Link { conn })
     }
 
     async fn exchange(&mut self, addr: SocketAddr, c: &Call) -> anyhow::Result<Answer> {
@@ -429,8 +413,8 @@ impl Link {
             req = req.header("idempotency-key", k);
         }
         let req = req.body(Full::new(c.body.clone()))?;
-        self.sender.ready().await?;
-        let resp = self.sender.send_request(req).await?;
+        self.conn.sender.ready().await?;
+        let resp = self.conn.sender.send_request(req).await?;
         let status = resp.status().as_u16();
         let replayed = resp
             .headers()
