@@ -1,5 +1,7 @@
 // The dashboard is served by the engine under a strict CSP (no inline script or style):
 // every asset is a file under /assets/, nothing is inlined, nothing loads from elsewhere.
+// Two pages: the dashboard (index.html, served at /) and the team console (console.html,
+// served at /console on the central server).
 import { defineConfig } from 'vite';
 
 export default defineConfig({
@@ -14,5 +16,8 @@ export default defineConfig({
     modulePreload: { polyfill: false },
     sourcemap: false,
     target: 'es2022',
+    rolldownOptions: {
+      input: { index: 'index.html', console: 'console.html' },
+    },
   },
 });

@@ -69,6 +69,8 @@ pub struct Gateway {
     /// The status snapshots without detail (reused for a second) and with detail (one
     /// at a time, shared by its waiters), so no traffic can queue store reads.
     pub snapshots: [Memo<serde_json::Value>; 2],
+    /// The admin API's overview, shared by every caller for a few seconds.
+    pub admin_overview: crate::admin::Overview,
 }
 
 impl Gateway {

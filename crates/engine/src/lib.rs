@@ -6,11 +6,13 @@
 //! [`Handle`]. The request pipeline, in the order that gives it its meaning, lives in
 //! [`pipeline`].
 
+pub mod admin;
 pub mod auth;
 pub mod azure;
 pub mod breaker;
 pub mod config;
 pub mod connection_thread;
+pub mod console;
 pub mod conversation;
 pub mod dashboard;
 pub mod deps;

@@ -8,7 +8,8 @@
 //!  -> framing limits (414, 431, 411, 413), one Host (400), loopback Host check
 //!  -> public routes (dashboard, sign-in)   -- no credential
 //!  -> desktop app API /gatehouse/app/* (its own per-launch token; 404 on a server)
-//!  -> admin API (admin keys or admin-group session)
+//!  -> team console page and sign-in /console (404 on the desktop and without `admin`)
+//!  -> admin API (admin keys, admin- or viewer-group session, the console's cookie)
 //!  -> bearer admission (client key, workload token, session)
 //!  -> dispatch: /managed/settings, /user/bootstrap, /v1/models, OTLP, usage, inference
 //!     (`load_test_mode`: `x-load-test-user` names a made-up developer)
@@ -48,6 +49,8 @@ pub enum Admit {
     SignIn,
     /// The desktop app's API: its own per-launch token (404 on a server).
     App,
+    /// The team console's page and sign-in (404 on the desktop and without `admin`).
+    Console,
     /// The admin API: an admin key, else an admin-group session.
     Admin,
     /// A principal from bearer admission.
@@ -60,6 +63,7 @@ pub enum Target {
     Dashboard,
     SignIn,
     App,
+    Console,
     Admin,
     Metrics,
     /// `POST /v1/gatehouse/route/explain` (admin admission).
@@ -128,6 +132,9 @@ pub const ROUTES: &[Route] = {
         route("/oauth/token", "POST", A::SignIn, T::SignIn),
         route("/oauth/revoke", "POST", A::SignIn, T::SignIn),
         route("/gatehouse/app/*", "*", A::App, T::App),
+        route("/console", "GET", A::Console, T::Console),
+        route("/console/login", "GET", A::Console, T::Console),
+        route("/console/logout", "POST", A::Console, T::Console),
         route("/v1/organizations/spend_limits", "*", A::Admin, T::Admin),
         route("/v1/organizations/spend_limits/*", "*", A::Admin, T::Admin),
         route("/v1/organizations/analytics/cost", "*", A::Admin, T::Admin),
@@ -137,6 +144,14 @@ pub const ROUTES: &[Route] = {
             A::Admin,
             T::Admin,
         ),
+        route("/v1/organizations/me", "*", A::Admin, T::Admin),
+        route("/v1/organizations/overview", "*", A::Admin, T::Admin),
+        route("/v1/organizations/users", "*", A::Admin, T::Admin),
+        route("/v1/organizations/users/*", "*", A::Admin, T::Admin),
+        route("/v1/organizations/upstreams", "*", A::Admin, T::Admin),
+        route("/v1/organizations/policies", "*", A::Admin, T::Admin),
+        route("/v1/organizations/policies/*", "*", A::Admin, T::Admin),
+        route("/v1/organizations/analytics/usage", "*", A::Admin, T::Admin),
         route("/metrics", "GET", A::Admin, T::Metrics),
         route(
             crate::inference::explain::PATH,
@@ -297,6 +312,7 @@ async fn run(
                 None => Err(ApiError::NotFound("no such route".into())),
             };
         }
+        Some(Admit::Console) => return crate::console::serve(gw, client_ip, &path, req).await,
         _ => {}
     }
 
@@ -371,7 +387,7 @@ async fn metrics(
             "metrics need admin keys (admin.read_keys)".into(),
         ));
     }
-    crate::spend::admin::authenticate(gw, &headers, admission).await?;
+    crate::spend::admin::authenticate(gw, &Method::GET, &headers, admission).await?;
     Ok(crate::metrics::text_response(
         crate::metrics::Metrics::scrape(gw).await,
     ))
@@ -449,6 +465,7 @@ async fn dispatch(
         Target::Dashboard
         | Target::SignIn
         | Target::App
+        | Target::Console
         | Target::Admin
         | Target::Metrics
         | Target::RouteExplain => Err(ApiError::NotFound("no such route".into())),

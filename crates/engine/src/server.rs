@@ -328,6 +328,7 @@ pub async fn start_on_controlled(
         readiness: crate::memo::Memo::new(Duration::ZERO),
         ready_grace: crate::readiness::Readiness::new(config.readiness_grace),
         snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),
+        admin_overview: crate::admin::Overview::default(),
         config,
         deps,
         store,

@@ -15,6 +15,7 @@ mod clouds_aws;
 mod config_corpus;
 mod config_coverage;
 mod conformance;
+mod console;
 mod dashboard;
 mod desktop_app;
 mod desktop_connected;

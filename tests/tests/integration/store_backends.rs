@@ -1036,3 +1036,115 @@ async fn session_tags_and_the_rollup_follow_the_rows_exactly_once() {
         assert_eq!(rows[1], batch[0], "{n}");
     }
 }
+
+#[tokio::test]
+async fn the_admin_views_page_filter_and_sum_alike() {
+    use gatehouse_engine::store::{AuditQuery, DirectoryQuery};
+    for b in backends().await {
+        let s = &b.store;
+        let now = Utc::now().trunc_subsecs(3);
+        for (sub, email) in [
+            ("ann", "ann@corp.example"),
+            ("bo_b", "B%b@corp.example"),
+            ("cy", "cy@x.example"),
+        ] {
+            let who = UserIdentity {
+                sub: sub.into(),
+                email: Some(email.into()),
+                name: Some(format!("Name {sub}")),
+                groups: vec!["eng".into()],
+            };
+            s.upsert_principal(who, now).await.unwrap();
+        }
+        let page = |after: Option<&str>, needle: Option<&str>, limit| DirectoryQuery {
+            after: after.map(str::to_owned),
+            needle: needle.map(str::to_owned),
+            limit,
+            exact: None,
+        };
+        let (first, more) = s.directory(page(None, None, 2)).await.unwrap();
+        let subs: Vec<_> = first.iter().map(|e| e.who.sub.as_str()).collect();
+        assert_eq!((subs, more), (vec!["ann", "bo_b"], true), "{}", b.name);
+        assert_eq!(first[0].seen_at, now, "{}", b.name);
+        let (rest, more) = s.directory(page(Some("bo_b"), None, 2)).await.unwrap();
+        assert_eq!((rest.len(), more), (1, false), "{}", b.name);
+        // The needle matches case-insensitively, and its own `%` and `_` are literal.
+        let (hit, _) = s.directory(page(None, Some("b%B"), 10)).await.unwrap();
+        assert_eq!(hit.len(), 1, "{}", b.name);
+        let (hit, _) = s.directory(page(None, Some("_"), 10)).await.unwrap();
+        assert_eq!(hit.len(), 1, "{}: only bo_b has an underscore", b.name);
+        let exact = DirectoryQuery {
+            exact: Some("cy".into()),
+            limit: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            s.directory(exact).await.unwrap().0[0].who.sub,
+            "cy",
+            "{}",
+            b.name
+        );
+
+        for (i, action) in [
+            "user.sessions_revoke",
+            "spend_limit.delete",
+            "user.sessions_revoke",
+        ]
+        .iter()
+        .enumerate()
+        {
+            s.append_audit(gatehouse_engine::spend::AuditRow {
+                id: gatehouse_engine::spend::new_id("spla"),
+                at: now,
+                actor: format!("oidc:a{i}"),
+                action: (*action).into(),
+                limit_id: Some("ann".into()),
+                before: None,
+                after: Some(serde_json::json!({"n": i})),
+            })
+            .await
+            .unwrap();
+        }
+        let q = AuditQuery {
+            limit: 10,
+            actions: vec!["user.sessions_revoke".into()],
+            ..Default::default()
+        };
+        let (rows, _) = s.audit_page(q).await.unwrap();
+        assert_eq!(rows.len(), 2, "{}", b.name);
+        assert_eq!(
+            rows[0].after,
+            Some(serde_json::json!({"n": 2})),
+            "{}: newest first",
+            b.name
+        );
+        let q = AuditQuery {
+            limit: 10,
+            actor: Some("oidc:a1".into()),
+            target_id: Some("ann".into()),
+            ..Default::default()
+        };
+        assert_eq!(s.audit_page(q).await.unwrap().0.len(), 1, "{}", b.name);
+
+        let mut other = usage("r2", 50, None, now);
+        other.upstream = None;
+        s.insert_usage(Arc::new(vec![usage("r1", 100, None, now), other]))
+            .await
+            .unwrap();
+        let by = s
+            .usage_by_upstream(now - secs(60), now + secs(60))
+            .await
+            .unwrap();
+        let flat: Vec<_> = by
+            .iter()
+            .map(|(u, t)| (u.as_str(), t.requests, t.cost_micro_usd))
+            .collect();
+        assert_eq!(flat, vec![("primary", 1, 100), ("", 1, 50)], "{}", b.name);
+        assert!(
+            s.usage_by_upstream(now + secs(1), now + secs(60))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

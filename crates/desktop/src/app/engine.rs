@@ -119,6 +119,7 @@ fn config(
         write_keys: Vec::new(),
         read_keys: Vec::new(),
         admin_groups: Vec::new(),
+        viewer_groups: Vec::new(),
         blocked_message: None,
         group_mode: Default::default(),
         pool_rule: Default::default(),

@@ -156,18 +156,7 @@ impl Query {
     }
 }
 
-/// A CSV cell: quoted when it must be, and with `'` before what a spreadsheet would run.
-pub fn csv_cell(v: &str) -> String {
-    let guarded = match v.as_bytes().first() {
-        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r') => format!("'{v}"),
-        _ => v.to_owned(),
-    };
-    if guarded.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", guarded.replace('"', "\"\""))
-    } else {
-        guarded
-    }
-}
+pub use gatehouse_engine::admin::csv::cell as csv_cell;
 
 /// Micro-USD as dollars with six places.
 pub fn usd(micro: u64) -> String {
@@ -219,18 +208,7 @@ fn raw_json(r: &UsageRecord, index: &TranscriptIndex) -> Value {
     })
 }
 
-/// One CSV line of `values` in `columns`' order.
-fn csv_line(columns: &[&str], v: &Value) -> String {
-    let cells: Vec<String> = columns
-        .iter()
-        .map(|c| match &v[*c] {
-            Value::Null => String::new(),
-            Value::String(s) => csv_cell(s),
-            other => csv_cell(&other.to_string()),
-        })
-        .collect();
-    format!("{}\r\n", cells.join(","))
-}
+use gatehouse_engine::admin::csv::line as csv_line;
 
 /// Sends the export to `out`, a piece at a time (a raw export page by page); stops when
 /// the receiver is gone.

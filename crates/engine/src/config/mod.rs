@@ -215,6 +215,8 @@ pub struct SpendConfig {
     pub write_keys: Vec<ClientKeyConfig>,
     pub read_keys: Vec<ClientKeyConfig>,
     pub admin_groups: Vec<String>,
+    /// `admin.viewer_groups`: read-only admin API and console.
+    pub viewer_groups: Vec<String>,
     pub blocked_message: Option<String>,
     pub group_mode: GroupMode,
     /// Which shared group budget pays when a person is in several

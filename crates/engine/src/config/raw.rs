@@ -664,6 +664,10 @@ pub struct RawAdmin {
     /// Signed-in members of these groups may read and change caps.
     #[serde(default)]
     pub admin_groups: Vec<String>,
+    /// Signed-in members of these groups may read everything the admin API and the team
+    /// console show, and change nothing (a Gatehouse extension).
+    #[serde(default)]
+    pub viewer_groups: Vec<String>,
     /// Appended to the message of a spend block (e.g. where to ask for more).
     pub blocked_message: Option<String>,
     /// `min` (default: the smallest group cap binds) or `max`.

@@ -135,11 +135,13 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
             ));
         }
     };
-    if admin.admin_groups.iter().any(|g| g.trim().is_empty()) {
-        return Err(ConfigError::at(
-            "admin.admin_groups",
-            "must not contain empty names",
-        ));
+    for (path, groups) in [
+        ("admin.admin_groups", &admin.admin_groups),
+        ("admin.viewer_groups", &admin.viewer_groups),
+    ] {
+        if groups.iter().any(|g| g.trim().is_empty()) {
+            return Err(ConfigError::at(path, "must not contain empty names"));
+        }
     }
     if let Some(m) = &admin.blocked_message
         && m.chars().count() > 500
@@ -166,6 +168,7 @@ pub fn validate(raw: &RawConfig) -> Result<Option<SpendConfig>, ConfigError> {
         write_keys,
         read_keys,
         admin_groups: admin.admin_groups.clone(),
+        viewer_groups: admin.viewer_groups.clone(),
         blocked_message: admin.blocked_message.clone(),
         group_mode,
         pool_rule: pool_rule(admin)?,

@@ -168,7 +168,7 @@ pub async fn build(gw: &Gateway, detail: bool) -> Value {
 }
 
 /// Upstream health, each pooled upstream with its keys (ids and states, never values).
-fn upstreams(gw: &Gateway, detail: bool) -> Vec<Value> {
+pub fn upstreams(gw: &Gateway, detail: bool) -> Vec<Value> {
     let mut list = gw.upstreams.health.to_json(detail);
     let ups = &gw.upstreams;
     for (up, pool) in ups.list.iter().zip(&ups.key_pools) {

@@ -52,7 +52,7 @@ fn set_cookie(id: &Identity, value: &str, max_age: i64) -> Option<HeaderValue> {
     .ok()
 }
 
-fn read_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn read_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -63,7 +63,7 @@ fn read_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn query_param(uri: &http::Uri, name: &str) -> Option<String> {
+pub(super) fn query_param(uri: &http::Uri, name: &str) -> Option<String> {
     let q = uri.query()?;
     serde_urlencoded::from_str::<Vec<(String, String)>>(q)
         .ok()?
@@ -87,7 +87,7 @@ pub fn show(id: &Identity, uri: &http::Uri) -> Response<Body> {
     pages::device_form(StatusCode::OK, &code, None, &id.oidc.authorization_origin)
 }
 
-fn same_origin(id: &Identity, headers: &HeaderMap) -> bool {
+pub(super) fn same_origin(id: &Identity, headers: &HeaderMap) -> bool {
     match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         Some("same-origin") | Some("none") => return true,
         Some(_) => return false,
@@ -257,7 +257,7 @@ pub async fn submit(gw: &Gateway, id: &Identity, ip: IpAddr, req: Request<Body>)
     resp
 }
 
-fn random_token(bytes: usize) -> String {
+pub(super) fn random_token(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);
     URL_SAFE_NO_PAD.encode(buf)
@@ -283,6 +283,10 @@ pub async fn callback(gw: &Gateway, id: &Identity, req: Request<Body>) -> Respon
             "The sign-in link is incomplete. Start again from your terminal.",
         );
     };
+    // The team console signs in through the same redirect URI.
+    if super::console::is_console_state(id, &sealed) {
+        return super::console::callback(gw, id, req).await;
+    }
     let Ok(state) = id.keys.open::<OAuthState>(SealKind::OAuthState, &sealed) else {
         return fail(
             StatusCode::BAD_REQUEST,

@@ -629,6 +629,9 @@ async fn refresh_grant(
     if !super::refresh_in_time(payload.iat, now) {
         return invalid("refresh_token_expired");
     }
+    if id.issued_before_revocation(&payload.sub, payload.iat) {
+        return invalid("refresh_token_revoked");
+    }
     // Single use on every replica: the token is claimed in the store before the IdP sees
     // it, so of two concurrent redemptions only one reaches the IdP.
     let claim = match id.claim_refresh(gw.store.as_ref(), token, now).await {

@@ -24,6 +24,10 @@ pub enum SealKind {
     OAuthState,
     DeviceGrant,
     RefreshToken,
+    /// The team console's OAuth state between `/console/login` and the callback.
+    ConsoleState,
+    /// A team console session, as stored.
+    ConsoleSession,
 }
 
 impl SealKind {
@@ -32,6 +36,8 @@ impl SealKind {
             SealKind::OAuthState => b"gatehouse:oauth_state:v1",
             SealKind::DeviceGrant => b"gatehouse:device_grant:v1",
             SealKind::RefreshToken => b"gatehouse:refresh_token:v1",
+            SealKind::ConsoleState => b"gatehouse:console_state:v1",
+            SealKind::ConsoleSession => b"gatehouse:console_session:v1",
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod browser;
 pub mod claims;
+pub mod console;
 pub mod device;
 pub mod directory;
 pub mod google_groups;
@@ -126,6 +127,9 @@ pub struct Identity {
     google_groups: Option<google_groups::GoogleGroups>,
     /// Revoked session ids -> their expiry (Unix seconds); mirrored in the store.
     revoked: RwLock<HashMap<String, i64>>,
+    /// People whose sessions and refresh tokens issued at or before a time (Unix seconds)
+    /// were revoked at once (the console's "revoke sessions"); mirrored in the store.
+    revoked_subs: RwLock<HashMap<String, i64>>,
     /// Session tokens whose signature already checked out.
     verified: verified::Verified,
 }
@@ -139,20 +143,25 @@ fn refresh_key(token: &str) -> String {
     format!("revoked:rt:{}", sha256_hex(token))
 }
 
-/// Revoked session ids with their expiry (Unix seconds), from the store.
+/// Where a person's revocation of every session issued until then is kept.
+const REVOKED_SUB: &str = "revoked:sub:";
+
+/// Keys under `prefix` (revoked session ids, or people) with their number (Unix seconds:
+/// a session's expiry, or the time a person's sessions were revoked), from the store.
 async fn load_revoked(
     store: &dyn Store,
+    prefix: &str,
     now: DateTime<Utc>,
 ) -> Result<HashMap<String, i64>, crate::store::StoreError> {
-    let rows = store.kv_scan("revoked:jti:", now).await?;
+    let rows = store.kv_scan(prefix, now).await?;
     Ok(rows
         .into_iter()
         .map(|(key, value)| {
-            let exp = std::str::from_utf8(&value)
+            let at = std::str::from_utf8(&value)
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            (key.trim_start_matches("revoked:jti:").to_owned(), exp)
+            (key.trim_start_matches(prefix).to_owned(), at)
         })
         .collect())
 }
@@ -182,19 +191,21 @@ impl Identity {
             cfg.public_url.origin().ascii_serialization()
         );
         let oidc = oidc::Oidc::discover(&cfg.oidc, redirect, http).await?;
-        let revoked = match load_revoked(store, now).await {
-            Ok(r) => r,
-            Err(e) => {
+        let load = |prefix: &'static str| async move {
+            load_revoked(store, prefix, now).await.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "could not load revoked sessions");
                 HashMap::new()
-            }
+            })
         };
+        let revoked = load("revoked:jti:").await;
+        let revoked_subs = load(REVOKED_SUB).await;
         Ok(Self {
             keys: KeyRing::new(&cfg.session_secrets),
             cfg,
             oidc,
             google_groups,
             revoked: RwLock::new(revoked),
+            revoked_subs: RwLock::new(revoked_subs),
             verified: verified::Verified::default(),
         })
     }
@@ -222,14 +233,59 @@ impl Identity {
 
     /// Picks up sessions other replicas revoked (a shared store); every few seconds.
     pub async fn sync_revoked(&self, store: &dyn Store, now: DateTime<Utc>) {
-        match load_revoked(store, now).await {
-            Ok(fresh) => {
-                if let Ok(mut r) = self.revoked.write() {
-                    r.extend(fresh);
+        for (prefix, map) in [
+            ("revoked:jti:", &self.revoked),
+            (REVOKED_SUB, &self.revoked_subs),
+        ] {
+            match load_revoked(store, prefix, now).await {
+                Ok(fresh) => {
+                    if let Ok(mut r) = map.write() {
+                        for (k, v) in fresh {
+                            let e = r.entry(k).or_insert(v);
+                            *e = (*e).max(v);
+                        }
+                    }
                 }
+                Err(e) => tracing::warn!(error = %e, "could not refresh revoked sessions"),
             }
-            Err(e) => tracing::warn!(error = %e, "could not refresh revoked sessions"),
         }
+    }
+
+    /// When `sub`'s sessions were last revoked all at once (Unix seconds), if ever.
+    pub fn revoked_before(&self, sub: &str) -> Option<i64> {
+        self.revoked_subs
+            .read()
+            .map(|r| r.get(sub).copied())
+            .unwrap_or(Some(i64::MAX))
+    }
+
+    /// Whether something issued to `sub` at `iat` was revoked with all their sessions.
+    pub fn issued_before_revocation(&self, sub: &str, iat: i64) -> bool {
+        self.revoked_before(sub).is_some_and(|before| iat <= before)
+    }
+
+    /// Revokes every session and refresh token issued to `sub` until `now`, here and in the
+    /// store (kept as long as a refresh token can live), returning the time recorded.
+    pub async fn revoke_person(
+        &self,
+        store: &dyn Store,
+        sub: &str,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let at = now.timestamp();
+        let keep = chrono::Duration::seconds(REFRESH_MAX_AGE_SECS + session::LEEWAY_SECS)
+            + chrono::Duration::from_std(self.cfg.session_ttl).unwrap_or_default();
+        store
+            .kv_put(
+                &format!("{REVOKED_SUB}{sub}"),
+                at.to_string().into_bytes(),
+                Some(now + keep),
+            )
+            .await?;
+        if let Ok(mut r) = self.revoked_subs.write() {
+            r.insert(sub.to_owned(), at);
+        }
+        Ok(at)
     }
 
     /// The public origin, e.g. `https://gw.corp.example` (no trailing slash).
@@ -257,7 +313,7 @@ impl Identity {
             .read()
             .map(|r| r.contains_key(&claims.jti))
             .unwrap_or(true);
-        if revoked {
+        if revoked || self.issued_before_revocation(&claims.sub, claims.iat) {
             return Err(SessionError::Revoked);
         }
         Ok(claims)

@@ -86,3 +86,13 @@ pub fn result(status: StatusCode, ok: bool, detail: &str) -> Response<Body> {
     );
     page(status, title, &body, None)
 }
+
+/// A team console sign-in that did not complete, with the way back.
+pub fn console_result(status: StatusCode, detail: &str) -> Response<Body> {
+    let body = format!(
+        "<h1 id=\"result\">Console sign-in failed</h1><p id=\"detail\">{}</p>\
+<p><a href=\"/console\" id=\"back\">Back to the console</a></p>",
+        escape(detail)
+    );
+    page(status, "Console sign-in failed", &body, None)
+}

@@ -62,6 +62,10 @@ pub struct Block {
     pub status: u16,
     /// What the caller was told (never a credential).
     pub message: String,
+    /// Who was refused (`user:<sub>`, `key:<id>`), when the refusal's event named them:
+    /// for the admin API's person page only, never in [`Block::to_json`] (the dashboard
+    /// shows no principal ids).
+    pub principal: Option<String>,
 }
 
 impl Block {
@@ -123,6 +127,7 @@ mod tests {
             model: Some("m".into()),
             status: 400,
             message: "no".into(),
+            principal: None,
         }
     }
 

@@ -55,7 +55,7 @@ async fn explain(
             "route explain needs the `admin` block (admin keys or admin_groups)".into(),
         ));
     }
-    crate::spend::admin::authenticate(gw, req.headers(), admission).await?;
+    crate::spend::admin::authenticate(gw, req.method(), req.headers(), admission).await?;
     let (parts, body) = req.into_parts();
     let limit = usize::try_from(gw.config.limits.max_request_bytes).unwrap_or(usize::MAX);
     let bytes = Limited::new(body, limit)

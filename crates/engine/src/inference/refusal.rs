@@ -16,9 +16,16 @@ pub fn refuse(
     event: Event,
     error: ApiError,
 ) -> ApiError {
+    let principal = event
+        .fields
+        .get("principal")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
     gw.deps.emit(event);
     let status = error.outcome().0.as_u16();
-    keep(gw, request_id, layer, model, status, error.to_string());
+    let mut block = block(gw, request_id, layer, model, status, error.to_string());
+    block.principal = principal;
+    gw.refusals.record(block, &gw.live);
     error
 }
 
@@ -32,13 +39,25 @@ pub fn keep(
     status: u16,
     message: String,
 ) {
-    let block = Block {
+    let block = block(gw, request_id, layer, model, status, message);
+    gw.refusals.record(block, &gw.live);
+}
+
+fn block(
+    gw: &Gateway,
+    request_id: &str,
+    layer: Layer,
+    model: Option<&str>,
+    status: u16,
+    message: String,
+) -> Block {
+    Block {
         at: gw.deps.clock.now(),
         request_id: request_id.to_owned(),
         layer,
         model: model.map(str::to_owned),
         status,
         message,
-    };
-    gw.refusals.record(block, &gw.live);
+        principal: None,
+    }
 }

@@ -48,6 +48,11 @@ pub struct ResolvedPolicy {
 }
 
 impl ResolvedPolicy {
+    /// Whom it is served to: its groups and email domain (`None`: any).
+    pub fn audience(&self) -> (Option<&[String]>, Option<&str>) {
+        (self.groups.as_deref(), self.email_domain.as_deref())
+    }
+
     fn matches(&self, who: &UserIdentity) -> bool {
         let groups_ok = self
             .groups
@@ -159,6 +164,20 @@ impl Policies {
 
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+
+    /// Every policy as served on its own (each merged over the catch-all), in file order.
+    pub fn all(&self) -> &[Arc<ResolvedPolicy>] {
+        &self.list
+    }
+
+    /// `managed.policy_mode` as configured: `layered` or `first_match`.
+    pub fn mode(&self) -> &'static str {
+        if self.configs.iter().any(|c| c.layered) {
+            "layered"
+        } else {
+            "first_match"
+        }
     }
 
     /// The policy that applies to this person: the first match, or with `layered` every

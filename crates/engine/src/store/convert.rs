@@ -25,6 +25,20 @@ pub(super) fn u(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// `LIKE` pattern of a needle, with its own wildcards escaped (`\`).
+pub(super) fn like_pattern(needle: &str) -> String {
+    let mut p = String::with_capacity(needle.len() + 2);
+    p.push('%');
+    for c in needle.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

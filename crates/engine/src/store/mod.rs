@@ -166,6 +166,36 @@ pub struct UsageTotals {
     pub cost_micro_usd: u64,
 }
 
+/// A page of the identity directory (admin views): people after `after` (by `sub`), whose
+/// sub, email or name contains `needle` (case-insensitive), at most `limit` (or only the
+/// person `exact`).
+#[derive(Debug, Clone, Default)]
+pub struct DirectoryQuery {
+    pub after: Option<String>,
+    pub needle: Option<String>,
+    pub limit: usize,
+    /// Only this person.
+    pub exact: Option<String>,
+}
+
+/// One person of the directory with when they were last written (seen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryEntry {
+    pub who: crate::identity::user::UserIdentity,
+    pub seen_at: DateTime<Utc>,
+}
+
+/// A page of the admin audit trail, newest first, with optional exact filters.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub after_id: Option<String>,
+    pub limit: usize,
+    pub actor: Option<String>,
+    /// Stored action names (e.g. `spend_limit.create`, `user.sessions_revoke`).
+    pub actions: Vec<String>,
+    pub target_id: Option<String>,
+}
+
 /// Rows of the inference limits shared by replicas (PostgreSQL; a SQLite gateway keeps its
 /// limits in process memory). The arithmetic is [`crate::limits`]'s, mirrored by the
 /// admission function of migration 0004.
@@ -377,6 +407,25 @@ pub trait Store: Send + Sync {
         spend_before: DateTime<Utc>,
         principals_before: DateTime<Utc>,
     ) -> Result<u64, StoreError>;
+    /// The identity directory, a page at a time, by `sub` ([`DirectoryQuery`]).
+    async fn directory(
+        &self,
+        query: DirectoryQuery,
+    ) -> Result<(Vec<DirectoryEntry>, bool), StoreError>;
+    /// Audit rows, newest first, filtered ([`AuditQuery`]).
+    async fn audit_page(
+        &self,
+        query: AuditQuery,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError>;
+    /// Records an admin action that changes no limit (e.g. a person's sessions revoked).
+    async fn append_audit(&self, row: crate::spend::AuditRow) -> Result<(), StoreError>;
+    /// Totals per upstream (`""` for requests that reached none) of the usage rows with
+    /// `from <= created_at < to`, highest cost first, at most 100.
+    async fn usage_by_upstream(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
     /// Audit rows, newest first, paged by `after_id`.
     async fn list_audit(
         &self,

@@ -319,6 +319,36 @@ impl Store for Timed {
         timed!(self, "principals", self.inner.principals(subs))
     }
 
+    async fn directory(
+        &self,
+        query: super::DirectoryQuery,
+    ) -> Result<(Vec<super::DirectoryEntry>, bool), StoreError> {
+        timed!(self, "directory", self.inner.directory(query))
+    }
+
+    async fn audit_page(
+        &self,
+        query: super::AuditQuery,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
+        timed!(self, "audit_page", self.inner.audit_page(query))
+    }
+
+    async fn append_audit(&self, row: crate::spend::AuditRow) -> Result<(), StoreError> {
+        timed!(self, "append_audit", self.inner.append_audit(row))
+    }
+
+    async fn usage_by_upstream(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
+        timed!(
+            self,
+            "usage_by_upstream",
+            self.inner.usage_by_upstream(from, to)
+        )
+    }
+
     async fn retention(
         &self,
         audit_before: DateTime<Utc>,

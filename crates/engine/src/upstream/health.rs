@@ -385,7 +385,7 @@ impl UpstreamHealth {
     /// Observed time to first byte: how many recent successful attempts, and their p95.
     pub fn ttfb_stats(&self, upstream: usize) -> Option<(usize, Duration)> {
         let e = self.entries.get(upstream)?.lock().ok()?;
-        let (_, p95) = percentiles(&e.ttfb_ms)?;
+        let (_, p95, _) = percentiles(&e.ttfb_ms)?;
         Some((e.ttfb_ms.len(), Duration::from_millis(p95)))
     }
 
@@ -439,7 +439,8 @@ impl UpstreamHealth {
             .zip(&self.entries)
             .filter_map(|((name, provider, host), e)| {
                 let e = e.lock().ok()?.clone();
-                let (p50, p95) = percentiles(&e.ttfb_ms).unzip();
+                let p = percentiles(&e.ttfb_ms);
+                let (p50, p95, p99) = (p.map(|p| p.0), p.map(|p| p.1), p.map(|p| p.2));
                 let failed = e.outcomes.iter().filter(|f| **f).count();
                 let error_rate =
                     (!e.outcomes.is_empty()).then(|| failed as f64 / e.outcomes.len() as f64);
@@ -461,6 +462,7 @@ impl UpstreamHealth {
                     "last_error_at": iso(e.last_error_at),
                     "ttfb_p50_ms": p50,
                     "ttfb_p95_ms": p95,
+                    "ttfb_p99_ms": p99,
                     "error_rate": error_rate,
                     "attempts": e.outcomes.len(),
                     "transitions": transitions,
@@ -527,7 +529,7 @@ fn iso(t: Option<DateTime<Utc>>) -> Option<String> {
 }
 
 /// `(p50, p95)` by nearest rank.
-fn percentiles(samples: &VecDeque<u64>) -> Option<(u64, u64)> {
+fn percentiles(samples: &VecDeque<u64>) -> Option<(u64, u64, u64)> {
     if samples.is_empty() {
         return None;
     }
@@ -539,7 +541,7 @@ fn percentiles(samples: &VecDeque<u64>) -> Option<(u64, u64)> {
             .saturating_sub(1)
             .min(v.len() - 1)]
     };
-    Some((rank(50), rank(95)))
+    Some((rank(50), rank(95), rank(99)))
 }
 
 #[cfg(test)]
@@ -708,8 +710,8 @@ mod tests {
     #[test]
     fn percentiles_by_nearest_rank() {
         let v: VecDeque<u64> = (1..=100).collect();
-        assert_eq!(percentiles(&v), Some((50, 95)));
-        assert_eq!(percentiles(&VecDeque::from([7])), Some((7, 7)));
+        assert_eq!(percentiles(&v), Some((50, 95, 99)));
+        assert_eq!(percentiles(&VecDeque::from([7])), Some((7, 7, 7)));
         assert_eq!(percentiles(&VecDeque::new()), None);
     }
 }

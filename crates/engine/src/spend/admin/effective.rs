@@ -134,7 +134,7 @@ fn parse(q: &[(String, String)]) -> Result<Query, ApiError> {
 }
 
 /// Every stored limit (the binding one decides `source` and `spend_limit_id`).
-async fn all_limits(gw: &Gateway) -> Result<Vec<SpendLimit>, ApiError> {
+pub(crate) async fn all_limits(gw: &Gateway) -> Result<Vec<SpendLimit>, ApiError> {
     let mut out: Vec<SpendLimit> = Vec::new();
     loop {
         let after = out.last().map(|l| l.id.clone());
@@ -195,7 +195,7 @@ async fn people(gw: &Gateway, q: &Query) -> Result<Vec<UserIdentity>, ApiError> 
         .collect())
 }
 
-fn row(who: &UserIdentity, s: &Standing, binding: Option<&SpendLimit>) -> Value {
+pub(crate) fn row(who: &UserIdentity, s: &Standing, binding: Option<&SpendLimit>) -> Value {
     let source = binding.map(|l| l.to_json()["scope"].clone());
     json!({
         "scope": {"type": "user", "user_id": who.sub},
@@ -226,7 +226,15 @@ pub async fn effective(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response<Body>, ApiError> {
     let q = parse(query)?;
-    let people = people(gw, &q).await?;
+    let mut people = people(gw, &q).await?;
+    if !q.spend_desc && q.users.is_empty() {
+        // In id order a page needs only its own people's standings.
+        people.sort_by(|a, b| a.sub.cmp(&b.sub));
+        if let Some(after) = &q.after {
+            people.retain(|p| p.sub.as_str() > after.p.as_str());
+        }
+        people.truncate(q.limit + 1);
+    }
     let limits = all_limits(gw).await?;
     let mode = gw.config.group_mode();
     // One person's rows stay together: (id, spend of the sorted period, rows).

@@ -12,19 +12,20 @@
 mod body;
 mod cost;
 mod cost_query;
-mod effective;
+pub(crate) mod effective;
 mod pooled;
-mod sessions;
+mod preview;
+pub(crate) mod sessions;
 
+pub(crate) use effective::all_limits;
 pub use effective::cents_text;
 
 use axum::body::Body;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
 use super::{Period, ScopeType, SpendLimit};
-use crate::config::ClientKeyConfig;
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::gateway::Gateway;
@@ -32,9 +33,6 @@ use crate::gateway::Gateway;
 pub const PREFIX: &str = "/v1/organizations/spend_limits";
 /// The cost report, served to the same admin credentials.
 pub const COST: &str = "/v1/organizations/analytics/cost";
-
-/// The one message of every 401, as the reference words it.
-const UNAUTHENTICATED: &str = "missing or invalid admin credentials";
 
 fn ok(body: Value, request_id: &str) -> Response<Body> {
     let mut r = crate::edge::json_response(StatusCode::OK, body);
@@ -44,51 +42,7 @@ fn ok(body: Value, request_id: &str) -> Response<Body> {
     r
 }
 
-fn key_matches(keys: &[ClientKeyConfig], presented: &str) -> Option<String> {
-    let entries = keys.iter().map(|k| (k.id.as_str(), &k.hash));
-    crate::auth::client_keys::find_hashed(entries, presented).map(str::to_owned)
-}
-
-/// Who is calling the admin API: `(actor, may_write)`.
-pub async fn authenticate(
-    gw: &Gateway,
-    headers: &HeaderMap,
-    admission: &crate::auth::Admission<'_>,
-) -> Result<(String, bool), ApiError> {
-    let spend = gw
-        .config
-        .spend
-        .as_ref()
-        .ok_or_else(|| ApiError::NotFound("spend limits are not configured".into()))?;
-    if let Some(key) = headers.get("x-api-key") {
-        // Present but not text is as wrong as a wrong key: never a fall back to the bearer.
-        let Ok(key) = key.to_str() else {
-            return Err(unauthenticated());
-        };
-        if let Some(id) = key_matches(&spend.write_keys, key) {
-            return Ok((format!("admin-key:{id}"), true));
-        }
-        if let Some(id) = key_matches(&spend.read_keys, key) {
-            return Ok((format!("admin-key:{id}"), false));
-        }
-        return Err(unauthenticated());
-    }
-    match crate::auth::admit(admission, headers).await {
-        Ok(crate::auth::Principal::Session { user, .. })
-            if user.groups.iter().any(|g| spend.admin_groups.contains(g)) =>
-        {
-            Ok((format!("oidc:{}", user.sub), true))
-        }
-        _ => Err(unauthenticated()),
-    }
-}
-
-fn unauthenticated() -> ApiError {
-    ApiError::Unauthenticated {
-        message: UNAUTHENTICATED,
-        reason: UNAUTHENTICATED,
-    }
-}
+pub use crate::admin::caller::authenticate;
 
 fn query(uri: &http::Uri) -> Vec<(String, String)> {
     uri.query()
@@ -96,7 +50,7 @@ fn query(uri: &http::Uri) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, ApiError> {
+pub(crate) fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, ApiError> {
     match q.iter().find(|(k, _)| k == "limit") {
         None => Ok(default),
         Some((_, v)) => v
@@ -125,8 +79,8 @@ async fn route(
     admission: &crate::auth::Admission<'_>,
     req: Request<Body>,
 ) -> Result<Response<Body>, ApiError> {
-    let (actor, may_write) = match authenticate(gw, req.headers(), admission).await {
-        Ok(a) => a,
+    let caller = match authenticate(gw, req.method(), req.headers(), admission).await {
+        Ok(c) => c,
         Err(e) => {
             gw.deps.emit(
                 Event::new("admin.denied")
@@ -136,9 +90,13 @@ async fn route(
             return Err(e);
         }
     };
+    let (actor, may_write) = (caller.actor.clone(), caller.may_write());
     let now = gw.deps.clock.now();
     let path = req.uri().path().to_owned();
     let q = query(req.uri());
+    if !path.starts_with(PREFIX) && path != COST && path != sessions::SESSIONS {
+        return crate::admin::route(gw, request_id, &caller, req).await;
+    }
     if path == COST || path == sessions::SESSIONS {
         if req.method() != Method::GET {
             return Err(ApiError::NotFound("not found".into()));
@@ -171,6 +129,7 @@ async fn route(
         (Method::POST, "") => upsert(gw, req, &actor, request_id, now).await,
         (Method::GET, "effective") => effective::effective(gw, &q, request_id, now).await,
         (Method::GET, "audit") => audit(gw, &q, request_id).await,
+        (Method::POST, "preview") => preview::preview(gw, req, request_id).await,
         (Method::GET, id) if !id.is_empty() => {
             match gw.store.get_limit(id).await.map_err(store_failed)? {
                 Some(l) => Ok(ok(one(gw, l, now).await?, request_id)),
@@ -367,59 +326,98 @@ async fn existing(
     }
 }
 
-/// `GET .../audit`: newest first, `after_id` and `limit` (default 100). Rows are the
-/// reference's `audit_event`s; a create or a replace are both `spend_limit.upsert`, as
-/// there (`change` keeps which one it was).
+/// `GET .../audit`: newest first, `after_id` and `limit` (default 100), filters `actor`,
+/// `action` and `target_id`; `format=csv` for every matching row (at most
+/// [`AUDIT_CSV_ROWS`]). Rows are the reference's `audit_event`s; a create or a replace are
+/// both `spend_limit.upsert`, as there (`change` keeps which one it was).
 async fn audit(
     gw: &Gateway,
     q: &[(String, String)],
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
-    let limit = page_limit(q, 100)?;
-    let after = q
-        .iter()
-        .find(|(k, _)| k == "after_id")
-        .map(|(_, v)| v.clone());
+    let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let csv = match get("format").as_deref() {
+        None | Some("json") => false,
+        Some("csv") => true,
+        Some(_) => return Err(bad("format: must be json or csv")),
+    };
+    let after = get("after_id");
     if after.as_ref().is_some_and(|a| {
         a.is_empty() || a.len() > 64 || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     }) {
         return Err(bad("after_id: must be an audit event id"));
     }
-    let (rows, more) = gw
+    let filter = |k: &str| {
+        get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                if v.len() > 256 {
+                    Err(bad(&format!("{k}: at most 256 characters")))
+                } else {
+                    Ok(v)
+                }
+            })
+            .transpose()
+    };
+    let actions = match filter("action")?.as_deref() {
+        None => Vec::new(),
+        Some("spend_limit.upsert") => {
+            vec!["spend_limit.create".into(), "spend_limit.update".into()]
+        }
+        Some(a) => vec![a.to_owned()],
+    };
+    let mut query = crate::store::AuditQuery {
+        after_id: after,
+        limit: if csv { 1000 } else { page_limit(q, 100)? },
+        actor: filter("actor")?,
+        actions,
+        target_id: filter("target_id")?,
+    };
+    let (mut rows, mut more) = gw
         .store
-        .list_audit(after, limit)
+        .audit_page(query.clone())
         .await
         .map_err(store_failed)?;
-    let strip = |v: &Option<Value>| {
-        v.clone().map(|mut v| {
-            if let Some(o) = v.as_object_mut() {
-                o.remove("type");
-            }
-            v
-        })
-    };
-    let data: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let (action, change) = match r.action.as_str() {
-                "spend_limit.create" => ("spend_limit.upsert", Some("create")),
-                "spend_limit.update" => ("spend_limit.upsert", Some("update")),
-                other => (other, None),
-            };
-            json!({
-                "type": "audit_event",
-                "id": r.id,
-                "created_at": r.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                "actor": r.actor,
-                "action": action,
-                "change": change,
-                "target_id": r.limit_id,
-                "before": strip(&r.before),
-                "after": strip(&r.after),
-                "reason": null,
+    while csv && more && rows.len() < AUDIT_CSV_ROWS {
+        query.after_id = rows.last().map(|r| r.id.clone());
+        let (page, m) = gw
+            .store
+            .audit_page(query.clone())
+            .await
+            .map_err(store_failed)?;
+        rows.extend(page);
+        more = m;
+    }
+    let data: Vec<Value> = rows.iter().map(audit_event).collect();
+    if csv {
+        let flat: Vec<Value> = data
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                for k in ["before", "after"] {
+                    d[k] = match &d[k] {
+                        Value::Null => Value::Null,
+                        v => Value::String(v.to_string()),
+                    };
+                }
+                d
             })
-        })
-        .collect();
+            .collect();
+        let cols = [
+            "id",
+            "created_at",
+            "actor",
+            "action",
+            "change",
+            "target_id",
+            "before",
+            "after",
+        ];
+        return Ok(crate::admin::csv::response(
+            "gatehouse-audit.csv",
+            crate::admin::csv::document(&cols, &flat),
+        ));
+    }
     let last = rows
         .last()
         .map(|r| Value::String(r.id.clone()))
@@ -428,6 +426,37 @@ async fn audit(
         json!({"data": data, "has_more": more, "last_id": last}),
         request_id,
     ))
+}
+
+/// Rows an audit CSV holds at most.
+const AUDIT_CSV_ROWS: usize = 100_000;
+
+fn audit_event(r: &super::AuditRow) -> Value {
+    let strip = |v: &Option<Value>| {
+        v.clone().map(|mut v| {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("type");
+            }
+            v
+        })
+    };
+    let (action, change) = match r.action.as_str() {
+        "spend_limit.create" => ("spend_limit.upsert", Some("create")),
+        "spend_limit.update" => ("spend_limit.upsert", Some("update")),
+        other => (other, None),
+    };
+    json!({
+        "type": "audit_event",
+        "id": r.id,
+        "created_at": r.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "actor": r.actor,
+        "action": action,
+        "change": change,
+        "target_id": r.limit_id,
+        "before": strip(&r.before),
+        "after": strip(&r.after),
+        "reason": null,
+    })
 }
 
 /// 400 `invalid_request_error`.

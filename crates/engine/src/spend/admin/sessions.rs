@@ -46,7 +46,7 @@ fn actor(principal: &str) -> Value {
     }
 }
 
-fn row(s: &SessionSummary) -> Value {
+pub(crate) fn row(s: &SessionSummary) -> Value {
     json!({
         "type": "session",
         "session_id": s.session_id,

@@ -52,6 +52,7 @@
 //! retention); the [`Store`] impl here takes a pooled connection (retrying where noted)
 //! and delegates to them. The cap arithmetic is in [`crate::spend::caps`].
 
+mod admin_views;
 mod kv;
 mod spend;
 mod usage;
@@ -707,6 +708,36 @@ impl Store for PostgresStore {
     ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError> {
         let c = self.report_client().await?;
         Ok(spend::principals(&c, subs).await?)
+    }
+
+    async fn directory(
+        &self,
+        query: super::DirectoryQuery,
+    ) -> Result<(Vec<super::DirectoryEntry>, bool), StoreError> {
+        let c = self.report_client().await?;
+        Ok(admin_views::directory(&c, query).await?)
+    }
+
+    async fn audit_page(
+        &self,
+        query: super::AuditQuery,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
+        let c = self.report_client().await?;
+        Ok(admin_views::audit_page(&c, query).await?)
+    }
+
+    async fn append_audit(&self, row: crate::spend::AuditRow) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        Ok(admin_views::append_audit(&c, &row).await?)
+    }
+
+    async fn usage_by_upstream(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(admin_views::usage_by_upstream(&c, from, to).await?)
     }
 
     async fn retention(

@@ -12,6 +12,7 @@
 //! hash) and `spend` (reservations, caps and audit, the identity directory, retention);
 //! the [`Store`] impl here only sends each call to its lane.
 
+mod admin_views;
 mod kv;
 mod lanes;
 mod spend;
@@ -448,6 +449,35 @@ impl Store for SqliteStore {
         subs: Option<Vec<String>>,
     ) -> Result<Vec<crate::identity::user::UserIdentity>, StoreError> {
         self.report(move |c| spend::principals(c, subs)).await
+    }
+
+    async fn directory(
+        &self,
+        query: super::DirectoryQuery,
+    ) -> Result<(Vec<super::DirectoryEntry>, bool), StoreError> {
+        self.report(move |c| admin_views::directory(c, query)).await
+    }
+
+    async fn audit_page(
+        &self,
+        query: super::AuditQuery,
+    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
+        self.report(move |c| admin_views::audit_page(c, query))
+            .await
+    }
+
+    async fn append_audit(&self, row: crate::spend::AuditRow) -> Result<(), StoreError> {
+        self.write(move |c| admin_views::append_audit(c, &row))
+            .await
+    }
+
+    async fn usage_by_upstream(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<(String, UsageTotals)>, StoreError> {
+        self.report(move |c| admin_views::usage_by_upstream(c, from, to))
+            .await
     }
 
     async fn retention(

@@ -1,0 +1,205 @@
+//! `GET /v1/organizations/overview`: the console's first page in one answer — spend today
+//! and this month with the organisation's limits, requests and errors of the last 24
+//! hours, the people nearest their caps, the last 30 days per day, spend per model and per
+//! upstream, and upstream health. Computed once for every caller for [`TTL`] (single
+//! flight, [`crate::memo`]), so many open consoles cost one set of store reads.
+//!
+//! "Nearest their caps" is settled spend over each person's binding cap, for the people
+//! who spent in the window (the daily spend rows: one read, not one per person).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use chrono::{DateTime, Utc};
+use http::Response;
+use serde_json::{Value, json};
+
+use super::{iso, ok, store_failed};
+use crate::error::ApiError;
+use crate::gateway::Gateway;
+use crate::spend::{Period, ScopeType, SpendLimit, binding_limit};
+
+/// How long one overview is shared.
+pub const TTL: Duration = Duration::from_secs(15);
+const DAYS: i64 = 30;
+const NEAREST: usize = 10;
+
+/// The shared overview (an error is not kept).
+pub struct Overview(crate::memo::Memo<Option<Value>>);
+
+impl Default for Overview {
+    fn default() -> Self {
+        Self(crate::memo::Memo::new(TTL))
+    }
+}
+
+pub async fn get(gw: &Gateway, request_id: &str) -> Result<Response<Body>, ApiError> {
+    let v = gw
+        .admin_overview
+        .0
+        .get(|| async { build(gw).await.ok() })
+        .await;
+    match v {
+        Some(v) => Ok(ok(v, request_id)),
+        None => Err(ApiError::ServiceUnavailable(
+            "the overview could not be read from the store".into(),
+        )),
+    }
+}
+
+async fn build(gw: &Gateway) -> Result<Value, ApiError> {
+    let now = gw.deps.clock.now();
+    let store = &gw.store;
+    let day0 = Period::Daily.window(now).start;
+    let first = day0 - chrono::Duration::days(DAYS - 1);
+    let month = Period::Monthly.window(now);
+    let limits = crate::spend::admin::all_limits(gw).await?;
+    let (today, month_totals, last_day, by_model, by_upstream, daily, rollup) = tokio::join!(
+        store.usage_totals(day0),
+        store.usage_totals(month.start),
+        store.usage_totals(now - chrono::Duration::hours(24)),
+        store.usage_by_model(first),
+        store.usage_by_upstream(first, now + chrono::Duration::seconds(1)),
+        store.daily_spend(first.min(month.start), day0 + chrono::Duration::days(1)),
+        store.usage_rollup(
+            crate::store::rollup::hour_of(first),
+            crate::store::rollup::hour_of(now),
+            None
+        ),
+    );
+    let (today, month_totals, last_day) = (
+        today.map_err(store_failed)?,
+        month_totals.map_err(store_failed)?,
+        last_day.map_err(store_failed)?,
+    );
+    let daily = daily.map_err(store_failed)?;
+    let rollup = rollup.map_err(store_failed)?;
+    let errors_24h: u64 = rollup
+        .iter()
+        .filter(|r| r.key.hour >= crate::store::rollup::hour_of(now) - 23)
+        .map(|r| r.sums.errors)
+        .sum();
+    let nearest = nearest(gw, &limits, &daily, now).await?;
+    let org_limits: Vec<Value> = limits
+        .iter()
+        .filter(|l| l.scope_type == ScopeType::Organization)
+        .map(|l| {
+            let w = l.period.window(now);
+            let spent: u64 = daily
+                .iter()
+                .filter(|(_, d, _)| *d >= w.start && *d < w.reset)
+                .map(|(_, _, m)| *m)
+                .sum();
+            json!({"period": l.period.as_str(), "amount": l.amount_cents.map(|a| a.to_string()),
+                   "per_person": true, "spent_micro_usd": spent,
+                   "spend_limit_id": l.id, "resets_at": iso(w.reset)})
+        })
+        .collect();
+    let totals = |(k, t): &(String, crate::store::UsageTotals), name: &str| {
+        json!({name: k, "cost_micro_usd": t.cost_micro_usd, "requests": t.requests,
+               "input_tokens": t.input_tokens, "output_tokens": t.output_tokens})
+    };
+    Ok(json!({
+        "type": "overview",
+        "generated_at": iso(now),
+        "spend": {
+            "today_micro_usd": today.cost_micro_usd,
+            "month_micro_usd": month_totals.cost_micro_usd,
+            "organization_limits": org_limits,
+        },
+        "requests": {
+            "last_24h": last_day.requests,
+            "errors_24h": errors_24h,
+            "error_rate": if last_day.requests == 0 { 0.0 }
+                          else { errors_24h as f64 / last_day.requests as f64 },
+        },
+        "nearest": nearest,
+        "daily": per_day(&rollup, first),
+        "by_model": by_model.map_err(store_failed)?.iter().map(|m| totals(m, "model")).collect::<Vec<_>>(),
+        "by_upstream": by_upstream.map_err(store_failed)?.iter().map(|u| totals(u, "upstream")).collect::<Vec<_>>(),
+        "upstreams": super::routing::upstreams(gw)["data"].clone(),
+    }))
+}
+
+/// Every one of the last [`DAYS`] UTC days, oldest first, from the usage rollup.
+fn per_day(rollup: &[crate::store::rollup::RollupRow], first: DateTime<Utc>) -> Vec<Value> {
+    let mut days: Vec<(u64, u64, u64)> = vec![(0, 0, 0); DAYS as usize];
+    let first_hour = crate::store::rollup::hour_of(first);
+    for r in rollup {
+        let Ok(i) = usize::try_from((r.key.hour - first_hour) / 24) else {
+            continue;
+        };
+        if let Some(d) = days.get_mut(i) {
+            d.0 += r.sums.cost_micro_usd;
+            d.1 += r.sums.requests;
+            d.2 += r.sums.errors;
+        }
+    }
+    days.iter()
+        .enumerate()
+        .map(|(i, (cost, requests, errors))| {
+            let date = (first + chrono::Duration::days(i as i64)).date_naive();
+            json!({"date": date.to_string(), "cost_micro_usd": cost,
+                   "requests": requests, "errors": errors})
+        })
+        .collect()
+}
+
+/// The people with the highest settled spend over their binding cap, daily and monthly.
+async fn nearest(
+    gw: &Gateway,
+    limits: &[SpendLimit],
+    daily: &[(String, DateTime<Utc>, u64)],
+    now: DateTime<Utc>,
+) -> Result<Vec<Value>, ApiError> {
+    if limits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut spent: HashMap<(&str, &str), u64> = HashMap::new();
+    for p in [Period::Daily, Period::Weekly, Period::Monthly] {
+        let w = p.window(now);
+        for (who, _, m) in daily
+            .iter()
+            .filter(|(_, d, _)| *d >= w.start && *d < w.reset)
+        {
+            *spent.entry((who.as_str(), p.as_str())).or_default() += m;
+        }
+    }
+    let subs: Vec<String> = spent.keys().map(|(s, _)| (*s).to_owned()).collect();
+    let people = gw
+        .store
+        .principals(Some(subs))
+        .await
+        .map_err(store_failed)?;
+    let mode = gw.config.group_mode();
+    let mut rows: Vec<(f64, Value)> = Vec::new();
+    for who in &people {
+        for p in [Period::Daily, Period::Weekly, Period::Monthly] {
+            let Some(&micro) = spent.get(&(who.sub.as_str(), p.as_str())) else {
+                continue;
+            };
+            let Some(l) = binding_limit(limits, p, &who.sub, &who.groups, mode) else {
+                continue;
+            };
+            let Some(cents) = l.amount_cents else {
+                continue;
+            };
+            let ratio = if cents <= 0 {
+                1.0
+            } else {
+                micro as f64 / (cents as f64 * 10_000.0)
+            };
+            rows.push((
+                ratio,
+                json!({"user_id": who.sub, "email": who.email, "name": who.name,
+                       "period": p.as_str(), "amount": cents.to_string(),
+                       "spent_micro_usd": micro, "ratio": ratio,
+                       "source": l.scope_type.as_str(), "spend_limit_id": l.id}),
+            ));
+        }
+    }
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+    rows.truncate(NEAREST);
+    Ok(rows.into_iter().map(|(_, v)| v).collect())
+}
