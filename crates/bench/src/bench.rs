@@ -299,6 +299,7 @@ impl Run<'_> {
             insight: None,
             affinity: None,
             soak: None,
+            console: None,
         })
     }
 

@@ -8,9 +8,12 @@
 //!                 [--postgres-url URL] [--peers [--nginx PATH] [--claude PATH] [--litellm PATH]]
 //!                 [--tray PATH] [--insight [--insight-rows N]] [--affinity]
 //!                 [--soak [--soak-minutes N]]
+//!                 [--console [--console-people N] [--console-rows N]]
 //! gatehouse-bench insight [--rows N] [--gatehouse PATH] [--tray PATH] [--out FILE]
 //! gatehouse-bench affinity [--conversations N] [--turns N] [--gatehouse PATH] [--fake PATH] [--out FILE]
 //! gatehouse-bench soak [--minutes N] [--rps R] [--gatehouse PATH] [--fake PATH] [--out FILE]
+//! gatehouse-bench console [--people N] [--rows N] [--postgres-url URL] [--gatehouse PATH]
+//!                         [--fake PATH] [--out FILE]
 //! gatehouse-bench proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:PORT   (hidden)
 //! gatehouse-bench load --target 127.0.0.1:PORT [--concurrency 16] [--seconds 5]
 //!                      [--session SUB]                                      (hidden)
@@ -34,12 +37,18 @@
 //! phase alone and prints its section. With `--soak`, mixed traffic at a steady rate for
 //! `--soak-minutes` (default 2): the gateway's memory, descriptors, threads and store size
 //! per million requests, open reservations and usage rows at the end (see `soak`); the
-//! `soak` subcommand runs that phase alone and prints its section.
+//! `soak` subcommand runs that phase alone and prints its section. With `--console`, every
+//! team-console admin API call over a store of `--console-people` people and
+//! `--console-rows` usage rows on SQLite and (given `--postgres-url`) PostgreSQL, and
+//! inference with many console tabs open (see `console`); the `console` subcommand runs
+//! that phase alone and prints its section.
 
 mod affinity;
 mod bench;
 mod causes;
 mod client;
+mod console;
+mod console_seed;
 mod cpu;
 mod discovery;
 mod faults;
@@ -136,6 +145,17 @@ struct Cli {
     /// Minutes of traffic for --soak.
     #[arg(long, default_value_t = 2, requires = "soak", value_parser = clap::value_parser!(u64).range(1..=1440))]
     soak_minutes: u64,
+    /// Also time every team-console admin API call over a seeded company (people, limits,
+    /// usage rows) on SQLite and, with --postgres-url, PostgreSQL; and c=16 inference with
+    /// and without console pollers.
+    #[arg(long)]
+    console: bool,
+    /// People in the identity directory for --console.
+    #[arg(long, default_value_t = 10_000, requires = "console", value_parser = parse_people)]
+    console_people: usize,
+    /// Usage rows seeded for --console.
+    #[arg(long, default_value_t = 2_000_000, requires = "console", value_parser = parse_rows)]
+    console_rows: usize,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -145,6 +165,14 @@ fn parse_rows(s: &str) -> Result<usize, String> {
     match s.replace('_', "").parse::<usize>() {
         Ok(n) if (1_000..=20_000_000).contains(&n) => Ok(n),
         _ => Err("a whole number from 1000 to 20000000".into()),
+    }
+}
+
+/// 100 to 1,000,000 people (`_` separators allowed).
+fn parse_people(s: &str) -> Result<usize, String> {
+    match s.replace('_', "").parse::<usize>() {
+        Ok(n) if (100..=1_000_000).contains(&n) => Ok(n),
+        _ => Err("a whole number from 100 to 1000000".into()),
     }
 }
 
@@ -235,6 +263,29 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Time the team console's admin API calls over a seeded company and inference with
+    /// console pollers alone (the `--console` phase) and print its BENCHMARKS.md section.
+    Console {
+        /// People in the identity directory.
+        #[arg(long, default_value_t = 10_000, value_parser = parse_people)]
+        people: usize,
+        /// Usage rows to seed.
+        #[arg(long, default_value_t = 2_000_000, value_parser = parse_rows)]
+        rows: usize,
+        /// PostgreSQL server for the PostgreSQL half (a database is created and dropped on
+        /// it); without it only SQLite is measured.
+        #[arg(long, env = "GATEHOUSE_TEST_POSTGRES_URL", hide_env_values = true)]
+        postgres_url: Option<String>,
+        /// The gatehouse binary.
+        #[arg(long, default_value = "target/release/gatehouse")]
+        gatehouse: PathBuf,
+        /// The fake-upstream binary.
+        #[arg(long, default_value = "target/release/fake-upstream")]
+        fake: PathBuf,
+        /// Also write the section to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -303,6 +354,20 @@ fn main() -> ExitCode {
                 ..soak::Options::new(gatehouse.clone(), fake.clone(), minutes)
             };
             run_soak(&opts, out.as_deref())
+        }
+        Some(Command::Console {
+            people,
+            rows,
+            ref postgres_url,
+            ref gatehouse,
+            ref fake,
+            ref out,
+        }) => {
+            let opts = console::Options {
+                postgres_url: postgres_url.clone(),
+                ..console::Options::new(gatehouse.clone(), fake.clone(), people, rows)
+            };
+            run_console(&opts, out.as_deref())
         }
         None => run_bench(&cli),
     };
@@ -373,6 +438,21 @@ fn run_bench(cli: &Cli) -> anyhow::Result<()> {
             format!("{e:#}")
         }));
     }
+    if cli.console {
+        let opts = console::Options {
+            postgres_url: cli.postgres_url.clone(),
+            ..console::Options::new(
+                cli.gatehouse.clone(),
+                cli.fake.clone(),
+                cli.console_people,
+                cli.console_rows,
+            )
+        };
+        results.console = Some(console::run(&opts).map_err(|e| {
+            eprintln!("  console: not measured: {e:#}");
+            format!("{e:#}")
+        }));
+    }
     let table = results.table();
     println!("\n{table}");
     println!("{}", results.reservations.table());
@@ -429,6 +509,16 @@ fn run_affinity(opts: &affinity::Options, out: Option<&std::path::Path>) -> anyh
 /// `gatehouse-bench soak`: the phase alone, its section on stdout (and in `out`).
 fn run_soak(opts: &soak::Options, out: Option<&std::path::Path>) -> anyhow::Result<()> {
     let section = soak::run(opts)?.markdown();
+    println!("{section}");
+    if let Some(out) = out {
+        std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// `gatehouse-bench console`: the phase alone, its section on stdout (and in `out`).
+fn run_console(opts: &console::Options, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let section = console::run(opts)?.markdown();
     println!("{section}");
     if let Some(out) = out {
         std::fs::write(out, &section).with_context(|| format!("cannot write {}", out.display()))?;

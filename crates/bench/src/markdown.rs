@@ -132,6 +132,14 @@ impl Results {
             }
             None => {}
         }
+        match &self.console {
+            Some(Ok(c)) => out.push_str(&c.markdown()),
+            Some(Err(e)) => {
+                out.push_str("\n## Team console at scale\n\n");
+                let _ = writeln!(out, "Not measured: {e}.");
+            }
+            None => {}
+        }
         out.push_str("\n## How measured\n\n");
         let _ = writeln!(
             out,

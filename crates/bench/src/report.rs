@@ -101,6 +101,9 @@ pub struct Results {
     /// `--soak`: mixed traffic for minutes, growth per million requests and the end
     /// checks, or why it was not measured.
     pub soak: Option<Result<crate::soak::Soak, String>>,
+    /// `--console`: the team console's admin API calls over a seeded company and inference
+    /// with console pollers, or why it was not measured.
+    pub console: Option<Result<crate::console::Console, String>>,
 }
 
 pub(crate) const MIB: f64 = 1024.0;

@@ -516,22 +516,34 @@ async fn hostile_inputs_are_answered_right_without_panics_or_secrets() {
         .count();
     // The newer surfaces (the tray's app API, transcripts, status line and export;
     // Gatehouse-run web search and fetch), counted into the same figure.
-    let (tray, tools) = tokio::join!(
+    let secrets = [
+        OPERATOR_KEY,
+        SESSION_SECRET_A,
+        IDP_CLIENT_SECRET,
+        WRITE_KEY,
+        READ_KEY,
+        CLIENT_KEY,
+    ];
+    let (tray, tools, console) = tokio::join!(
         super::hostile_surfaces::tray(),
-        super::hostile_surfaces::server_tools()
+        super::hostile_surfaces::server_tools(),
+        super::hostile_console::console(&s, &secrets)
     );
     println!(
-        "hostile inputs by surface: gateway {}/{}, tray {}/{}, server tools {}/{}",
+        "hostile inputs by surface: gateway {}/{}, tray {}/{}, server tools {}/{}, console {}/{}",
         right,
         cases.len(),
         tray.right,
         tray.tried,
         tools.right,
-        tools.tried
+        tools.tried,
+        console.right,
+        console.tried
     );
     let mut surfaces = super::hostile_surfaces::Tally::default();
     surfaces.add(tray);
     surfaces.add(tools);
+    surfaces.add(console);
     wrong.extend(surfaces.wrong);
     let panicked = panics.load(Ordering::SeqCst);
     println!(

@@ -20,8 +20,8 @@
 //!   huge, malformed, not JSON, of the wrong types, slow or refused.
 //!
 //! Each input is one line of the tally: right or wrong (with why), and every answer's text
-//! is searched for pieces of the secrets in play. The team console's surface is not here:
-//! the console does not exist yet.
+//! is searched for pieces of the secrets in play. The team console's surface is in
+//! `hostile_console`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,7 +59,7 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    fn new(secrets: &[&str]) -> Tally {
+    pub(crate) fn new(secrets: &[&str]) -> Tally {
         Tally {
             pieces: pieces(secrets),
             ..Tally::default()
@@ -68,7 +68,7 @@ impl Tally {
 
     /// One input: right when `ok` and `text` (everything the input got back) holds no
     /// piece of a secret.
-    fn input(&mut self, name: &str, ok: bool, why: impl std::fmt::Display, text: &str) {
+    pub(crate) fn input(&mut self, name: &str, ok: bool, why: impl std::fmt::Display, text: &str) {
         self.tried += 1;
         let leaked = self.pieces.iter().any(|p| text.contains(p.as_str()));
         self.leaks += usize::from(leaked);

@@ -29,6 +29,7 @@ mod foundry_entra;
 mod fuzz_corpus;
 mod google_groups;
 mod hostile;
+mod hostile_console;
 mod hostile_surfaces;
 mod idempotency;
 mod identity;

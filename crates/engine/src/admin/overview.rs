@@ -55,11 +55,10 @@ async fn build(gw: &Gateway) -> Result<Value, ApiError> {
     let first = day0 - chrono::Duration::days(DAYS - 1);
     let month = Period::Monthly.window(now);
     let limits = crate::spend::admin::all_limits(gw).await?;
-    let (today, month_totals, last_day, by_model, by_upstream, daily, rollup) = tokio::join!(
+    let (today, month_totals, last_day, by_upstream, daily, rollup) = tokio::join!(
         store.usage_totals(day0),
         store.usage_totals(month.start),
         store.usage_totals(now - chrono::Duration::hours(24)),
-        store.usage_by_model(first),
         store.usage_by_upstream(first, now + chrono::Duration::seconds(1)),
         store.daily_spend(first.min(month.start), day0 + chrono::Duration::days(1)),
         store.usage_rollup(
@@ -116,10 +115,33 @@ async fn build(gw: &Gateway) -> Result<Value, ApiError> {
         },
         "nearest": nearest,
         "daily": per_day(&rollup, first),
-        "by_model": by_model.map_err(store_failed)?.iter().map(|m| totals(m, "model")).collect::<Vec<_>>(),
+        "by_model": by_model(&rollup).iter().map(|m| totals(m, "model")).collect::<Vec<_>>(),
         "by_upstream": by_upstream.map_err(store_failed)?.iter().map(|u| totals(u, "upstream")).collect::<Vec<_>>(),
         "upstreams": super::routing::upstreams(gw)["data"].clone(),
     }))
+}
+
+/// Totals per model from the rollup rows, highest cost first.
+fn by_model(
+    rollup: &[crate::store::rollup::RollupRow],
+) -> Vec<(String, crate::store::UsageTotals)> {
+    let mut m: HashMap<&str, crate::store::UsageTotals> = HashMap::new();
+    for r in rollup {
+        let t = m.entry(r.key.model.as_str()).or_default();
+        t.requests += r.sums.requests;
+        t.input_tokens += r.sums.input_tokens;
+        t.output_tokens += r.sums.output_tokens;
+        t.cost_micro_usd += r.sums.cost_micro_usd;
+    }
+    let mut out: Vec<(String, crate::store::UsageTotals)> =
+        m.into_iter().map(|(k, t)| (k.to_owned(), t)).collect();
+    out.sort_by(|a, b| {
+        b.1.cost_micro_usd
+            .cmp(&a.1.cost_micro_usd)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    out.truncate(100);
+    out
 }
 
 /// Every one of the last [`DAYS`] UTC days, oldest first, from the usage rollup.

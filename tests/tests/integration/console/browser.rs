@@ -60,7 +60,10 @@ async fn hostile_people(s: &SignInGateway) {
             name: Some(format!("{p} {}", "very long name ".repeat(20))),
             groups: vec![(*p).to_owned(), "g".repeat(300)],
         };
-        store.upsert_principal(who, chrono::Utc::now()).await.unwrap();
+        store
+            .upsert_principal(who, chrono::Utc::now())
+            .await
+            .unwrap();
     }
 }
 
@@ -79,7 +82,12 @@ async fn api_text(s: &SignInGateway, path: &str) -> String {
 #[tokio::test]
 async fn an_admin_runs_the_team_from_the_console_and_hostile_names_stay_inert() {
     let s = gateway(POLICY).await;
-    groups(&s, "alice", &["claude-users", "engineering", "platform", XSS[0]]).await;
+    groups(
+        &s,
+        "alice",
+        &["claude-users", "engineering", "platform", XSS[0]],
+    )
+    .await;
     let (status, tokens) = device_sign_in(&s, "alice").await;
     assert_eq!(status, 200, "{tokens}");
     let token = tokens["access_token"].as_str().unwrap().to_owned();
@@ -113,12 +121,19 @@ async fn an_admin_runs_the_team_from_the_console_and_hostile_names_stay_inert() 
         ],
     )
     .await;
-    assert_eq!(out["role"].as_str().map(|r| r.contains("admin")), Some(true), "{out}");
+    assert_eq!(
+        out["role"].as_str().map(|r| r.contains("admin")),
+        Some(true),
+        "{out}"
+    );
     for (page, v) in out["visited"].as_object().unwrap() {
         assert_eq!(v["errors"], json!([]), "{page}: {out}");
     }
     assert!(
-        out["limit"]["preview_message"].as_str().unwrap().contains("alice"),
+        out["limit"]["preview_message"]
+            .as_str()
+            .unwrap()
+            .contains("alice"),
         "{out}"
     );
     assert_eq!(out["limit"]["notice_kind"], "ok", "{out}");
@@ -127,15 +142,14 @@ async fn an_admin_runs_the_team_from_the_console_and_hostile_names_stay_inert() 
     // is refused.
     let mut big = sonnet(false);
     big["max_tokens"] = json!(4096);
-    let r = s
-        .gw
-        .client
-        .post(s.gw.url("/v1/messages"))
-        .bearer_auth(&token)
-        .json(&big)
-        .send()
-        .await
-        .unwrap();
+    let r =
+        s.gw.client
+            .post(s.gw.url("/v1/messages"))
+            .bearer_auth(&token)
+            .json(&big)
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 429, "{}", r.text().await.unwrap());
     let audit: Value = serde_json::from_str(
         &api_text(&s, "/v1/organizations/spend_limits/audit?actor=oidc:alice").await,
@@ -152,7 +166,10 @@ async fn an_admin_runs_the_team_from_the_console_and_hostile_names_stay_inert() 
     );
     assert!(audit_csv.contains("oidc:alice"), "{audit_csv}");
     let analytics_csv = std::fs::read_to_string(out["analytics_csv"].as_str().unwrap()).unwrap();
-    assert!(analytics_csv.starts_with("key,requests,"), "{analytics_csv}");
+    assert!(
+        analytics_csv.starts_with("key,requests,"),
+        "{analytics_csv}"
+    );
     let total: u64 = analytics_csv
         .lines()
         .skip(1)
@@ -169,10 +186,22 @@ async fn a_viewer_sees_no_enabled_edit_control_and_an_outsider_is_refused() {
     hostile_people(&s).await;
     let temp = tempfile::tempdir().unwrap();
     let shots = screenshot_dir(&temp);
-    let out = console(&s, "carol", "viewer", &[("SCREENSHOT_DIR", shots.to_str().unwrap())]).await;
+    let out = console(
+        &s,
+        "carol",
+        "viewer",
+        &[("SCREENSHOT_DIR", shots.to_str().unwrap())],
+    )
+    .await;
     assert_eq!(out["edit_controls_enabled"], 0, "{out}");
     assert_eq!(out["readonly_badge"], true, "{out}");
-    let out = console(&s, "alice", "refused", &[("SCREENSHOT_DIR", shots.to_str().unwrap())]).await;
+    let out = console(
+        &s,
+        "alice",
+        "refused",
+        &[("SCREENSHOT_DIR", shots.to_str().unwrap())],
+    )
+    .await;
     assert_eq!(out["status"], 403, "{out}");
     assert_eq!(out["signed_in"], false, "{out}");
 }
@@ -194,7 +223,13 @@ async fn revoke_and_sign_out_from_the_page() {
     // Her first request puts her in the directory.
     assert_eq!(me_spend(&carol).await.unwrap().status(), 200);
     wait_until("carol in the directory", || async {
-        s.gw.handle.store().principals(Some(vec!["carol".into()])).await.unwrap().len() == 1
+        s.gw.handle
+            .store()
+            .principals(Some(vec!["carol".into()]))
+            .await
+            .unwrap()
+            .len()
+            == 1
     })
     .await;
     let temp = tempfile::tempdir().unwrap();
@@ -203,7 +238,10 @@ async fn revoke_and_sign_out_from_the_page() {
         &s,
         "alice",
         "revoke",
-        &[("REVOKE_USER", "carol"), ("SCREENSHOT_DIR", shots.to_str().unwrap())],
+        &[
+            ("REVOKE_USER", "carol"),
+            ("SCREENSHOT_DIR", shots.to_str().unwrap()),
+        ],
     )
     .await;
     assert_eq!(out["notice_kind"], "ok", "{out}");

@@ -102,20 +102,24 @@ async fn rows(gw: &Gateway, q: &CostQuery) -> Result<Vec<Row>, ApiError> {
         .daily_spend(start_of(q.first_day), start_of(q.end_day))
         .await
         .map_err(store_failed)?;
-    let people = if q.by_group || !q.group_ids.is_empty() {
-        gw.store.principals(None).await.map_err(store_failed)?
-    } else {
-        Vec::new()
-    };
+    let people: std::collections::HashMap<String, Vec<String>> =
+        if q.by_group || !q.group_ids.is_empty() {
+            gw.store
+                .principals(None)
+                .await
+                .map_err(store_failed)?
+                .into_iter()
+                .map(|p| (p.sub, p.groups))
+                .collect()
+        } else {
+            Default::default()
+        };
     let mut sums: std::collections::BTreeMap<(String, String, NaiveDate), u64> = Default::default();
     for (sub, at, micro) in spend {
         if !q.actor_ids.is_empty() && !q.actor_ids.contains(&sub) {
             continue;
         }
-        let held: &[String] = people
-            .iter()
-            .find(|p| p.sub == sub)
-            .map_or(&[], |p| p.groups.as_slice());
+        let held: &[String] = people.get(&sub).map_or(&[], Vec::as_slice);
         if !q.group_ids.is_empty() && !held.iter().any(|g| q.group_ids.contains(g)) {
             continue;
         }
