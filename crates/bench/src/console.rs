@@ -18,8 +18,8 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -656,7 +656,10 @@ async fn tab(addr: SocketAddr, deadline: Instant, polls: &Polls) -> anyhow::Resu
             let left = (deadline - t).max(Duration::from_millis(1));
             match conn.get_collect_within(path, left).await {
                 Ok((s, _)) if s == StatusCode::OK => polls.answered(t.elapsed()),
-                Ok((s, text)) => polls.failed(format!("{path}: {s}: {}", text.chars().take(200).collect::<String>())),
+                Ok((s, text)) => polls.failed(format!(
+                    "{path}: {s}: {}",
+                    text.chars().take(200).collect::<String>()
+                )),
                 Err(e) => {
                     if Instant::now() < deadline {
                         polls.failed(format!("{path}: {e:#}"));
@@ -779,14 +782,30 @@ impl Console {
 
     /// The first call of each (the overview computes its snapshot then), and answer sizes.
     fn firsts(&self) -> String {
-        let mut out = String::from("\nFirst call after start (ms) and answer size:\n\n");
-        for s in &self.stores {
-            let list: Vec<String> = s
-                .calls
-                .iter()
-                .map(|c| format!("{} {:.0} ms / {} B", c.label, c.first_ms, c.bytes))
-                .collect();
-            let _ = writeln!(out, "- {}: {}.", s.store, list.join("; "));
+        let (sq, pg) = (self.store("sqlite"), self.store("postgres"));
+        let mut out = String::from(
+            "\n| call | SQLite first call (ms) | answer (bytes) | PostgreSQL first call (ms) | answer (bytes) |\n\
+             |---|---:|---:|---:|---:|\n",
+        );
+        let first = |r: Option<&CallResult>| {
+            r.map_or_else(
+                || "— | —".to_owned(),
+                |r| format!("{:.1} | {}", r.first_ms, r.bytes),
+            )
+        };
+        for c in self
+            .stores
+            .first()
+            .map(|s| s.calls.as_slice())
+            .unwrap_or_default()
+        {
+            let l = c.label.as_str();
+            let _ = writeln!(
+                out,
+                "| {l} | {} | {} |",
+                first(find(sq, l)),
+                first(find(pg, l))
+            );
         }
         out
     }
@@ -821,6 +840,7 @@ impl Console {
                 let _ = writeln!(errors, "- {}: first failed poll: {f}.", s.store);
             }
         }
+        out.push_str(&errors);
         out
     }
 

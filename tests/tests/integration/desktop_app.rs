@@ -72,6 +72,16 @@ async fn standalone_keys_budgets_pause_and_claude_code() {
     let (status, state) = desk.call(reqwest::Method::GET, "state", None).await;
     assert_eq!(status, 200);
     assert_eq!(state["mode"], "standalone");
+    // The team console is a server's: nothing of it on the desktop's loopback listener.
+    // (The admin API has no way in here: no admin keys, groups or console sessions.)
+    for (path, want) in [
+        ("/console", 404),
+        ("/console/login", 404),
+        ("/v1/organizations/me", 401),
+    ] {
+        let r = desk.http.get(format!("{}{path}", app.base_url())).send();
+        assert_eq!(r.await.unwrap().status(), want, "{path}");
+    }
     assert_eq!(state["keychain"]["available"], true);
     assert_eq!(state["login"]["state"], "signed_out");
     assert_eq!(state["claude_code"]["status"], "not_configured");
