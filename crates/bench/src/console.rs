@@ -303,8 +303,8 @@ fn gatehouse_config(store: &str, fake_url: &str) -> String {
     )
 }
 
-/// Seeds a fresh store: SQLite with the writes in one process, PostgreSQL with a few
-/// batches in flight (its writes wait on round trips, not on one writer).
+/// Seeds a fresh store: SQLite one write at a time (one writer), PostgreSQL with six writes
+/// (three usage batches) in flight, as its writes wait on round trips and commits.
 async fn seed_store(opts: &Options, target: &Target, now: DateTime<Utc>) -> anyhow::Result<Seeded> {
     let mut out = Seeded::default();
     let (store, parallel): (Arc<dyn Store>, usize) = match target {
@@ -315,7 +315,7 @@ async fn seed_store(opts: &Options, target: &Target, now: DateTime<Utc>) -> anyh
                 .with_context(|| format!("cannot open {}", db.display()))?;
             (Arc::new(s), 1)
         }
-        Target::Postgres(url) => (Arc::new(pg_store(url, now).await?), 3),
+        Target::Postgres(url) => (Arc::new(pg_store(url, now).await?), 6),
     };
     let label = target.name();
     seed::people_and_limits(&store, opts.people, parallel, now, &mut out).await?;
@@ -323,7 +323,7 @@ async fn seed_store(opts: &Options, target: &Target, now: DateTime<Utc>) -> anyh
         &store,
         opts.people,
         opts.rows,
-        parallel,
+        parallel.min(3),
         now,
         label,
         &mut out,
@@ -363,7 +363,7 @@ async fn pg_store(url: &str, now: DateTime<Utc>) -> anyhow::Result<PostgresStore
         url: Secret::new(url),
         username: None,
         password: None,
-        max_connections: 4,
+        max_connections: 8,
         connect_timeout: Duration::from_secs(10),
     };
     PostgresStore::open(&cfg, now)
@@ -837,7 +837,7 @@ impl Console {
                 i.poll.p95
             );
             if let Some(f) = &i.first_poll_failure {
-                let _ = writeln!(errors, "- {}: first failed poll: {f}.", s.store);
+                let _ = writeln!(errors, "\n- {}: first failed poll: {f}.", s.store);
             }
         }
         out.push_str(&errors);
@@ -884,7 +884,7 @@ impl Console {
              with its audit row), and {} more audit rows through `Store::append_audit`; usage \
              rows in sessions of 20–50 requests over the last 30 days, 3 upstreams, 4 models, \
              through `Store::insert_usage` in batches of {} rows (one transaction each, the \
-             hourly rollup kept in it; SQLite one batch at a time, PostgreSQL three in flight); \
+             hourly rollup kept in it; SQLite one batch at a time, PostgreSQL three in flight and six directory or audit writes); \
              the `spend` rows those rows imply (per person: each day, week and month with \
              spend) by SQL, as the trait writes spend only through reservations. Then \
              `gatehouse serve` on it (an `admin` write key, one fake upstream, SQLite or \

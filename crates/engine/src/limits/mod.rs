@@ -96,6 +96,11 @@ pub enum Admission {
     Refused { event: Event, error: ApiError },
 }
 
+/// How long an admission waits for the shared rows (PostgreSQL) before it is treated as
+/// a store failure (`rate_limits.fail_closed` decides): a store that hangs holds no
+/// request for longer.
+pub const SHARED_ADMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The gateway's limiter.
 pub struct Limiter {
     limits: InferenceLimits,
@@ -182,8 +187,24 @@ impl Limiter {
                 return Ok(verdict);
             }
         }
+        let slot_id = shared.as_ref().map(|s| s.id.clone());
         let verdict = match store.limit_rows() {
-            Some(rows) => rows.limit_admit(draws.to_vec(), shared, now_ms).await,
+            Some(rows) => {
+                let admit = rows.limit_admit(draws.to_vec(), shared, now_ms);
+                match tokio::time::timeout(SHARED_ADMIT_TIMEOUT, admit).await {
+                    Ok(v) => v,
+                    Err(_) => {
+                        // The statement may still commit: its slot is given back once the
+                        // store answers again (a delete of a slot never written is a no-op).
+                        if let Some(id) = slot_id {
+                            self.release_shared(store.clone(), id);
+                        }
+                        Err(crate::store::StoreError::Database(
+                            "traffic-limit admission timed out".into(),
+                        ))
+                    }
+                }
+            }
             None => Err(crate::store::StoreError::Database(
                 "the store keeps no limit rows".into(),
             )),
@@ -218,18 +239,19 @@ impl Limiter {
     fn release(&self, slot: &SlotDraw) {
         self.in_use.fetch_sub(1, Ordering::Relaxed);
         match &self.shared {
-            Some(store) if !slot.per_replica => {
-                let (store, id) = (store.clone(), slot.id.clone());
-                self.spawn(async move {
-                    if let Some(rows) = store.limit_rows()
-                        && let Err(e) = rows.limit_release(&id).await
-                    {
-                        tracing::warn!(error = %e, "freeing a concurrency slot failed");
-                    }
-                });
-            }
+            Some(store) if !slot.per_replica => self.release_shared(store.clone(), slot.id.clone()),
             _ => self.memory.release(&slot.key),
         }
+    }
+
+    fn release_shared(&self, store: Arc<dyn Store>, id: String) {
+        self.spawn(async move {
+            if let Some(rows) = store.limit_rows()
+                && let Err(e) = rows.limit_release(&id).await
+            {
+                tracing::warn!(error = %e, "freeing a concurrency slot failed");
+            }
+        });
     }
 
     fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
