@@ -56,6 +56,10 @@ enum Command {
         /// (default: one per CPU; 0 serves them on the shared async runtime).
         #[arg(long, env = "GATEHOUSE_CONNECTION_THREADS", value_name = "N")]
         connection_threads: Option<usize>,
+        /// Run a check and exit without starting, as the reference's `--check config`:
+        /// `config` validates the file (managed policies included).
+        #[arg(long, value_name = "WHAT")]
+        check: Option<String>,
     },
     /// Run the desktop tray app (the default when a display is present).
     #[cfg(feature = "desktop")]
@@ -196,6 +200,21 @@ fn load(file: &Path, data_dir: PathBuf) -> Result<(Config, Vec<ConfigWarning>), 
     Ok((config, warnings))
 }
 
+/// `check-config F` and `serve --check config --config F`: the checks of a start, then the
+/// reference's line (stdout, exit 0); warnings go to stderr first, problems fail (exit 1).
+fn check_config(file: &Path, data: PathBuf) -> Result<(), String> {
+    let (_, warnings) = load(file, data)?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "{}: no errors found. This does not check the database, identity provider, upstreams, \
+         credentials, certificates, or listen address.",
+        file.display()
+    );
+    Ok(())
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -206,14 +225,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 fn run(cli: Cli) -> Result<(), String> {
     let data = data_dir(cli.data_dir.as_deref());
     match cli.command {
-        Some(Command::CheckConfig { file }) => {
-            let (_, warnings) = load(&file, data?)?;
-            for w in &warnings {
-                eprintln!("warning: {w}");
-            }
-            println!("gatehouse: {} is valid", file.display());
-            Ok(())
-        }
+        Some(Command::CheckConfig { file }) => check_config(&file, data?),
         Some(Command::Healthcheck { url, timeout }) => {
             let timeout = std::time::Duration::from_secs(timeout);
             let line = runtime()?.block_on(healthcheck::check(&url, timeout))?;
@@ -274,9 +286,19 @@ fn run(cli: Cli) -> Result<(), String> {
             data?,
         ),
         Some(Command::Serve {
+            check: Some(what),
+            config,
+            ..
+        }) => match (what.as_str(), config) {
+            ("config", Some(file)) => check_config(&file, data?),
+            ("config", None) => Err("--check config needs --config FILE".into()),
+            (other, _) => Err(format!("unknown --check {other}. Available: config")),
+        },
+        Some(Command::Serve {
             config,
             port,
             connection_threads,
+            check: None,
         }) => serve(config.as_deref(), port, connection_threads, data?),
         #[cfg(feature = "desktop")]
         Some(Command::Tray { port }) => desktop::run(data?, port),

@@ -79,7 +79,38 @@ fn examples_pass_check_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("local.yaml: no errors found."));
+    // The reference's spelling of the same check.
+    let out = gatehouse()
+        .args(["serve", "--check", "config", "--config"])
+        .arg(root.join("examples/local.yaml"))
+        .env("ANTHROPIC_API_KEY", "sk-x")
+        .env(
+            "GATEHOUSE_CLIENT_KEY",
+            "local-client-key-0123456789abcdef0123",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.ends_with("local.yaml: no errors found. This does not check the database, identity provider, upstreams, credentials, certificates, or listen address.\n"),
+        "{stdout}"
+    );
+    let out = gatehouse()
+        .args(["serve", "--check", "foo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown --check foo. Available: config"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

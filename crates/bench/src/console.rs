@@ -910,3 +910,68 @@ impl Console {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn calls_cover_the_console_with_fifty_ids() {
+        let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let calls = calls(10_000, now);
+        assert_eq!(calls.len(), 20);
+        let effective = &calls[6];
+        assert_eq!(effective.path.matches("user_ids%5B%5D=").count(), 50);
+        assert!(effective.path.contains("user_ids%5B%5D=u09800&"));
+        assert!(calls[16].path.contains("starting_at=2026-12-16T08:00:00Z"));
+        assert!(calls.iter().filter(|c| c.post.is_some()).count() == 1);
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.path.starts_with("/v1/organizations/"))
+        );
+    }
+
+    #[test]
+    fn config_has_the_admin_key_and_the_store() {
+        let c = gatehouse_config("store: {sqlite_path: \"/tmp/c.db\"}", "http://127.0.0.1:9");
+        assert!(c.contains(WRITE_KEY) && c.contains(CLIENT_KEY) && c.contains("/tmp/c.db"));
+    }
+
+    #[test]
+    fn the_section_puts_the_stores_side_by_side() {
+        let t = |p95| Timing {
+            n: 30,
+            p50: 1.0,
+            p95,
+            max: p95,
+        };
+        let call = CallResult {
+            label: "`GET /me`".into(),
+            sequential: t(2.0),
+            concurrent: t(400.0),
+            ..CallResult::default()
+        };
+        let run = StoreRun {
+            store: "sqlite",
+            seeded: Seeded::default(),
+            calls: vec![call],
+            inference: Inference::default(),
+        };
+        let c = Console {
+            people: 10,
+            rows: 10,
+            stores: vec![run],
+            skipped: vec!["PostgreSQL: not measured".into()],
+            opts: Options::new("g".into(), "f".into(), 10, 10),
+            binaries: "b".into(),
+            elapsed: Duration::ZERO,
+        };
+        let md = c.markdown();
+        assert!(md.contains("## Team console at scale"));
+        assert!(md.contains("| `GET /me` | 1 | 30 | 1.0 | 2.0 | 2.0 | ✅ | — | — | — | — | — |"));
+        assert!(md.contains("| `GET /me` | 8 | 30 | 1.0 | 400.0 | 400.0 | ❌ | — |"));
+        assert!(md.contains("PostgreSQL: not measured"));
+    }
+}
