@@ -1,7 +1,10 @@
 //! Numbered SQL migrations, one set per backend, applied in order inside one transaction.
 //!
 //! The files live in `migrations/<backend>/NNNN_name.sql`; these lists must name every file
-//! (a test checks both). A database whose newest applied version is above the newest known
+//! (a test checks both), in increasing version order. Versions may skip a number that
+//! another change holds (0010 while 0011 landed first): every listed migration not yet
+//! recorded as applied is applied, in order, so a database that has 0011 still gets 0010
+//! from a later binary. A database whose newest applied version is above the newest known
 //! one is refused: an older binary must not write to a newer schema.
 //!
 //! Several processes may start at once on one database. SQLite takes the write lock first
@@ -65,6 +68,11 @@ pub const SQLITE: &[Migration] = &[
         name: "0009_reserve_saturates.sql",
         sql: include_str!("../../../../migrations/sqlite/0009_reserve_saturates.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_model_caps.sql",
+        sql: include_str!("../../../../migrations/sqlite/0011_model_caps.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -113,6 +121,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0009_reserve_saturates.sql",
         sql: include_str!("../../../../migrations/postgres/0009_reserve_saturates.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_model_caps.sql",
+        sql: include_str!("../../../../migrations/postgres/0011_model_caps.sql"),
+    },
 ];
 
 /// `pg_advisory_xact_lock` key held while PostgreSQL migrations run ("gatehous" in ASCII).
@@ -134,11 +147,11 @@ pub fn apply_sqlite(conn: &mut Connection, clock_ms: i64) -> Result<i64, StoreEr
     // BEGIN IMMEDIATE takes the write lock first, so two processes opening the same file
     // cannot both apply the same migration.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM _migrations",
-        [],
-        |r| r.get(0),
-    )?;
+    let applied: Vec<i64> = tx
+        .prepare("SELECT version FROM _migrations")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let current = applied.iter().copied().max().unwrap_or(0);
     let supported = latest(SQLITE);
     if current > supported {
         return Err(StoreError::TooNew {
@@ -146,7 +159,7 @@ pub fn apply_sqlite(conn: &mut Connection, clock_ms: i64) -> Result<i64, StoreEr
             supported,
         });
     }
-    for m in SQLITE.iter().filter(|m| m.version > current) {
+    for m in SQLITE.iter().filter(|m| !applied.contains(&m.version)) {
         tx.execute_batch(m.sql)?;
         tx.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
@@ -177,13 +190,13 @@ pub async fn apply_postgres(
          );",
     )
     .await?;
-    let current: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0)::BIGINT FROM _migrations",
-            &[],
-        )
+    let applied: Vec<i64> = tx
+        .query("SELECT version FROM _migrations", &[])
         .await?
-        .try_get(0)?;
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let current = applied.iter().copied().max().unwrap_or(0);
     let supported = latest(POSTGRES);
     if current > supported {
         return Err(StoreError::TooNew {
@@ -191,7 +204,7 @@ pub async fn apply_postgres(
             supported,
         });
     }
-    for m in POSTGRES.iter().filter(|m| m.version > current) {
+    for m in POSTGRES.iter().filter(|m| !applied.contains(&m.version)) {
         tx.batch_execute(m.sql).await?;
         tx.execute(
             "INSERT INTO _migrations (version, name, applied_at) VALUES ($1, $2, $3)",
@@ -223,7 +236,8 @@ mod tests {
             let listed: Vec<&str> = list.iter().map(|m| m.name).collect();
             assert_eq!(files, listed, "{backend}");
             for (i, m) in list.iter().enumerate() {
-                assert_eq!(m.version, i as i64 + 1, "{backend}");
+                // Increasing; a number another change holds (0010) may be skipped.
+                assert!(i == 0 || m.version > list[i - 1].version, "{backend}");
                 assert!(m.name.starts_with(&format!("{:04}_", m.version)));
             }
         }
@@ -239,10 +253,30 @@ mod tests {
                 .map(|rest| rest.split_whitespace().next().unwrap_or("").to_owned())
                 .collect();
             names.sort();
+            // A table rebuilt under its own name (SQLite cannot alter a constraint) counts once.
+            names.dedup();
             names
         };
         assert_eq!(tables(SQLITE), tables(POSTGRES));
         assert_eq!(latest(SQLITE), latest(POSTGRES));
+    }
+
+    #[test]
+    fn a_skipped_number_is_applied_when_it_arrives() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        apply_sqlite(&mut conn, 0).unwrap();
+        // As if 0009 had come after 0011 (as 0010 will): it is applied though 11 is newer.
+        conn.execute("DELETE FROM _migrations WHERE version = 9", [])
+            .unwrap();
+        assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), latest(SQLITE));
+        let nine: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM _migrations WHERE version = 9",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(nine, 1);
     }
 
     #[test]
