@@ -2,8 +2,8 @@
 //! cap refuses Opus at the cap and leaves Sonnet alone, and names itself in the 429; a
 //! `total` cap holds across days and months; under a burst over two PostgreSQL replicas
 //! (and one SQLite gateway) neither a family's cap nor the all-model cap beside it is
-//! passed; a family's open reservation left by a crash is charged as estimated on its
-//! family's rows at the next start.
+//! passed; a family's open reservation left by a crash (or by a dead PostgreSQL replica)
+//! is charged as estimated on its family's rows at the next start.
 //!
 //! The fake upstream reports almost the worst case the gateway reserves, so how many
 //! requests a cap admits does not depend on timing (as in `spend_concurrency`).
@@ -463,5 +463,91 @@ async fn one_sqlite_gateway_passes_neither_a_family_cap_nor_the_all_model_cap() 
     )
     .await;
     both_caps_hold(&r).await;
+    r.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dead_replicas_family_lease_is_charged_as_estimated_by_the_next_start() {
+    use gatehouse_engine::store::{PostgresStore, Store};
+    let db = TestDatabase::create().await;
+    let now = chrono::Utc::now();
+    let a = PostgresStore::open(&db.config(), now).await.unwrap();
+    let opus = family("opus").unwrap();
+    a.upsert_model_limit(
+        gatehouse_engine::spend::ScopeType::User,
+        "alice",
+        Period::Daily,
+        opus,
+        Some(10),
+        "admin-key:ops",
+        now,
+    )
+    .await
+    .unwrap();
+    let lease = gatehouse_engine::spend::ReserveRequest {
+        reservation_id: "rsv_dead".into(),
+        request_id: "req-dead".into(),
+        sub: "alice".into(),
+        groups: vec![],
+        amount_micro: 100_000,
+        family: Some(opus),
+        keep_free_micro: 0,
+        windows: gatehouse_engine::spend::windows(now),
+        mode: GroupMode::Min,
+        pool_rule: Default::default(),
+        now,
+    };
+    let held = a.reserve(lease.clone()).await.unwrap();
+    assert!(matches!(
+        held,
+        gatehouse_engine::spend::ReserveOutcome::Reserved(_)
+    ));
+    // The Opus cap is full: a second Opus lease is refused, naming the Opus meter.
+    let again = gatehouse_engine::spend::ReserveRequest {
+        reservation_id: "rsv_more".into(),
+        amount_micro: 1,
+        ..lease
+    };
+    match a.reserve(again).await.unwrap() {
+        gatehouse_engine::spend::ReserveOutcome::Refused { exceeded, .. } => assert_eq!(
+            exceeded,
+            [gatehouse_engine::spend::Meter {
+                period: Period::Daily,
+                family: Some(opus)
+            }]
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The gateway that held it dies; the next one to start charges it as estimated.
+    drop(a);
+    let probe = PostgresStore::open(&db.config(), now).await.unwrap();
+    gatehouse_tests::wait_until("the dead gateway's lock is free", || async {
+        !probe.open_reservations().await.unwrap().is_empty()
+    })
+    .await;
+    drop(probe);
+    let r = replicas::start(1, |_| db.store_yaml(), ADMIN).await;
+    let estimated = r.replicas[0].events.named("spend.reservation_estimated");
+    assert_eq!(estimated.len(), 1, "{estimated:?}");
+    assert_eq!(estimated[0]["reservation"], "rsv_dead");
+    let st = r.replicas[0]
+        .handle
+        .store()
+        .standings("alice", &[], GroupMode::Min, chrono::Utc::now())
+        .await
+        .unwrap();
+    let o = st.iter().find(|x| x.family == Some(opus)).unwrap();
+    assert_eq!((o.spent_micro, o.reserved_micro), (100_000, 0));
+    assert!(st.iter().all(|x| x.reserved_micro == 0));
+    let alice = token(&r.origin, "alice", &[]);
+    let url = &r.replicas[0].url;
+    assert_eq!(
+        infer(&r.client, url, &alice, &body(OPUS)).await.status(),
+        429
+    );
+    assert_eq!(
+        infer(&r.client, url, &alice, &body(SONNET)).await.status(),
+        200
+    );
     r.shutdown().await;
 }

@@ -1,7 +1,9 @@
 //! A signed-in person's own caps and spend: `GET /api/oauth/usage` (the shape newer Claude
-//! Code clients read for `/usage`) and `GET /v1/me/spend` (everything, for the tray). Each
-//! entry names its model family (`model`, `null`: every model; a Gatehouse extension),
-//! and a `total` cap, which never resets, has `resets_at: null`.
+//! Code clients read for `/usage`) and `GET /v1/me/spend` (everything, for the tray). A
+//! person bound by a model family's cap or a `total` cap (Gatehouse extensions) gets an
+//! entry for it too: `/v1/me/spend` entries all name their family (`model`, `null`: every
+//! model), `/api/oauth/usage` limits only a family's (keeping Claude Code's shape for the
+//! rest); a `total` cap, which never resets, has `resets_at: null`.
 
 use axum::body::Body;
 use http::{HeaderValue, Response, StatusCode, header};

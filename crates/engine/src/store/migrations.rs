@@ -280,6 +280,64 @@ mod tests {
     }
 
     #[test]
+    fn model_caps_keep_the_limits_and_seed_lifetime_spend() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+                 applied_at INTEGER NOT NULL);",
+        )
+        .unwrap();
+        for m in SQLITE.iter().filter(|m| m.version <= 9) {
+            conn.execute_batch(m.sql).unwrap();
+            conn.execute(
+                "INSERT INTO _migrations VALUES (?1, ?2, 0)",
+                params![m.version, m.name],
+            )
+            .unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at,
+                 updated_at, pooled_amount_cents, pooled_enabled)
+                 VALUES ('spl_1', 'rbac_group', 'eng', 'monthly', 5, 1, 2, 50, 1);
+             INSERT INTO spend VALUES ('alice', 'monthly', 100, 7, 0, 1),
+                 ('alice', 'monthly', 200, 5, 3, 2), ('alice', 'daily', 200, 5, 3, 2);
+             INSERT INTO reservations (id, principal, request_id, created_at, amount_micro,
+                 daily_start, weekly_start, monthly_start, state)
+                 VALUES ('rsv_1', 'alice', 'r', 3, 3, 200, 200, 200, 'open');",
+        )
+        .unwrap();
+        apply_sqlite(&mut conn, 0).unwrap();
+        let total: (i64, i64) = conn
+            .query_row(
+                "SELECT spent_micro, reserved_micro FROM spend
+                 WHERE principal = 'alice' AND period = 'total' AND period_start = 0",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            total,
+            (12, 3),
+            "every kept month, and what open reservations hold"
+        );
+        let kept: (String, i64, String) = conn
+            .query_row(
+                "SELECT id, pooled_amount_cents, model FROM spend_limits",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(kept, ("spl_1".into(), 50, String::new()));
+        // A family's limit beside the limit of every model of the same scope and period.
+        conn.execute(
+            "INSERT INTO spend_limits (id, scope_type, scope_id, period, created_at, updated_at, model)
+             VALUES ('spl_2', 'rbac_group', 'eng', 'monthly', 1, 1, 'opus')",
+            [],
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn applies_once_and_refuses_newer_schema() {
         let mut conn = Connection::open_in_memory().unwrap();
         assert_eq!(apply_sqlite(&mut conn, 0).unwrap(), latest(SQLITE));

@@ -7,7 +7,9 @@
 //! names them: `admin-key:<id>` or `oidc:<sub>`. The same credentials read the cost
 //! report (`cost`, parameters checked in `cost_query`) at `/v1/organizations/analytics/cost`;
 //! Claude Code sessions (`sessions`, an extension) at `/v1/organizations/analytics/sessions`;
-//! `pooled` merges and shows shared group budgets.
+//! `pooled` merges and shows shared group budgets. Limits may name a model family and the
+//! `total` period (Gatehouse extensions, see `body`); one is identified by scope, period
+//! and model.
 
 mod body;
 mod cost;
