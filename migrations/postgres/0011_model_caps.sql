@@ -45,6 +45,44 @@ FROM (
 ) seed
 GROUP BY principal;
 
+-- Each model family's spend so far, from the usage rows kept, for the people whose spend
+-- is kept: a family's cap set right after the upgrade sees its period-to-date. A row's
+-- family is its requested model's (`claude-<family>-…`, and the older `claude-3-…-sonnet`
+-- and `-haiku` ids), as `models::family` reads the ids the gateway has served.
+WITH u AS (
+    SELECT substr(e.principal, 6) AS sub, lower(e.model) AS m, e.created_at AS at,
+        e.cost_micro_usd AS cost
+    FROM usage_events e
+    WHERE e.principal LIKE 'user:%' AND e.cost_micro_usd > 0
+      AND EXISTS (SELECT 1 FROM spend s WHERE s.principal = substr(e.principal, 6))
+), f AS (
+    SELECT sub, at, cost,
+        CASE
+            WHEN m LIKE 'claude-opus-%' THEN 'opus'
+            WHEN m LIKE 'claude-sonnet-%' OR m LIKE 'claude-3-%-sonnet-%' THEN 'sonnet'
+            WHEN m LIKE 'claude-haiku-%' OR m LIKE 'claude-3-%-haiku-%' THEN 'haiku'
+            WHEN m LIKE 'claude-fable-%' THEN 'fable'
+            WHEN m LIKE 'claude-mythos-%' THEN 'mythos'
+        END AS family,
+        at - at % 86400000 AS day,
+        (at / 86400000 - (at / 86400000 + 3) % 7) * 86400000 AS week,
+        (extract(epoch FROM date_trunc('month', to_timestamp(at / 1000) AT TIME ZONE 'UTC'))
+            * 1000)::BIGINT AS month
+    FROM u
+)
+INSERT INTO family_spend (principal, family, period, period_start, spent_micro, reserved_micro,
+    updated_at)
+SELECT sub, family, period, start, LEAST(SUM(cost::NUMERIC), 9223372036854775807)::BIGINT, 0,
+    MAX(at)
+FROM (
+    SELECT sub, family, 'daily' AS period, day AS start, cost, at FROM f
+    UNION ALL SELECT sub, family, 'weekly', week, cost, at FROM f
+    UNION ALL SELECT sub, family, 'monthly', month, cost, at FROM f
+    UNION ALL SELECT sub, family, 'total', 0::BIGINT, cost, at FROM f
+) w
+WHERE family IS NOT NULL
+GROUP BY sub, family, period, start;
+
 -- gatehouse_reserve_pooled (0006, saturating as of 0009) over four periods (daily, weekly,
 -- monthly, total: `p_starts`, total's 0) of every model and, when `p_family` is set, the
 -- same four of that family: it locks the person's `spend` rows, then their family rows

@@ -59,3 +59,39 @@ FROM (
     SELECT principal, 0, amount_micro, created_at FROM reservations WHERE state = 'open'
 )
 GROUP BY principal;
+
+-- Each model family's spend so far, from the usage rows kept, for the people whose spend
+-- is kept: a family's cap set right after the upgrade sees its period-to-date. A row's
+-- family is its requested model's (`claude-<family>-…`, and the older `claude-3-…-sonnet`
+-- and `-haiku` ids), as `models::family` reads the ids the gateway has served.
+WITH u AS (
+    SELECT substr(principal, 6) AS sub, lower(model) AS m, created_at AS at, cost_micro_usd AS cost
+    FROM usage_events
+    WHERE principal LIKE 'user:%' AND cost_micro_usd > 0
+      AND EXISTS (SELECT 1 FROM spend s WHERE s.principal = substr(usage_events.principal, 6))
+), f AS (
+    SELECT sub, at, cost,
+        CASE
+            WHEN m LIKE 'claude-opus-%' THEN 'opus'
+            WHEN m LIKE 'claude-sonnet-%' OR m LIKE 'claude-3-%-sonnet-%' THEN 'sonnet'
+            WHEN m LIKE 'claude-haiku-%' OR m LIKE 'claude-3-%-haiku-%' THEN 'haiku'
+            WHEN m LIKE 'claude-fable-%' THEN 'fable'
+            WHEN m LIKE 'claude-mythos-%' THEN 'mythos'
+        END AS family,
+        at - at % 86400000 AS day,
+        (at / 86400000 - (at / 86400000 + 3) % 7) * 86400000 AS week,
+        CAST(strftime('%s', at / 1000, 'unixepoch', 'start of month') AS INTEGER) * 1000 AS month
+    FROM u
+)
+INSERT INTO family_spend (principal, family, period, period_start, spent_micro, reserved_micro,
+    updated_at)
+SELECT sub, family, period, start, CAST(MIN(TOTAL(cost), 9223372036854775807.0) AS INTEGER), 0,
+    MAX(at)
+FROM (
+    SELECT sub, family, 'daily' AS period, day AS start, cost, at FROM f
+    UNION ALL SELECT sub, family, 'weekly', week, cost, at FROM f
+    UNION ALL SELECT sub, family, 'monthly', month, cost, at FROM f
+    UNION ALL SELECT sub, family, 'total', 0, cost, at FROM f
+)
+WHERE family IS NOT NULL
+GROUP BY sub, family, period, start;

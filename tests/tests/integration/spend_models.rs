@@ -3,7 +3,9 @@
 //! `total` cap holds across days and months; under a burst over two PostgreSQL replicas
 //! (and one SQLite gateway) neither a family's cap nor the all-model cap beside it is
 //! passed; a family's open reservation left by a crash (or by a dead PostgreSQL replica)
-//! is charged as estimated on its family's rows at the next start.
+//! is charged as estimated on its family's rows at the next start; the upgrade to 0011
+//! seeds lifetime and family spend on PostgreSQL (SQLite's seeding is a unit test in
+//! `store::migrations`).
 //!
 //! The fake upstream reports almost the worst case the gateway reserves, so how many
 //! requests a cap admits does not depend on timing (as in `spend_concurrency`).
@@ -550,4 +552,108 @@ async fn a_dead_replicas_family_lease_is_charged_as_estimated_by_the_next_start(
         200
     );
     r.shutdown().await;
+}
+
+/// Migration 0011 on a PostgreSQL database of 0009 with spend: the limits keep their
+/// fields, lifetime spend is seeded from the kept months and open holds, and each family's
+/// spend so far from the usage rows (in the same windows the gateway uses).
+#[tokio::test]
+async fn the_upgrade_to_0011_seeds_lifetime_and_family_spend_on_postgres() {
+    use gatehouse_engine::store::Store;
+    use gatehouse_engine::store::migrations::POSTGRES;
+    let db = TestDatabase::create().await;
+    let c = db.client().await;
+    c.batch_execute(
+        "CREATE TABLE _migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL,
+             applied_at BIGINT NOT NULL);",
+    )
+    .await
+    .unwrap();
+    for m in POSTGRES.iter().filter(|m| m.version <= 9) {
+        c.batch_execute(m.sql).await.unwrap();
+        c.execute(
+            "INSERT INTO _migrations VALUES ($1, $2, 0)",
+            &[&m.version, &m.name],
+        )
+        .await
+        .unwrap();
+    }
+    let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 12, 31, 23, 59, 0)
+        .single()
+        .unwrap();
+    let ms = at.timestamp_millis();
+    c.batch_execute(
+        "INSERT INTO spend VALUES ('alice', 'monthly', 100, 7, 0, 1), ('alice', 'monthly', 200, 5, 3, 2);
+         INSERT INTO reservations (id, principal, request_id, created_at, amount_micro, daily_start,
+             weekly_start, monthly_start, state, owner_key)
+             VALUES ('rsv_1', 'alice', 'r', 3, 3, 200, 200, 200, 'open', 1);",
+    )
+    .await
+    .unwrap();
+    for (who, model, cost) in [
+        ("user:alice", "claude-opus-4-6", 40i64),
+        ("user:alice", "Claude-Opus-4-6-20260101", 2),
+        ("user:alice", "claude-3-5-sonnet-20241022", 9),
+        ("user:alice", "gpt-4o", 100),
+        ("user:nobody", "claude-opus-4-6", 1000),
+    ] {
+        c.execute(
+            "INSERT INTO usage_events (request_id, created_at, principal, endpoint, model, status,
+                 route_reason, stream, cost_micro_usd, usage_source, latency_ms)
+             VALUES ('r', $1, $2, 'messages', $3, 200, 'x', false, $4, 'reported', 1)",
+            &[&ms, &who, &model, &cost],
+        )
+        .await
+        .unwrap();
+    }
+    let store = gatehouse_engine::store::PostgresStore::open(&db.config(), chrono::Utc::now())
+        .await
+        .unwrap();
+    let st = store
+        .standings("alice", &[], GroupMode::Min, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(st.len(), 3, "no cap: only the three plain periods");
+    let rows = c
+        .query(
+            "SELECT family, period, period_start, spent_micro FROM family_spend
+             WHERE principal = 'alice' ORDER BY family, period",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, String, i64, i64)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let start = |p: Period| p.window(at).start.timestamp_millis();
+    let mut want = Vec::new();
+    for (family, cost) in [("opus", 42), ("sonnet", 9)] {
+        for (period, s) in [
+            ("daily", start(Period::Daily)),
+            ("monthly", start(Period::Monthly)),
+            ("total", 0),
+            ("weekly", start(Period::Weekly)),
+        ] {
+            want.push((family.to_owned(), period.to_owned(), s, cost));
+        }
+    }
+    assert_eq!(got, want);
+    let nobody: i64 = c
+        .query_one(
+            "SELECT count(*) FROM family_spend WHERE principal = 'nobody'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(nobody, 0, "no spend kept for them");
+    let total = c
+        .query_one(
+            "SELECT spent_micro, reserved_micro FROM spend WHERE principal = 'alice' AND period = 'total'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((total.get::<_, i64>(0), total.get::<_, i64>(1)), (12, 3));
 }

@@ -306,7 +306,55 @@ mod tests {
                  VALUES ('rsv_1', 'alice', 'r', 3, 3, 200, 200, 200, 'open');",
         )
         .unwrap();
+        // Usage rows: alice's Opus twice and an older Sonnet id, a model of no family, and
+        // someone whose spend is not kept.
+        let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 12, 31, 23, 59, 0)
+            .single()
+            .unwrap();
+        let ms = at.timestamp_millis();
+        for (who, model, cost) in [
+            ("user:alice", "claude-opus-4-6", 40),
+            ("user:alice", "Claude-Opus-4-6-20260101", 2),
+            ("user:alice", "claude-3-5-sonnet-20241022", 9),
+            ("user:alice", "gpt-4o", 100),
+            ("user:nobody", "claude-opus-4-6", 1000),
+        ] {
+            conn.execute(
+                "INSERT INTO usage_events (request_id, created_at, principal, endpoint, model,
+                     status, route_reason, stream, cost_micro_usd, usage_source, latency_ms)
+                 VALUES ('r', ?1, ?2, 'messages', ?3, 200, 'x', 0, ?4, 'reported', 1)",
+                params![ms, who, model, cost],
+            )
+            .unwrap();
+        }
         apply_sqlite(&mut conn, 0).unwrap();
+        let mut rows: Vec<(String, String, String, i64, i64)> = conn
+            .prepare(
+                "SELECT principal, family, period, period_start, spent_micro FROM family_spend
+                 ORDER BY family, period",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let start = |p: crate::spend::Period| p.window(at).start.timestamp_millis();
+        let want = |family: &str, cost: i64| {
+            [
+                ("daily", start(crate::spend::Period::Daily)),
+                ("monthly", start(crate::spend::Period::Monthly)),
+                ("total", 0),
+                ("weekly", start(crate::spend::Period::Weekly)),
+            ]
+            .map(|(p, s)| ("alice".to_owned(), family.to_owned(), p.to_owned(), s, cost))
+        };
+        let mut expected = want("opus", 42).to_vec();
+        expected.extend(want("sonnet", 9));
+        rows.sort();
+        expected.sort();
+        assert_eq!(rows, expected);
         let total: (i64, i64) = conn
             .query_row(
                 "SELECT spent_micro, reserved_micro FROM spend
