@@ -60,6 +60,9 @@ pub struct Options {
     pub tput_warmup: Duration,
     pub tput_measure: Duration,
     pub pollers: usize,
+    /// No call of one kind starts after this long, sequentially and then concurrently, so
+    /// a very slow call cuts its own sample short instead of holding the phase for long.
+    pub call_budget: Duration,
 }
 
 impl Options {
@@ -76,6 +79,7 @@ impl Options {
             tput_warmup: Duration::from_secs(2),
             tput_measure: Duration::from_secs(10),
             pollers: 20,
+            call_budget: Duration::from_secs(60),
         }
     }
 }
@@ -91,6 +95,8 @@ pub struct CallResult {
     /// Non-2xx answers and transport errors, of every attempt.
     pub failures: usize,
     pub first_failure: Option<String>,
+    /// The time budget ended a run before its count of calls.
+    pub cut: bool,
 }
 
 impl CallResult {
@@ -490,10 +496,14 @@ async fn repeat(
     addr: SocketAddr,
     call: &Call,
     n: usize,
+    until: Instant,
 ) -> anyhow::Result<(Vec<Duration>, Vec<String>)> {
     let mut conn = Conn::connect_as(addr, admin()).await?;
     let (mut times, mut failures) = (Vec::with_capacity(n), Vec::new());
     for _ in 0..n {
+        if Instant::now() >= until {
+            break;
+        }
         match once(&mut conn, call).await {
             Ok((d, _)) => times.push(d),
             Err(e) => {
@@ -526,16 +536,22 @@ async fn time_calls(
             }
             Err(e) => failures.push(e),
         }
-        let (times, f) = repeat(addr, &call, opts.sequential).await?;
+        let until = Instant::now() + opts.call_budget;
+        let (times, f) = repeat(addr, &call, opts.sequential, until).await?;
+        r.cut = times.len() + f.len() < opts.sequential;
         r.sequential = Timing::of(&times);
         failures.extend(f);
-        let runs = join_all((0..opts.workers).map(|_| repeat(addr, &call, opts.per_worker))).await;
-        let mut times = Vec::new();
+        let until = Instant::now() + opts.call_budget;
+        let runs =
+            join_all((0..opts.workers).map(|_| repeat(addr, &call, opts.per_worker, until))).await;
+        let (mut times, before) = (Vec::new(), failures.len());
         for run in runs {
             let (t, f) = run?;
             times.extend(t);
             failures.extend(f);
         }
+        let attempts = times.len() + failures.len() - before;
+        r.cut |= attempts < opts.workers * opts.per_worker;
         r.concurrent = Timing::of(&times);
         r.failures = failures.len();
         r.first_failure = failures.into_iter().next();
@@ -693,11 +709,14 @@ fn cells(r: Option<&CallResult>, t: impl Fn(&CallResult) -> &Timing) -> String {
     };
     let t = t(r);
     let verdict = if r.ok(t) { "✅" } else { "❌" };
-    let failed = if r.failures > 0 {
+    let mut failed = if r.failures > 0 {
         format!(" ({} failed)", r.failures)
     } else {
         String::new()
     };
+    if r.cut {
+        failed.push_str(" (cut short)");
+    }
     format!(
         "{} | {:.1} | {:.1} | {:.1} | {verdict}{failed}",
         t.n, t.p50, t.p95, t.max
@@ -891,8 +910,9 @@ impl Console {
              PostgreSQL as configured, the PostgreSQL server given by `--postgres-url` in a \
              fresh database dropped afterwards). Each call with the admin key: one first call \
              alone, {} sequential calls on one keep-alive connection, then {} clients at once \
-             making {} calls each; time from sending to the end of the body; nearest-rank \
-             percentiles; ❌ when p95 > {TARGET_MS} ms or any call failed (non-2xx or \
+             making {} calls each, neither started after {:?} (\"cut short\": fewer calls made); \
+             time from sending to the end of the body; nearest-rank percentiles (n: the 2xx \
+             answers); ❌ when p95 > {TARGET_MS} ms or any call failed (non-2xx or \
              transport). Inference: 16 keep-alive connections sending non-streaming \
              `/v1/messages` with the client key, {:?} warm-up then answers counted over {:?}, \
              first alone, then with {} console pollers (their own thread, one connection each) \
@@ -904,6 +924,7 @@ impl Console {
             o.sequential,
             o.workers,
             o.per_worker,
+            o.call_budget,
             o.tput_warmup,
             o.tput_measure,
             o.pollers

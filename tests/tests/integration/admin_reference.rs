@@ -41,6 +41,52 @@ const EXTENSIONS: &[(&str, &str, &str)] = &[
         "a plain flag beside next_page, as the list routes have",
     ),
     (
+        "effective",
+        "model",
+        "the model family a row's cap binds (null: every model); a family's cap has rows of its own",
+    ),
+    // `model` on every spend_limit object (null: every model): per-family limits.
+    (
+        "create",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "replace",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "list",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "get",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "pause",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "member",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "resume",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "audit",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
         "audit",
         "change",
         "create or update: the reference records both as spend_limit.upsert",
@@ -811,6 +857,7 @@ async fn seed_gatehouse(store: &std::sync::Arc<dyn gatehouse_engine::store::Stor
                 sub: (*sub).into(),
                 groups: groups_of(sub),
                 amount_micro: *micro,
+                family: None,
                 keep_free_micro: 0,
                 windows: windows(at),
                 mode: GroupMode::Min,

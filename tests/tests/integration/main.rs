@@ -61,6 +61,7 @@ mod spend;
 mod spend_concurrency;
 mod spend_disconnect;
 mod spend_leases;
+mod spend_models;
 mod spend_pools;
 mod status_api;
 mod store_backends;

@@ -26,6 +26,7 @@ fn reserve(id: &str, sub: &str, amount: u64) -> ReserveRequest {
         sub: sub.into(),
         groups: vec![],
         amount_micro: amount,
+        family: None,
         keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,

@@ -435,6 +435,7 @@ async fn a_zero_cap_blocks_and_unused_reservations_are_reconciled() {
         sub: "zed".into(),
         groups: vec![],
         amount_micro: 50_000,
+        family: None,
         keep_free_micro: 0,
         windows: gatehouse_engine::spend::windows(now),
         mode: gatehouse_engine::spend::GroupMode::Min,

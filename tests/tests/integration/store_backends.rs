@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use gatehouse_engine::identity::UserIdentity;
 use gatehouse_engine::spend::{
-    GroupMode, Period, ReserveOutcome, ReserveRequest, ScopeType, windows,
+    GroupMode, Meter, Period, ReserveOutcome, ReserveRequest, ScopeType, windows,
 };
 use gatehouse_engine::store::{PostgresStore, SettleAs, SqliteStore, Store, UsageRecord};
 use gatehouse_tests::postgres::TestDatabase;
@@ -262,6 +262,7 @@ fn reserve(
         sub: sub.into(),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         amount_micro: amount,
+        family: None,
         keep_free_micro: 0,
         windows: windows(now),
         mode: GroupMode::Min,
@@ -419,7 +420,7 @@ async fn reservations_near_i64_max_saturate_or_are_refused_never_a_store_error()
         assert!(reserved(&r), "{n}: {r:?}");
         match s.reserve(reserve("rsv_m8", "xia", &[], 1, now)).await {
             Ok(ReserveOutcome::Refused { exceeded, pool, .. }) => {
-                assert_eq!(exceeded, vec![Period::Monthly], "{n}");
+                assert_eq!(exceeded, vec![Meter::all(Period::Monthly)], "{n}");
                 assert!(pool.is_none(), "{n}");
             }
             other => panic!("{n}: expected a refusal over the cap, got {other:?}"),
@@ -481,7 +482,7 @@ async fn reservations_hold_settle_and_release() {
         else {
             panic!("{n}: {r:?}")
         };
-        assert_eq!(exceeded, vec![Period::Daily], "{n}");
+        assert_eq!(exceeded, vec![Meter::all(Period::Daily)], "{n}");
         assert_eq!(standings[0].reserved_micro, 6_000, "{n}");
         // Bob has his own share of the org cap.
         assert!(matches!(
@@ -600,7 +601,7 @@ async fn reservations_hold_settle_and_release() {
             .await
             .unwrap();
         assert!(
-            matches!(&r, ReserveOutcome::Refused { exceeded, .. } if exceeded == &vec![Period::Weekly]),
+            matches!(&r, ReserveOutcome::Refused { exceeded, .. } if exceeded == &vec![Meter::all(Period::Weekly)]),
             "{n}: {r:?}"
         );
     }
@@ -686,7 +687,7 @@ async fn pooled_budgets_hold_charge_release_and_estimate() {
                 ReserveOutcome::Refused { pool, exceeded, .. } => {
                     let pool = pool.expect("refused by the pool");
                     assert_eq!((pool.group.as_str(), pool.cap_cents), ("eng", 7), "{n}");
-                    assert_eq!(exceeded, vec![Period::Monthly]);
+                    assert_eq!(exceeded, vec![Meter::all(Period::Monthly)]);
                 }
             }
         }

@@ -389,10 +389,11 @@ pub async fn local_spend(app: &App) -> Option<Value> {
         .map(|s| {
             serde_json::json!({
                 "period": s.period.as_str(),
+                "model": s.family.map(gatehouse_engine::spend::Family::as_str),
                 "limit_cents": s.cap_cents,
                 "spent_micro_usd": s.spent_micro,
                 "utilization": s.cap_cents.map(|_| s.utilization()),
-                "resets_at": s.reset.to_rfc3339(),
+                "resets_at": s.reset.map(|r| r.to_rfc3339()),
             })
         })
         .collect();

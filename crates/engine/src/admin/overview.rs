@@ -85,14 +85,19 @@ async fn build(gw: &Gateway) -> Result<Value, ApiError> {
         .filter(|l| l.scope_type == ScopeType::Organization)
         .map(|l| {
             let w = l.period.window(now);
-            let spent: u64 = daily
-                .iter()
-                .filter(|(_, d, _)| *d >= w.start && *d < w.reset)
-                .map(|(_, _, m)| *m)
-                .sum();
-            json!({"period": l.period.as_str(), "amount": l.amount_cents.map(|a| a.to_string()),
+            // Everyone's spend in the window, from the rows read (the last 30 days and this
+            // month); not for a family's or a lifetime limit.
+            let spent: Option<u64> = (l.model.is_none() && l.period != Period::Total).then(|| {
+                daily
+                    .iter()
+                    .filter(|(_, d, _)| *d >= w.start && *d < w.reset)
+                    .map(|(_, _, m)| *m)
+                    .sum()
+            });
+            json!({"period": l.period.as_str(), "model": l.model.map(|m| m.as_str()),
+                   "amount": l.amount_cents.map(|a| a.to_string()),
                    "per_person": true, "spent_micro_usd": spent,
-                   "spend_limit_id": l.id, "resets_at": iso(w.reset)})
+                   "spend_limit_id": l.id, "resets_at": w.resets().map(iso)})
         })
         .collect();
     let totals = |(k, t): &(String, crate::store::UsageTotals), name: &str| {
@@ -179,7 +184,7 @@ async fn nearest(
         return Ok(Vec::new());
     }
     let mut spent: HashMap<(&str, &str), u64> = HashMap::new();
-    for p in [Period::Daily, Period::Weekly, Period::Monthly] {
+    for p in Period::ALL {
         let w = p.window(now);
         for (who, _, m) in daily
             .iter()
@@ -197,11 +202,11 @@ async fn nearest(
     let mode = gw.config.group_mode();
     let mut rows: Vec<(f64, Value)> = Vec::new();
     for who in &people {
-        for p in [Period::Daily, Period::Weekly, Period::Monthly] {
+        for p in Period::ALL {
             let Some(&micro) = spent.get(&(who.sub.as_str(), p.as_str())) else {
                 continue;
             };
-            let Some(l) = binding_limit(limits, p, &who.sub, &who.groups, mode) else {
+            let Some(l) = binding_limit(limits, p, None, &who.sub, &who.groups, mode) else {
                 continue;
             };
             let Some(cents) = l.amount_cents else {

@@ -117,7 +117,7 @@ pub async fn one(gw: &Gateway, id: &str, request_id: &str) -> Result<Response<Bo
     let standings: Vec<Value> = standings
         .iter()
         .map(|s| {
-            let binding = binding_limit(&limits, s.period, &who.sub, &who.groups, mode);
+            let binding = binding_limit(&limits, s.period, s.family, &who.sub, &who.groups, mode);
             crate::spend::admin::effective::row(&who, s, binding)
         })
         .collect();

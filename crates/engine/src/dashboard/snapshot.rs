@@ -65,7 +65,7 @@ pub fn meter(s: &Standing) -> Value {
         "limit_micro_usd": s.cap_cents.map(|c| c.max(0).saturating_mul(10_000)),
         "spent_micro_usd": s.spent_micro,
         "utilization": s.cap_cents.map(|_| (s.utilization() * 10_000.0).round() / 10_000.0),
-        "resets_at": iso(s.reset),
+        "resets_at": s.reset.map(iso),
     })
 }
 

@@ -594,6 +594,7 @@ impl Call<'_> {
             body_bytes,
             max_tokens: head.max_tokens,
             drivers: &head.drivers.unwrap_or_default(),
+            family: crate::spend::Family::of_model(&head.model),
             attempts: upstream_models.len(),
         };
         let admitted = crate::spend::admission::reserve(self.gw, who, self.request_id, &cost).await;

@@ -51,6 +51,8 @@ pub struct Cost<'a> {
     pub body_bytes: usize,
     pub max_tokens: Option<u64>,
     pub drivers: &'a super::CostDrivers,
+    /// The requested model's family ([`super::Family::of_model`]): its caps bind too.
+    pub family: Option<super::Family>,
     /// How many upstream attempts routing may make. Each attempt given up at the
     /// first-byte timeout may have been served upstream and is charged its worst case, so
     /// the reservation covers every attempt and a settlement can never pass it.
@@ -91,6 +93,7 @@ pub async fn reserve(
     let want = Want {
         sub: &who.sub,
         groups: &who.groups,
+        family: cost.family,
         request_id,
         worst_micro: amount,
         mode: spend.group_mode,
@@ -109,7 +112,17 @@ pub async fn reserve(
                 .with("sub", who.sub.clone())
                 .with(
                     "periods",
-                    exceeded.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                    exceeded
+                        .iter()
+                        .map(|m| m.period.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .with(
+                    "models",
+                    exceeded
+                        .iter()
+                        .map(|m| m.family.map(super::Family::as_str))
+                        .collect::<Vec<_>>(),
                 )
                 .with("reservation_micro_usd", amount);
             let error = match &pool {

@@ -1,10 +1,13 @@
 //! What callers see of their caps: the `anthropic-ratelimit-unified-*` headers Claude Code
 //! reads on success (past 75 % and 95 %), and the 429 `billing_error` when a cap is reached.
+//! A model family's cap names itself when it is the one that binds: "daily Opus limit" in
+//! the message and `x-gatehouse-spend-model: opus` beside the reference's headers; a
+//! `total` cap, which never resets, sends no `Retry-After` and no reset time.
 
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
-use super::{Period, Standing};
+use super::{Meter, Standing};
 use crate::error::ApiError;
 
 /// `anthropic-ratelimit-unified-<suffix>`, built without parsing or allocating.
@@ -44,7 +47,6 @@ pub fn on_success(h: &mut HeaderMap, standings: &[Standing]) {
     } else {
         "allowed"
     };
-    let reset = s.reset.timestamp().to_string();
     put(h, unified!("status"), status);
     put(h, unified!("representative-claim"), "overage");
     put(h, unified!("overage-status"), status);
@@ -52,31 +54,51 @@ pub fn on_success(h: &mut HeaderMap, standings: &[Standing]) {
     if let Some(t) = threshold {
         put(h, unified!("overage-surpassed-threshold"), t);
     }
-    put(h, unified!("reset"), &reset);
-    put(h, unified!("overage-reset"), &reset);
+    if let Some(reset) = s.reset.map(|r| r.timestamp().to_string()) {
+        put(h, unified!("reset"), &reset);
+        put(h, unified!("overage-reset"), &reset);
+    }
 }
 
 fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-/// 429 for a request that would go over a cap: the binding that resets last is described.
+/// 429 for a request that would go over a cap: the binding that resets last is described
+/// (`total` never resets: it is described first of all; at equal resets a family's cap,
+/// the narrower one).
 pub fn blocked(
     standings: &[Standing],
-    exceeded: &[Period],
+    exceeded: &[Meter],
     blocked_message: Option<&str>,
     now: DateTime<Utc>,
 ) -> ApiError {
     let binding = standings
         .iter()
-        .filter(|s| exceeded.contains(&s.period))
-        .max_by_key(|s| s.reset);
+        .filter(|s| exceeded.contains(&s.meter()))
+        .max_by_key(|s| {
+            (
+                s.reset.unwrap_or(DateTime::<Utc>::MAX_UTC),
+                s.family.is_some(),
+            )
+        });
     let mut message = match binding {
-        Some(b) => format!(
-            "spend limit reached ({}; resets {})",
-            b.period.as_str(),
-            when(b.reset)
-        ),
+        Some(b) if b.family.is_some() => match b.reset {
+            Some(r) => format!(
+                "spend limit reached ({} limit; resets {})",
+                b.describe(),
+                when(r)
+            ),
+            None => format!("spend limit reached ({} limit; never resets)", b.describe()),
+        },
+        Some(b) => match b.reset {
+            Some(r) => format!(
+                "spend limit reached ({}; resets {})",
+                b.period.as_str(),
+                when(r)
+            ),
+            None => format!("spend limit reached ({}; never resets)", b.period.as_str()),
+        },
         None => "spend limit reached".to_owned(),
     };
     if let Some(m) = blocked_message.filter(|m| !m.trim().is_empty()) {
@@ -84,22 +106,8 @@ pub fn blocked(
         message.push_str(m.trim());
     }
     let mut headers = HeaderMap::new();
-    let h = &mut headers;
     if let Some(b) = binding {
-        let secs = (b.reset - now).num_seconds().max(1);
-        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        let reset = b.reset.timestamp().to_string();
-        put(h, unified!("status"), "rejected");
-        put(h, unified!("reset"), &reset);
-        put(h, unified!("overage-reset"), &reset);
-        put(h, unified!("overage-utilization"), "1");
-        put(h, unified!("overage-surpassed-threshold"), "1");
-        put(h, unified!("overage-period"), b.period.as_str());
-        put(
-            h,
-            unified!("overage-disabled-reason"),
-            "org_spend_cap_reached",
-        );
+        rejected(&mut headers, b, now);
     }
     // The person's own cap names itself (Claude Code passes the code on to Desktop); a
     // group's or the organization's does not.
@@ -108,6 +116,33 @@ pub fn blocked(
         message,
         headers: Box::new(headers),
         code: own.then_some("spend_limit_reached"),
+    }
+}
+
+/// The reference's headers of a refusal by the cap `b` (and the family it names).
+fn rejected(h: &mut HeaderMap, b: &Standing, now: DateTime<Utc>) {
+    if let Some(r) = b.reset {
+        let secs = (r - now).num_seconds().max(1);
+        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        let reset = r.timestamp().to_string();
+        put(h, unified!("reset"), &reset);
+        put(h, unified!("overage-reset"), &reset);
+    }
+    put(h, unified!("status"), "rejected");
+    put(h, unified!("overage-utilization"), "1");
+    put(h, unified!("overage-surpassed-threshold"), "1");
+    put(h, unified!("overage-period"), b.period.as_str());
+    put(
+        h,
+        unified!("overage-disabled-reason"),
+        "org_spend_cap_reached",
+    );
+    if let Some(f) = b.family {
+        put(
+            h,
+            HeaderName::from_static("x-gatehouse-spend-model"),
+            f.as_str(),
+        );
     }
 }
 
@@ -178,17 +213,17 @@ mod tests {
     const P: &str = "anthropic-ratelimit-unified-";
     use chrono::TimeZone;
 
+    use crate::spend::{Family, Period};
+
     fn st(period: Period, cap: Option<i64>, spent_cents: u64, reset_day: u32) -> Standing {
         Standing {
             period,
+            family: None,
             cap_cents: cap,
             cap_scope: None,
             spent_micro: spent_cents * 10_000,
             reserved_micro: 0,
-            reset: Utc
-                .with_ymd_and_hms(2026, 12, reset_day, 0, 0, 0)
-                .single()
-                .unwrap(),
+            reset: Utc.with_ymd_and_hms(2026, 12, reset_day, 0, 0, 0).single(),
         }
     }
 
@@ -234,7 +269,7 @@ mod tests {
         let code = |scope| {
             let mut s = st(Period::Daily, Some(100), 100, 2);
             s.cap_scope = scope;
-            match blocked(&[s], &[Period::Daily], None, now) {
+            match blocked(&[s], &[Meter::all(Period::Daily)], None, now) {
                 ApiError::SpendLimited { code, .. } => code,
                 other => panic!("{other:?}"),
             }
@@ -263,7 +298,7 @@ mod tests {
         ];
         let r = blocked(
             &s,
-            &[Period::Daily, Period::Monthly],
+            &[Meter::all(Period::Daily), Meter::all(Period::Monthly)],
             Some("Ask the platform team."),
             now,
         )
@@ -283,5 +318,47 @@ mod tests {
                 .as_str()
         );
         assert!(h.get(format!("{P}representative-claim").as_str()).is_none());
+    }
+
+    #[test]
+    fn a_family_or_total_cap_names_itself() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 12, 1, 12, 0, 0)
+            .single()
+            .unwrap();
+        let mut opus = st(Period::Daily, Some(100), 100, 2);
+        opus.family = Family::parse("opus");
+        let plain = st(Period::Daily, Some(1000), 100, 2);
+        let r = blocked(&[plain.clone(), opus.clone()], &[opus.meter()], None, now);
+        let ApiError::SpendLimited {
+            message, headers, ..
+        } = &r
+        else {
+            panic!("{r:?}")
+        };
+        assert!(
+            message.starts_with("spend limit reached (daily Opus limit; resets 2026-12-02"),
+            "{message}"
+        );
+        assert_eq!(headers["x-gatehouse-spend-model"], "opus");
+        assert_eq!(headers[format!("{P}overage-period").as_str()], "daily");
+        let mut total = st(Period::Total, Some(5), 5, 2);
+        total.reset = None;
+        let r = blocked(
+            &[plain, total.clone()],
+            &[Meter::all(Period::Daily), total.meter()],
+            None,
+            now,
+        );
+        let ApiError::SpendLimited {
+            message, headers, ..
+        } = &r
+        else {
+            panic!("{r:?}")
+        };
+        assert_eq!(message, "spend limit reached (total; never resets)");
+        assert!(headers.get("retry-after").is_none(), "it never resets");
+        assert!(headers.get("x-gatehouse-spend-model").is_none());
+        assert_eq!(headers[format!("{P}overage-period").as_str()], "total");
     }
 }

@@ -2,7 +2,9 @@
 //! round trip on its way to the upstream.
 //!
 //! A lease is an ordinary reservation (one store transaction that checks every binding cap,
-//! on PostgreSQL across replicas) of several requests' worst case for one person. Requests
+//! on PostgreSQL across replicas) of several requests' worst case for one person and one
+//! model family (requests of another family, or of none, take leases of their own: a
+//! lease's hold sits on its family's spend rows and its family's caps admitted it). Requests
 //! are then admitted in memory while the lease has room for their own worst case:
 //! `room = amount − charged − outstanding`, where `outstanding` sums the worst cases of the
 //! requests admitted and not yet metered and `charged` their metered costs. A request's
@@ -37,7 +39,8 @@ use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
 
 use super::{
-    GroupMode, PoolRule, PoolStanding, ReserveOutcome, ReserveRequest, Standing, new_id, windows,
+    Family, GroupMode, PoolRule, PoolStanding, ReserveOutcome, ReserveRequest, Standing, new_id,
+    windows,
 };
 use crate::store::{SettleAs, Store, StoreError};
 
@@ -52,9 +55,12 @@ pub const MAX_AGE: Duration = Duration::from_secs(10);
 /// A lease nobody used for this long is released.
 pub const IDLE: Duration = Duration::from_secs(1);
 
-/// Every person's leases on this gateway.
+/// Whose leases an account holds: a person's, for one model family (`None`: none).
+type AccountKey = (String, Option<Family>);
+
+/// Every person's leases on this gateway, by person and model family.
 pub struct Ledger {
-    accounts: Mutex<HashMap<String, Arc<Account>>>,
+    accounts: Mutex<HashMap<AccountKey, Arc<Account>>>,
     store: Arc<dyn Store>,
     tracker: TaskTracker,
     /// Bumped when a cap changes through this gateway: older leases take no new requests.
@@ -76,6 +82,7 @@ struct Account {
 struct Lease {
     id: String,
     sub: String,
+    family: Option<Family>,
     amount: u64,
     day_start: DateTime<Utc>,
     generation: u64,
@@ -100,6 +107,8 @@ struct LeaseState {
 pub struct Want<'a> {
     pub sub: &'a str,
     pub groups: &'a [String],
+    /// The requested model's family: its own leases and caps.
+    pub family: Option<Family>,
     pub request_id: &'a str,
     pub worst_micro: u64,
     pub mode: GroupMode,
@@ -112,7 +121,7 @@ pub enum Take {
     Held(Ticket, Vec<Standing>),
     Refused {
         standings: Vec<Standing>,
-        exceeded: Vec<super::Period>,
+        exceeded: Vec<super::Meter>,
         /// Every shared budget of the person's was used up (the first is described).
         pool: Option<PoolStanding>,
     },
@@ -155,7 +164,7 @@ impl Ledger {
     /// Leases retired on the way are released first, so their remainder is free again
     /// before the new lease is checked against the caps.
     pub async fn take(self: &Arc<Self>, want: &Want<'_>) -> Result<Take, StoreError> {
-        let account = self.account(want.sub);
+        let account = self.account(want.sub, want.family);
         let (held, done) = self.try_take(&account, want);
         if let Some(held) = held {
             // Admitted out of the lease: releasing what retired waits for no request.
@@ -200,6 +209,7 @@ impl Ledger {
                 let lease = Arc::new(Lease {
                     id,
                     sub: want.sub.to_owned(),
+                    family: want.family,
                     amount,
                     day_start: windows(want.now)[0].start,
                     generation,
@@ -217,7 +227,7 @@ impl Ledger {
                 });
                 // Into the person's account as it is now: the sweep may have forgotten the
                 // one this request started with while the store answered.
-                lock(&self.account(want.sub).leases).push(lease.clone());
+                lock(&self.account(want.sub, want.family).leases).push(lease.clone());
                 Take::Held(self.ticket(lease, want.worst_micro), standings)
             }
             (
@@ -251,6 +261,7 @@ impl Ledger {
                 sub: want.sub.to_owned(),
                 groups: want.groups.to_vec(),
                 amount_micro: amount,
+                family: want.family,
                 keep_free_micro: keep_free,
                 windows: windows(want.now),
                 mode: want.mode,
@@ -270,9 +281,9 @@ impl Ledger {
         }
     }
 
-    fn account(&self, sub: &str) -> Arc<Account> {
+    fn account(&self, sub: &str, family: Option<Family>) -> Arc<Account> {
         lock(&self.accounts)
-            .entry(sub.to_owned())
+            .entry((sub.to_owned(), family))
             .or_default()
             .clone()
     }
@@ -509,7 +520,8 @@ impl Ticket {
             st.retired && st.outstanding == 0
         };
         if finished {
-            let account = lock(&self.ledger.accounts).get(&self.lease.sub).cloned();
+            let key = (self.lease.sub.clone(), self.lease.family);
+            let account = lock(&self.ledger.accounts).get(&key).cloned();
             if let Some(account) = account {
                 self.ledger.release_later(&mut lock(&account.leases));
             }

@@ -1,7 +1,11 @@
 //! Spend caps that are never exceeded.
 //!
 //! Caps are set per scope (user > group > organization) and period (daily, weekly from
-//! Monday, monthly from the 1st; UTC) in integer USD cents. At admission the worst-case cost
+//! Monday, monthly from the 1st; UTC; or `total`, lifetime spend that never resets) in
+//! integer USD cents, for every model or for one model family ([`family`]: a limit with a
+//! `model` binds only that family's requests and counts only its spend). Each person's
+//! spend is kept per period for every model and, for a request of a Claude family, per
+//! period for that family too ([`caps::Meter`]), so a family cap's period-to-date is exact. At admission the worst-case cost
 //! of a request is taken out of the person's spend lease (`ledger`): a reservation of
 //! several requests' worst case, checked against every binding cap in the store transaction
 //! that makes it (and, when the person is in groups with a shared budget, against the first
@@ -12,6 +16,7 @@
 pub mod admin;
 pub mod admission;
 pub mod caps;
+pub mod family;
 pub mod headers;
 pub mod ledger;
 pub mod usage_api;
@@ -22,25 +27,37 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use crate::config::{GroupMode, PoolRule};
-pub use caps::{binding_cap, binding_limit};
+pub use caps::{Meter, binding_cap, binding_limit};
+pub use family::Family;
 pub use worst_case::{CostDrivers, worst_case_micro};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Period {
     Daily,
     Weekly,
     Monthly,
+    /// Lifetime spend: never resets (a Gatehouse extension).
+    Total,
 }
 
 impl Period {
+    /// The periods that reset (the reference's).
     pub const ALL: [Period; 3] = [Period::Daily, Period::Weekly, Period::Monthly];
+    /// Every period, `total` last: the order the stores lock a person's rows in.
+    pub const EVERY: [Period; 4] = [
+        Period::Daily,
+        Period::Weekly,
+        Period::Monthly,
+        Period::Total,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Period::Daily => "daily",
             Period::Weekly => "weekly",
             Period::Monthly => "monthly",
+            Period::Total => "total",
         }
     }
 
@@ -49,17 +66,21 @@ impl Period {
             "daily" => Some(Period::Daily),
             "weekly" => Some(Period::Weekly),
             "monthly" => Some(Period::Monthly),
+            "total" => Some(Period::Total),
             _ => None,
         }
     }
 
-    /// The window containing `now`: its start and the next reset.
+    /// The window containing `now`: its start and the next reset. `total`'s window starts
+    /// at the Unix epoch and its reset is [`DateTime::<Utc>::MAX_UTC`] (it never resets:
+    /// [`Window::resets`]).
     pub fn window(self, now: DateTime<Utc>) -> Window {
         let day = Utc
             .with_ymd_and_hms(now.year(), now.month(), now.day(), 0, 0, 0)
             .single()
             .unwrap_or(now);
         let (start, reset) = match self {
+            Period::Total => (DateTime::<Utc>::UNIX_EPOCH, DateTime::<Utc>::MAX_UTC),
             Period::Daily => (day, day + Duration::days(1)),
             Period::Weekly => {
                 let start = day - Duration::days(i64::from(now.weekday().num_days_from_monday()));
@@ -97,6 +118,14 @@ pub struct Window {
     pub reset: DateTime<Utc>,
 }
 
+impl Window {
+    /// When it resets; `None` for `total`.
+    pub fn resets(&self) -> Option<DateTime<Utc>> {
+        (self.period != Period::Total).then_some(self.reset)
+    }
+}
+
+/// The windows of the periods that reset, in [`Period::ALL`] order.
 pub fn windows(now: DateTime<Utc>) -> [Window; 3] {
     Period::ALL.map(|p| p.window(now))
 }
@@ -136,6 +165,8 @@ pub struct SpendLimit {
     /// Group name or user `sub`; empty for the organization.
     pub scope_id: String,
     pub period: Period,
+    /// The model family it binds (`None`: every model).
+    pub model: Option<Family>,
     /// `None` is unlimited; `Some(0)` blocks everything.
     pub amount_cents: Option<i64>,
     /// A group's monthly limit may also carry a budget the whole group spends together.
@@ -157,6 +188,8 @@ impl SpendLimit {
             "id": self.id,
             "scope": scope,
             "period": self.period.as_str(),
+            // A Gatehouse extension: the model family it binds (`null`: every model).
+            "model": self.model.map(Family::as_str),
             "amount": self.amount_cents.map(|a| a.to_string()),
             "currency": "USD",
             "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -172,9 +205,11 @@ impl SpendLimit {
         v
     }
 
-    /// A group's monthly limit: the only one that may carry a shared budget.
+    /// A group's monthly limit of every model: the only one that may carry a shared budget.
     pub fn holds_pool(&self) -> bool {
-        self.scope_type == ScopeType::RbacGroup && self.period == Period::Monthly
+        self.scope_type == ScopeType::RbacGroup
+            && self.period == Period::Monthly
+            && self.model.is_none()
     }
 
     /// The shared budget that admits requests (set and not paused), in cents.
@@ -204,10 +239,12 @@ pub struct PoolStanding {
     pub reset: DateTime<Utc>,
 }
 
-/// One period's standing for a person.
+/// One period's standing for a person, of every model or of one family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Standing {
     pub period: Period,
+    /// The model family whose spend and cap this is (`None`: every model).
+    pub family: Option<Family>,
     /// Cap in cents (`None`: unlimited).
     pub cap_cents: Option<i64>,
     pub cap_scope: Option<ScopeType>,
@@ -215,10 +252,24 @@ pub struct Standing {
     pub spent_micro: u64,
     /// Held by open reservations (this request's included, when reserving).
     pub reserved_micro: u64,
-    pub reset: DateTime<Utc>,
+    /// `None` for `total`, which never resets.
+    pub reset: Option<DateTime<Utc>>,
 }
 
 impl Standing {
+    /// The counter it stands on.
+    pub fn meter(&self) -> Meter {
+        Meter {
+            period: self.period,
+            family: self.family,
+        }
+    }
+
+    /// How people read the cap: `daily`, `daily Opus`, `total`.
+    pub fn describe(&self) -> String {
+        self.meter().describe()
+    }
+
     /// Settled spend over the cap (0 when unlimited).
     pub fn utilization(&self) -> f64 {
         match self.cap_cents {
@@ -237,6 +288,9 @@ pub struct ReserveRequest {
     pub sub: String,
     pub groups: Vec<String>,
     pub amount_micro: u64,
+    /// The model family of the request(s) it admits: their spend is also counted per family
+    /// and the family's caps bind them (`None`: not a Claude family).
+    pub family: Option<Family>,
     /// Headroom every binding cap must still have after this reservation (0: none). A
     /// lease asks for room for several more beside it, so leases are taken only far from
     /// a cap and admission near a cap stays exact, one worst case at a time.
@@ -251,12 +305,12 @@ pub struct ReserveRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
     Reserved(Vec<Standing>),
-    /// Nothing was written; `exceeded` lists the periods that would go over. `pool` is set
+    /// Nothing was written; `exceeded` lists the caps that would go over. `pool` is set
     /// when the person's own caps had room but every shared budget of theirs was used up
     /// (the first in paying order is described).
     Refused {
         standings: Vec<Standing>,
-        exceeded: Vec<Period>,
+        exceeded: Vec<Meter>,
         pool: Option<PoolStanding>,
     },
 }

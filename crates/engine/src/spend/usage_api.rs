@@ -1,5 +1,9 @@
 //! A signed-in person's own caps and spend: `GET /api/oauth/usage` (the shape newer Claude
-//! Code clients read for `/usage`) and `GET /v1/me/spend` (everything, for the tray).
+//! Code clients read for `/usage`) and `GET /v1/me/spend` (everything, for the tray). A
+//! person bound by a model family's cap or a `total` cap (Gatehouse extensions) gets an
+//! entry for it too: `/v1/me/spend` entries all name their family (`model`, `null`: every
+//! model), `/api/oauth/usage` limits only a family's (keeping Claude Code's shape for the
+//! rest); a `total` cap, which never resets, has `resets_at: null`.
 
 use axum::body::Body;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -27,8 +31,11 @@ async fn standings_for(gw: &Gateway, principal: &Principal) -> Result<Vec<Standi
         .map_err(|_| ApiError::ServiceUnavailable("spend is unavailable right now".into()))
 }
 
-fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+fn iso(t: Option<chrono::DateTime<chrono::Utc>>) -> Value {
+    t.map_or(Value::Null, |t| {
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            .into()
+    })
 }
 
 fn percent(s: &Standing) -> u64 {
@@ -37,7 +44,11 @@ fn percent(s: &Standing) -> u64 {
 
 pub async fn oauth_usage(gw: &Gateway, principal: &Principal) -> Result<Response<Body>, ApiError> {
     let standings = standings_for(gw, principal).await?;
-    let by = |p: Period| standings.iter().find(|s| s.period == p);
+    let by = |p: Period| {
+        standings
+            .iter()
+            .find(|s| s.period == p && s.family.is_none())
+    };
     let capped: Vec<&Standing> = standings.iter().filter(|s| s.cap_cents.is_some()).collect();
     let active = capped
         .iter()
@@ -48,14 +59,18 @@ pub async fn oauth_usage(gw: &Gateway, principal: &Principal) -> Result<Response
             let limits: Vec<Value> = capped
                 .iter()
                 .map(|s| {
-                    json!({
+                    let mut v = json!({
                         "kind": "spend",
                         "group": s.period.as_str(),
                         "percent": percent(s),
                         "resets_at": iso(s.reset),
                         "severity": if s.utilization() > 0.95 { "critical" } else if s.utilization() > 0.75 { "warning" } else { "normal" },
                         "is_active": std::ptr::eq(*s, a),
-                    })
+                    });
+                    if let Some(f) = s.family {
+                        v["model"] = f.as_str().into();
+                    }
+                    v
                 })
                 .collect();
             json!({
@@ -98,6 +113,7 @@ pub async fn me_spend(gw: &Gateway, principal: &Principal) -> Result<Response<Bo
         .map(|s| {
             json!({
                 "period": s.period.as_str(),
+                "model": s.family.map(super::Family::as_str),
                 "limit_cents": s.cap_cents,
                 "limit_scope": s.cap_scope.map(|c| c.as_str()),
                 "spent_cents": cents(s.spent_micro),

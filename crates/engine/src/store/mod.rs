@@ -338,7 +338,8 @@ pub trait Store: Send + Sync {
     /// index leads with the request id (rows are indexed by time), so this scans: for tests
     /// and support lookups, never the request path.
     async fn usage_cost(&self, request_id: &str) -> Result<Option<u64>, StoreError>;
-    /// A person's standing in each period.
+    /// A person's standing in each period of every model (daily, weekly, monthly), then on
+    /// every other period or model family where a cap binds them.
     async fn standings(
         &self,
         sub: &str,
@@ -346,12 +347,25 @@ pub trait Store: Send + Sync {
         mode: crate::spend::GroupMode,
         now: DateTime<Utc>,
     ) -> Result<Vec<crate::spend::Standing>, StoreError>;
-    /// Creates or replaces the cap for a scope and period, with its audit row.
+    /// Creates or replaces the cap of every model for a scope and period, with its audit row.
     async fn upsert_limit(
         &self,
         scope_type: crate::spend::ScopeType,
         scope_id: &str,
         period: crate::spend::Period,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError>;
+    /// Creates or replaces the cap of one model family for a scope and period (beside the
+    /// scope's cap of every model for that period), with its audit row.
+    #[allow(clippy::too_many_arguments)]
+    async fn upsert_model_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        model: crate::spend::Family,
         amount_cents: Option<i64>,
         actor: &str,
         now: DateTime<Utc>,

@@ -247,6 +247,31 @@ impl Store for Timed {
         )
     }
 
+    async fn upsert_model_limit(
+        &self,
+        scope_type: spend::ScopeType,
+        scope_id: &str,
+        period: spend::Period,
+        model: spend::Family,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<spend::SpendLimit, StoreError> {
+        timed!(
+            self,
+            "upsert_model_limit",
+            self.inner.upsert_model_limit(
+                scope_type,
+                scope_id,
+                period,
+                model,
+                amount_cents,
+                actor,
+                now
+            )
+        )
+    }
+
     async fn upsert_pooled_limit(
         &self,
         group: &str,

@@ -2,10 +2,15 @@
 //! field in the reference's order and with its messages (`<path>: <problem>`, the first
 //! problem only), so a tool written against the reference reads the same 400s here.
 //! Unknown fields are ignored, as the reference ignores them.
+//!
+//! Two Gatehouse extensions: `model` (a Claude model family, `opus`, `sonnet`, `haiku`, …
+//! see [`crate::spend::family`]; absent or `null`: every model) and `period: "total"`
+//! (lifetime spend, never reset). The 400 for an unknown period keeps the reference's
+//! wording, which names only its own three.
 
 use serde_json::{Map, Value};
 
-use crate::spend::{Period, ScopeType};
+use crate::spend::{Family, Period, ScopeType};
 
 /// Amounts are whole cents of at most this many digits (the reference allows 18; micro-USD
 /// arithmetic needs the cap times 10 000 to stay within 2^53).
@@ -17,6 +22,8 @@ pub struct Upsert {
     pub scope: ScopeType,
     pub scope_id: String,
     pub period: Period,
+    /// The family the limit binds (`None`: every model).
+    pub model: Option<Family>,
     pub amount: Option<Option<i64>>,
     /// `pooled_budget`, when sent as an object.
     pub pooled: Option<PooledPatch>,
@@ -139,6 +146,21 @@ fn currency(path: &str, v: Option<&Value>) -> Result<(), String> {
     }
 }
 
+/// `model`: a Claude model family, or `null` / absent for every model.
+fn model(v: Option<&Value>) -> Result<Option<Family>, String> {
+    let one_of = || {
+        format!(
+            "model: must be one of {} (a Claude model family) or null",
+            Family::one_of()
+        )
+    };
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Family::parse(s).map(Some).ok_or_else(one_of),
+        Some(other) => Err(expected("model", "string", other)),
+    }
+}
+
 /// `pooled_budget` (`None` when absent or `null`).
 fn pooled(v: Option<&Value>) -> Result<Option<PooledPatch>, String> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
@@ -165,6 +187,7 @@ pub fn parse(bytes: &[u8]) -> Result<Upsert, String> {
     let (scope, scope_id) = scope(o.get("scope"))?;
     let amount = o.get("amount").map(|a| cents("amount", a)).transpose()?;
     let period = period(o.get("period"))?;
+    let model = model(o.get("model"))?;
     currency("currency", o.get("currency"))?;
     let pooled = pooled(o.get("pooled_budget"))?;
     if amount.is_none() && o.get("pooled_budget").is_none_or(Value::is_null) {
@@ -182,10 +205,18 @@ pub fn parse(bytes: &[u8]) -> Result<Upsert, String> {
             );
         }
     }
+    if model.is_some() && o.get("pooled_budget").is_some_and(|p| !p.is_null()) {
+        return Err(
+            "pooled_budget: a shared budget is set on a group's monthly limit of \
+                    every model, not on one with model"
+                .into(),
+        );
+    }
     Ok(Upsert {
         scope,
         scope_id,
         period,
+        model,
         amount,
         pooled,
     })
@@ -264,6 +295,30 @@ mod tests {
                 amount: Some(Some(50)),
                 paused: None
             })
+        );
+    }
+
+    #[test]
+    fn model_and_total_are_extensions() {
+        let u = parse(br#"{"scope":{"type":"user","user_id":"a"},"amount":"5","period":"total","model":"opus"}"#).unwrap();
+        assert_eq!((u.period, u.model), (Period::Total, Family::parse("opus")));
+        let u = parse(br#"{"scope":{"type":"organization"},"amount":"5","model":null}"#).unwrap();
+        assert_eq!(u.model, None);
+        assert_eq!(
+            err(r#"{"scope":{"type":"organization"},"amount":"1","model":"gpt-4o"}"#),
+            "model: must be one of opus, sonnet, haiku, fable, mythos (a Claude model family) or null"
+        );
+        assert_eq!(
+            err(r#"{"scope":{"type":"organization"},"amount":"1","model":"claude-opus-4-7"}"#),
+            err(r#"{"scope":{"type":"organization"},"amount":"1","model":"Opus"}"#),
+        );
+        assert_eq!(
+            err(r#"{"scope":{"type":"organization"},"amount":"1","model":3}"#),
+            "model: Expected string, received number"
+        );
+        assert!(
+            err(r#"{"scope":{"type":"rbac_group","rbac_group_id":"g"},"amount":"1","model":"opus","pooled_budget":{"paused":true}}"#)
+                .starts_with("pooled_budget: a shared budget")
         );
     }
 }

@@ -1,10 +1,13 @@
 //! `GET /v1/organizations/spend_limits/effective`: one `SpendSummary` row per person and
 //! period, in the reference's shape (`scope`, `groups`, `actor`, `amount`, `currency`,
 //! `period`, `source`, `spend_limit_id`, `period_to_date_spend`), with Gatehouse's exact
-//! micro-USD amounts and the reset time as additions.
+//! micro-USD amounts and the reset time as additions. Two more Gatehouse extensions: each
+//! row names its model family (`model`, `null`: every model), and a person bound by a
+//! `total` cap or by a family's cap has a row for it too (`period: "total"` with
+//! `resets_at: null`; `model: "opus"` with that family's spend and cap).
 //!
 //! Query: `user_ids[]` (at most 100: exactly those people, in that order, known or not),
-//! `period[]`, `q` (matches id, email or name), `sort=spend_desc` (needs exactly one
+//! `period[]` (default: every period, `total` included), `q` (matches id, email or name), `sort=spend_desc` (needs exactly one
 //! period), `limit` (1-1000, default 20) and `page` (the `next_page` of the previous answer:
 //! a keyset cursor as the reference's, base64url JSON `{"p": <last user id>}`, or with
 //! `sort=spend_desc` `{"p", "c": <their cents>, "s": true}`, so a page never repeats or
@@ -99,7 +102,7 @@ fn parse(q: &[(String, String)]) -> Result<Query, ApiError> {
         }
     }
     if periods.is_empty() {
-        periods = Period::ALL.to_vec();
+        periods = Period::EVERY.to_vec();
     }
     let users = all("user_ids");
     if users.len() > 100 {
@@ -210,12 +213,13 @@ pub(crate) fn row(who: &UserIdentity, s: &Standing, binding: Option<&SpendLimit>
         "amount": binding.and_then(|l| l.amount_cents).map(|a| a.to_string()),
         "currency": "USD",
         "period": s.period.as_str(),
+        "model": s.family.map(crate::spend::Family::as_str),
         "source": source,
         "spend_limit_id": binding.map(|l| l.id.clone()),
         "period_to_date_spend": cents_text(s.spent_micro),
         "spent_micro_usd": s.spent_micro,
         "reserved_micro_usd": s.reserved_micro,
-        "resets_at": s.reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "resets_at": s.reset.map(|r| r.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
     })
 }
 
@@ -248,9 +252,9 @@ pub async fn effective(
         let mut rows = Vec::new();
         let mut key = 0;
         for p in &q.periods {
-            if let Some(s) = standings.iter().find(|s| s.period == *p) {
+            for s in standings.iter().filter(|s| s.period == *p) {
                 key = key.max(s.spent_micro);
-                let binding = binding_limit(&limits, *p, &who.sub, &who.groups, mode);
+                let binding = binding_limit(&limits, *p, s.family, &who.sub, &who.groups, mode);
                 rows.push(row(who, s, binding));
             }
         }

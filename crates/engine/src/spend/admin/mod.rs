@@ -7,7 +7,9 @@
 //! names them: `admin-key:<id>` or `oidc:<sub>`. The same credentials read the cost
 //! report (`cost`, parameters checked in `cost_query`) at `/v1/organizations/analytics/cost`;
 //! Claude Code sessions (`sessions`, an extension) at `/v1/organizations/analytics/sessions`;
-//! `pooled` merges and shows shared group budgets.
+//! `pooled` merges and shows shared group budgets. Limits may name a model family and the
+//! `total` period (Gatehouse extensions, see `body`); one is identified by scope, period
+//! and model.
 
 mod body;
 mod cost;
@@ -272,22 +274,26 @@ async fn upsert(
     let b = body::parse(&bytes).map_err(|m| bad(&m))?;
     // Read first, then written: two admins replacing one limit at once keep the last write.
     let stored = if b.amount.is_none() || b.pooled.is_some() {
-        existing(gw, b.scope, &b.scope_id, b.period).await?
+        existing(gw, b.scope, &b.scope_id, b.period, b.model).await?
     } else {
         None
     };
     let (amount, pool) = pooled::merge(&b, stored.as_ref()).map_err(|m| bad(&m))?;
-    let written =
-        if b.pooled.is_some() && b.scope == ScopeType::RbacGroup && b.period == Period::Monthly {
-            gw.store
-                .upsert_pooled_limit(&b.scope_id, amount, pool, actor, now)
-                .await
-        } else {
-            // The stored shared budget, if any, stays as it is.
-            gw.store
-                .upsert_limit(b.scope, &b.scope_id, b.period, amount, actor, now)
-                .await
-        };
+    let pooled_limit = b.scope == ScopeType::RbacGroup && b.period == Period::Monthly;
+    let written = if let Some(model) = b.model {
+        gw.store
+            .upsert_model_limit(b.scope, &b.scope_id, b.period, model, amount, actor, now)
+            .await
+    } else if b.pooled.is_some() && pooled_limit {
+        gw.store
+            .upsert_pooled_limit(&b.scope_id, amount, pool, actor, now)
+            .await
+    } else {
+        // The stored shared budget, if any, stays as it is.
+        gw.store
+            .upsert_limit(b.scope, &b.scope_id, b.period, amount, actor, now)
+            .await
+    };
     let l = written.map_err(store_failed)?;
     gw.ledger.retire_all();
     gw.deps.emit(
@@ -299,12 +305,13 @@ async fn upsert(
     Ok(ok(one(gw, l, now).await?, request_id))
 }
 
-/// The stored limit of one scope and period, if any.
+/// The stored limit of one scope, period and model family, if any.
 async fn existing(
     gw: &Gateway,
     scope: ScopeType,
     scope_id: &str,
     period: super::Period,
+    model: Option<super::Family>,
 ) -> Result<Option<SpendLimit>, ApiError> {
     let mut after = None;
     loop {
@@ -315,7 +322,7 @@ async fn existing(
             .map_err(store_failed)?;
         if let Some(l) = page
             .iter()
-            .find(|l| l.scope_id == scope_id && l.period == period)
+            .find(|l| l.scope_id == scope_id && l.period == period && l.model == model)
         {
             return Ok(Some(l.clone()));
         }

@@ -91,6 +91,7 @@ mod tests {
             scope_type: ScopeType::RbacGroup,
             scope_id: "eng".into(),
             period: Period::Monthly,
+            model: None,
             amount_cents: amount,
             pooled,
             created_at: chrono::Utc::now(),

@@ -35,7 +35,7 @@ pub async fn preview(
         .map_err(|_| ApiError::PayloadTooLarge("body too large".into()))?
         .to_bytes();
     let b = body::parse(&bytes).map_err(|m| bad(&m))?;
-    let stored = existing(gw, b.scope, &b.scope_id, b.period).await?;
+    let stored = existing(gw, b.scope, &b.scope_id, b.period, b.model).await?;
     let people = gw.store.principals(None).await.map_err(store_failed)?;
     let bound: Vec<&str> = people
         .iter()
@@ -51,7 +51,10 @@ pub async fn preview(
         ScopeType::RbacGroup => format!("each member of the group {}", b.scope_id),
         ScopeType::User => format!("the person {}", b.scope_id),
     };
-    let period = b.period.as_str();
+    let period = match b.model {
+        Some(m) => format!("{} {}", b.period.as_str(), m.label()),
+        None => b.period.as_str().to_owned(),
+    };
     let amount = b
         .amount
         .unwrap_or_else(|| stored.as_ref().and_then(|l| l.amount_cents));

@@ -11,9 +11,11 @@
 //! in one READ COMMITTED transaction that first takes row locks, so the check sees the
 //! latest committed state and nothing changes it before the commit (row locks, not
 //! SERIALIZABLE: no retry storms under a burst, and waits only between the same rows):
-//! - `reserve` is one statement, the `gatehouse_reserve_pooled` function (migration 0006,
-//!   `gatehouse_reserve` of 0002 with shared budgets): it locks the person's three spend rows (daily, weekly, monthly, created if missing) with
-//!   `SELECT .. FOR UPDATE` in that fixed order, which returns their latest committed
+//! - `reserve` is one statement, the `gatehouse_reserve_meters` function (migration 0010:
+//!   0006's `gatehouse_reserve_pooled`, which is 0002's `gatehouse_reserve` with shared
+//!   budgets, over four periods and a model family): it locks the person's spend rows
+//!   (daily, weekly, monthly, total, then the same four of the request's model family;
+//!   created if missing) with `SELECT .. FOR UPDATE` in that fixed order, which returns their latest committed
 //!   totals, checks every binding cap and writes the hold and the reservation row, all
 //!   inside the server: the rows stay locked for microseconds, not for client round trips.
 //!   A second reservation for the same person, on any replica, waits for the lock and then
@@ -632,6 +634,30 @@ impl Store for PostgresStore {
             scope_type,
             scope_id,
             period,
+            None,
+            amount_cents,
+            None,
+            actor,
+            now
+        ))
+    }
+
+    async fn upsert_model_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        model: crate::spend::Family,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        retrying!(self, |c| spend::upsert_limit(
+            &mut c,
+            scope_type,
+            scope_id,
+            period,
+            Some(model),
             amount_cents,
             None,
             actor,
@@ -652,6 +678,7 @@ impl Store for PostgresStore {
             crate::spend::ScopeType::RbacGroup,
             group,
             crate::spend::Period::Monthly,
+            None,
             amount_cents,
             Some(pooled),
             actor,

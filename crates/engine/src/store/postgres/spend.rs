@@ -2,7 +2,10 @@
 //! settlement, caps with their audit rows, the identity directory and retention. Each
 //! mutation is one transaction; the locking that keeps caps exact across replicas is
 //! described in the `store::postgres` module doc. The cap arithmetic itself is in
-//! [`crate::spend::caps`].
+//! [`crate::spend::caps`]. A person's spend of every model is in `spend` (one row per
+//! period, `total`'s starting at 0), a model family's in `family_spend` (migration 0010); a
+//! reservation holds on both kinds of rows ([`caps::held_meters`]) and its settlement moves
+//! them together, every model's rows first.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
@@ -13,8 +16,8 @@ use tokio_postgres::types::ToSql;
 use super::{Client, OWNER_LOCK_NAMESPACE, PgError, exec, row_opt, rows};
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, GroupMode, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
-    ScopeType, SpendLimit, Standing, caps, new_id, windows,
+    AuditRow, Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome,
+    ReserveRequest, ScopeType, SpendLimit, Standing, caps, new_id,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, SettleAs};
@@ -23,12 +26,36 @@ use crate::store::{OpenReservation, SettleAs};
 const LIMIT_LOCK_NAMESPACE: i32 = 0x4748_4c4d; // "GHLM"
 
 const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at, \
-     pooled_amount_cents, pooled_enabled";
+     pooled_amount_cents, pooled_enabled, model";
+
+/// A stored `model` column: `''` for every model, else a family this binary knows (a row
+/// of a family it does not know is refused rather than read as one of every model).
+struct StoredModel(Option<Family>);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for StoredModel {
+    fn from_sql(
+        ty: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let model = <&str as tokio_postgres::types::FromSql>::from_sql(ty, raw)?;
+        if model.is_empty() {
+            return Ok(StoredModel(None));
+        }
+        Family::parse(model)
+            .map(|f| StoredModel(Some(f)))
+            .ok_or_else(|| format!("unknown model family `{model}`").into())
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        <&str as tokio_postgres::types::FromSql>::accepts(ty)
+    }
+}
 
 fn limit_row(r: &Row) -> Result<SpendLimit, PgError> {
     let scope: String = r.try_get(1)?;
     let period: String = r.try_get(3)?;
     Ok(SpendLimit {
+        model: r.try_get::<_, StoredModel>(9)?.0,
         id: r.try_get(0)?,
         scope_type: ScopeType::parse(&scope).unwrap_or(ScopeType::Organization),
         scope_id: r.try_get(2)?,
@@ -72,16 +99,41 @@ async fn candidate_limits(
     Ok(out)
 }
 
-/// `(spent, reserved)` per period, in [`Period::ALL`] order.
-fn totals_by_period(found: &[Row]) -> Result<[(u64, u64); 3], PgError> {
-    let mut out = [(0, 0); 3];
+/// A meter's `(spent, reserved)`.
+type Total = (Meter, (u64, u64));
+
+/// `(spent, reserved)` per meter, from rows of `(period, family, spent, reserved)` (family
+/// NULL: every model's).
+fn totals_by_meter(found: &[Row]) -> Result<Vec<Total>, PgError> {
+    let mut out = Vec::with_capacity(found.len());
     for r in found {
         let period: String = r.try_get(0)?;
-        if let Some(k) = Period::ALL.iter().position(|p| p.as_str() == period) {
-            out[k] = (u(r.try_get(1)?), u(r.try_get(2)?));
-        }
+        let family: Option<String> = r.try_get(1)?;
+        let Some(period) = Period::parse(&period) else {
+            continue;
+        };
+        let family = match family {
+            None => None,
+            Some(f) => match Family::parse(&f) {
+                Some(f) => Some(f),
+                None => continue,
+            },
+        };
+        out.push((
+            Meter { period, family },
+            (u(r.try_get(2)?), u(r.try_get(3)?)),
+        ));
     }
     Ok(out)
+}
+
+fn lookup(totals: &[Total]) -> impl Fn(&Meter) -> (u64, u64) + '_ {
+    |m| totals.iter().find(|t| t.0 == *m).map_or((0, 0), |t| t.1)
+}
+
+/// The stored starts of every period's window containing `now` (`total`'s is 0).
+fn starts_of(now: DateTime<Utc>) -> [i64; 4] {
+    Period::EVERY.map(|p| ms(p.window(now).start))
 }
 
 pub async fn standings(
@@ -91,7 +143,6 @@ pub async fn standings(
     mode: GroupMode,
     now: DateTime<Utc>,
 ) -> Result<Vec<Standing>, PgError> {
-    let wins = windows(now);
     // One snapshot for the caps and the totals.
     let tx = c
         .build_transaction()
@@ -99,24 +150,34 @@ pub async fn standings(
         .read_only(true)
         .start()
         .await?;
-    let starts = wins.map(|w| ms(w.start));
-    let params: [&(dyn ToSql + Sync); 4] = [&sub, &starts[0], &starts[1], &starts[2]];
-    let (limits, found) = try_join!(
-        candidate_limits(&tx, sub, groups),
-        rows(
-            &tx,
-            "SELECT period, spent_micro, reserved_micro FROM spend
-             WHERE principal = $1 AND ((period = 'daily' AND period_start = $2)
+    let starts = starts_of(now);
+    let params: [&(dyn ToSql + Sync); 5] = [&sub, &starts[0], &starts[1], &starts[2], &starts[3]];
+    let current = "((period = 'daily' AND period_start = $2)
                 OR (period = 'weekly' AND period_start = $3)
-                OR (period = 'monthly' AND period_start = $4))",
-            &params,
-        )
+                OR (period = 'monthly' AND period_start = $4)
+                OR (period = 'total' AND period_start = $5))";
+    let every_sql = format!(
+        "SELECT period, NULL::TEXT, spent_micro, reserved_micro FROM spend
+         WHERE principal = $1 AND {current}"
+    );
+    let family_sql = format!(
+        "SELECT period, family, spent_micro, reserved_micro FROM family_spend
+         WHERE principal = $1 AND {current}"
+    );
+    let (limits, every, families) = try_join!(
+        candidate_limits(&tx, sub, groups),
+        rows(&tx, &every_sql, &params),
+        rows(&tx, &family_sql, &params)
     )?;
     tx.commit().await?;
+    let mut totals = totals_by_meter(&every)?;
+    totals.extend(totals_by_meter(&families)?);
+    let meters = caps::shown(&limits, None, sub, groups, mode);
     Ok(caps::standings(
         &limits,
-        totals_by_period(&found)?,
-        &wins,
+        &meters,
+        lookup(&totals),
+        now,
         sub,
         groups,
         mode,
@@ -128,15 +189,16 @@ pub async fn reserve(
     req: &ReserveRequest,
     owner_key: i32,
 ) -> Result<ReserveOutcome, PgError> {
-    // The caps are resolved first; `gatehouse_reserve` (migration 0002) then locks the
-    // person's rows, checks and writes in one statement. A cap changed in between is as if
-    // it changed just after this reservation.
+    // The caps are resolved first; `gatehouse_reserve_meters` (migration 0010) then locks
+    // the person's rows, checks and writes in one statement. A cap changed in between is as
+    // if it changed just after this reservation.
     let limits = candidate_limits(c, &req.sub, &req.groups).await?;
+    let held = caps::held_meters(req.family);
     // The headroom to keep free is taken off the caps the function checks against (rounded
     // up to whole cents, so never less than asked).
     let keep_cents = i64::try_from(req.keep_free_micro.div_ceil(10_000)).unwrap_or(i64::MAX);
     let cap_cents: Vec<Option<i64>> =
-        caps::binding_caps(&limits, &req.windows, &req.sub, &req.groups, req.mode)
+        caps::binding_caps(&limits, &held, &req.sub, &req.groups, req.mode)
             .iter()
             .map(|c| c.map(|c| c.saturating_sub(keep_cents)))
             .collect();
@@ -147,14 +209,15 @@ pub async fn reserve(
         .iter()
         .map(|p| p.1.saturating_sub(keep_cents))
         .collect();
-    let starts: Vec<i64> = req.windows.iter().map(|w| ms(w.start)).collect();
+    let starts: Vec<i64> = starts_of(req.now).to_vec();
     let found = rows(
         c,
-        "SELECT period, spent_micro, reserved_micro, reserved, pool, pool_used_up, pool_spent,
-                pool_reserved
-         FROM gatehouse_reserve_pooled($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "SELECT period, family, spent_micro, reserved_micro, reserved, pool, pool_used_up,
+                pool_spent, pool_reserved
+         FROM gatehouse_reserve_meters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         &[
             &req.sub,
+            &req.family.map(Family::as_str),
             &starts,
             &cap_cents,
             &i(req.amount_micro),
@@ -168,18 +231,20 @@ pub async fn reserve(
     )
     .await?;
     let first = found.first();
-    let made = first
-        .map(|r| r.try_get::<_, bool>(3))
-        .transpose()?
-        .unwrap_or(false);
-    let used_up = first
-        .map(|r| r.try_get::<_, bool>(5))
-        .transpose()?
-        .unwrap_or(false);
+    let flag = |col: usize| -> Result<bool, PgError> {
+        Ok(first
+            .map(|r| r.try_get::<_, bool>(col))
+            .transpose()?
+            .unwrap_or(false))
+    };
+    let (made, used_up) = (flag(4)?, flag(6)?);
+    let totals = totals_by_meter(&found)?;
+    let meters = caps::shown(&limits, Some(&held), &req.sub, &req.groups, req.mode);
     let mut standings = caps::standings(
         &limits,
-        totals_by_period(&found)?,
-        &req.windows,
+        &meters,
+        lookup(&totals),
+        req.now,
         &req.sub,
         &req.groups,
         req.mode,
@@ -187,12 +252,12 @@ pub async fn reserve(
     if let (false, true, Some(r), Some((group, cap))) = (made, used_up, first, pools.first()) {
         return Ok(ReserveOutcome::Refused {
             standings,
-            exceeded: vec![Period::Monthly],
+            exceeded: vec![Meter::all(Period::Monthly)],
             pool: Some(PoolStanding {
                 group: group.clone(),
                 cap_cents: *cap,
-                spent_micro: u(r.try_get(6)?),
-                reserved_micro: u(r.try_get(7)?),
+                spent_micro: u(r.try_get(7)?),
+                reserved_micro: u(r.try_get(8)?),
                 reset: req.windows[2].reset,
             }),
         });
@@ -224,18 +289,19 @@ pub async fn settle_in(
         "UPDATE reservations SET state = $2,
              settled_micro = LEAST(COALESCE(settled_micro, 0)::NUMERIC + $3::BIGINT, 9223372036854775807)::BIGINT
          WHERE id = $1 AND state = 'open'
-         RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group",
+         RETURNING principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group,
+            family",
         &[&id, &state, &actual],
     )
     .await?;
-    // (principal, hold to drop, charge to add, window starts, paying pool)
-    type Closed = (String, i64, i64, [i64; 3], Option<String>);
-    let (sub, amount, charge, starts, pool): Closed = match flipped {
+    // (principal, hold to drop, charge to add, rows held, paying pool)
+    type Closed = (String, i64, i64, Held, Option<String>);
+    let (sub, amount, charge, held, pool): Closed = match flipped {
         Some(r) => (
             r.try_get(0)?,
             r.try_get(1)?,
             actual,
-            [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
+            Held::read(&r, 2, 6)?,
             r.try_get(5)?,
         ),
         None if how == SettleAs::Charged => {
@@ -248,7 +314,7 @@ pub async fn settle_in(
                  FROM (SELECT id, settled_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
                  WHERE r.id = old.id AND r.state IN ('estimated', 'released')
                  RETURNING r.principal, old.was, r.daily_start, r.weekly_start, r.monthly_start,
-                    r.pool_group",
+                    r.pool_group, r.family",
                 &[&id, &actual],
             )
             .await?;
@@ -258,17 +324,17 @@ pub async fn settle_in(
                 r.try_get(0)?,
                 0,
                 actual - was.unwrap_or(0),
-                [r.try_get(2)?, r.try_get(3)?, r.try_get(4)?],
+                Held::read(&r, 2, 6)?,
                 r.try_get(5)?,
             )
         }
         None => return Ok(false),
     };
-    spend_rows(tx, &sub, starts, amount, charge, now).await?;
+    spend_rows(tx, &sub, &held, amount, charge, now).await?;
     if let Some(group) = pool {
         let moved = PoolCharge {
             group,
-            month_start: starts[2],
+            month_start: held.starts[2],
             hold: amount,
             charge,
         };
@@ -329,12 +395,33 @@ pub async fn pool_totals(
         .collect()
 }
 
-/// Drops `hold` from the person's reserved amounts and adds `charge` to their spend, in the
-/// three periods' rows.
+/// The rows a stored reservation holds on: its daily, weekly and monthly windows' starts
+/// (`total`'s is 0) and its model family.
+struct Held {
+    starts: [i64; 3],
+    family: Option<String>,
+}
+
+impl Held {
+    /// The three starts from column `first` on, the family at `family`.
+    fn read(r: &Row, first: usize, family: usize) -> Result<Held, PgError> {
+        Ok(Held {
+            starts: [
+                r.try_get(first)?,
+                r.try_get(first + 1)?,
+                r.try_get(first + 2)?,
+            ],
+            family: r.try_get(family)?,
+        })
+    }
+}
+
+/// Drops `hold` from the person's reserved amounts and adds `charge` to their spend, in
+/// every period's row of every model, then (for a family's reservation) of the family.
 async fn spend_rows(
     tx: &Transaction<'_>,
     sub: &str,
-    starts: [i64; 3],
+    held: &Held,
     hold: i64,
     charge: i64,
     now: DateTime<Utc>,
@@ -344,18 +431,47 @@ async fn spend_rows(
                    updated_at = $6
                WHERE principal = $1 AND period = $2 AND period_start = $3";
     let at = ms(now);
+    let [d, w, m] = held.starts;
+    let total = 0i64;
     // One statement per period, sent together and run in this order: the same order in
-    // which `reserve` locks them.
-    let [daily, weekly, monthly] = Period::ALL.map(Period::as_str);
-    let p: [[&(dyn ToSql + Sync); 6]; 3] = [
-        [&sub, &daily, &starts[0], &hold, &charge, &at],
-        [&sub, &weekly, &starts[1], &hold, &charge, &at],
-        [&sub, &monthly, &starts[2], &hold, &charge, &at],
+    // which `reserve` locks them. The family's rows come after, as `reserve` locks them.
+    let [daily, weekly, monthly, lifetime] = Period::EVERY.map(Period::as_str);
+    let p: [[&(dyn ToSql + Sync); 6]; 4] = [
+        [&sub, &daily, &d, &hold, &charge, &at],
+        [&sub, &weekly, &w, &hold, &charge, &at],
+        [&sub, &monthly, &m, &hold, &charge, &at],
+        [&sub, &lifetime, &total, &hold, &charge, &at],
     ];
+    let family = async {
+        let Some(f) = &held.family else {
+            return Ok(0);
+        };
+        exec(
+            tx,
+            "UPDATE family_spend f SET reserved_micro = GREATEST(f.reserved_micro - $3, 0),
+                 spent_micro = LEAST(f.spent_micro::NUMERIC + $4::BIGINT, 9223372036854775807)::BIGINT,
+                 updated_at = $5
+             FROM unnest($6::TEXT[], $7::BIGINT[]) AS w(period, start)
+             WHERE f.principal = $1 AND f.family = $2 AND f.period = w.period
+               AND f.period_start = w.start",
+            &[
+                &sub,
+                f,
+                &hold,
+                &charge,
+                &at,
+                &[daily, weekly, monthly, lifetime].as_slice(),
+                &[d, w, m, total].as_slice(),
+            ],
+        )
+        .await
+    };
     try_join!(
         exec(tx, sql, &p[0]),
         exec(tx, sql, &p[1]),
         exec(tx, sql, &p[2]),
+        exec(tx, sql, &p[3]),
+        family,
     )?;
     Ok(())
 }
@@ -382,23 +498,23 @@ pub async fn charge_in(
          FROM (SELECT id, state, amount_micro AS was FROM reservations WHERE id = $1 FOR UPDATE) old
          WHERE r.id = old.id
          RETURNING r.principal, old.state, old.was, r.daily_start, r.weekly_start, r.monthly_start,
-            r.pool_group",
+            r.pool_group, r.family",
         &[&id, &actual],
     )
     .await?;
     let Some(r) = found else { return Ok(None) };
     let pool: Option<String> = r.try_get(6)?;
     let (sub, state, was): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-    let starts: [i64; 3] = [r.try_get(3)?, r.try_get(4)?, r.try_get(5)?];
+    let held = Held::read(&r, 3, 7)?;
     let (dropped, added) = match state.as_str() {
         "open" => (actual.min(was.max(0)), actual),
         "estimated" => (0, 0),
         _ => (0, actual),
     };
-    spend_rows(tx, &sub, starts, dropped, added, now).await?;
+    spend_rows(tx, &sub, &held, dropped, added, now).await?;
     Ok(pool.map(|group| PoolCharge {
         group,
-        month_start: starts[2],
+        month_start: held.starts[2],
         hold: dropped,
         charge: added,
     }))
@@ -473,14 +589,19 @@ async fn audit(
     Ok(())
 }
 
-/// Serialises mutations of one (scope, period) until the transaction ends.
+/// Serialises mutations of one (scope, period, model) until the transaction ends.
 async fn lock_scope(
     tx: &Transaction<'_>,
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
+    model: Option<Family>,
 ) -> Result<(), PgError> {
-    let key = format!("{}\n{scope_id}\n{}", scope_type.as_str(), period.as_str());
+    let mut key = format!("{}\n{scope_id}\n{}", scope_type.as_str(), period.as_str());
+    if let Some(f) = model {
+        key.push('\n');
+        key.push_str(f.as_str());
+    }
     exec(
         tx,
         "SELECT pg_advisory_xact_lock($1, hashtext($2))",
@@ -497,19 +618,27 @@ pub async fn upsert_limit(
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
+    model: Option<Family>,
     amount: Option<i64>,
     pooled: Option<Option<PooledBudget>>,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<SpendLimit, PgError> {
     let tx = c.transaction().await?;
-    lock_scope(&tx, scope_type, scope_id, period).await?;
+    lock_scope(&tx, scope_type, scope_id, period, model).await?;
+    let model_col = model.map_or("", Family::as_str);
     let before = row_opt(
         &tx,
         &format!(
-            "SELECT {LIMIT_COLS} FROM spend_limits WHERE scope_type = $1 AND scope_id = $2 AND period = $3"
+            "SELECT {LIMIT_COLS} FROM spend_limits
+             WHERE scope_type = $1 AND scope_id = $2 AND period = $3 AND model = $4"
         ),
-        &[&scope_type.as_str(), &scope_id, &period.as_str()],
+        &[
+            &scope_type.as_str(),
+            &scope_id,
+            &period.as_str(),
+            &model_col,
+        ],
     )
     .await?
     .map(|r| limit_row(&r))
@@ -521,6 +650,7 @@ pub async fn upsert_limit(
         scope_type,
         scope_id: scope_id.to_owned(),
         period,
+        model,
         amount_cents: amount,
         pooled: pooled.unwrap_or_else(|| before.as_ref().and_then(|b| b.pooled)),
         created_at: before.as_ref().map_or(now, |b| b.created_at),
@@ -529,9 +659,9 @@ pub async fn upsert_limit(
     exec(
         &tx,
         "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at,
-            pooled_amount_cents, pooled_enabled)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
+            pooled_amount_cents, pooled_enabled, model)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (scope_type, scope_id, period, model) DO UPDATE SET amount_cents = excluded.amount_cents,
             updated_at = excluded.updated_at, pooled_amount_cents = excluded.pooled_amount_cents,
             pooled_enabled = excluded.pooled_enabled",
         &[
@@ -544,6 +674,7 @@ pub async fn upsert_limit(
             &ms(now),
             &after.pooled.map(|p| p.amount_cents),
             &after.pooled.is_some_and(|p| !p.paused),
+            &model_col,
         ],
     )
     .await?;
@@ -589,7 +720,14 @@ pub async fn delete_limit(
         return Ok(None);
     };
     // The same lock as create-or-replace of that scope and period, then read it again.
-    lock_scope(&tx, seen.scope_type, &seen.scope_id, seen.period).await?;
+    lock_scope(
+        &tx,
+        seen.scope_type,
+        &seen.scope_id,
+        seen.period,
+        seen.model,
+    )
+    .await?;
     let before = get_limit(&tx, id).await?;
     if let Some(b) = &before {
         exec(&tx, "DELETE FROM spend_limits WHERE id = $1", &[&id]).await?;
@@ -740,9 +878,15 @@ pub async fn retention(
     let mut total = 0u64;
     for (table, condition, cut) in [
         ("admin_audit", "at < $1", audit_before),
+        // Lifetime (`total`) rows are never expired: a `total` cap counts everything.
         (
             "spend",
-            "updated_at < $1 AND reserved_micro = 0",
+            "updated_at < $1 AND reserved_micro = 0 AND period <> 'total'",
+            spend_before,
+        ),
+        (
+            "family_spend",
+            "updated_at < $1 AND reserved_micro = 0 AND period <> 'total'",
             spend_before,
         ),
         (

@@ -365,6 +365,34 @@ impl Store for SqliteStore {
                 scope_type,
                 &scope_id,
                 period,
+                None,
+                amount_cents,
+                None,
+                &actor,
+                now,
+            )
+        })
+        .await
+    }
+
+    async fn upsert_model_limit(
+        &self,
+        scope_type: crate::spend::ScopeType,
+        scope_id: &str,
+        period: crate::spend::Period,
+        model: crate::spend::Family,
+        amount_cents: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<crate::spend::SpendLimit, StoreError> {
+        let (scope_id, actor) = (scope_id.to_owned(), actor.to_owned());
+        self.write(move |c| {
+            spend::upsert_limit(
+                c,
+                scope_type,
+                &scope_id,
+                period,
+                Some(model),
                 amount_cents,
                 None,
                 &actor,
@@ -389,6 +417,7 @@ impl Store for SqliteStore {
                 crate::spend::ScopeType::RbacGroup,
                 &group,
                 crate::spend::Period::Monthly,
+                None,
                 amount_cents,
                 Some(pooled),
                 &actor,

@@ -2,7 +2,10 @@
 //! rows, the identity directory (principals) and retention. Synchronous functions run on
 //! the store's own thread; each mutation is one `BEGIN IMMEDIATE` transaction (SQLite has
 //! one writer, so a check and the write that follows it cannot interleave with another
-//! request's). The cap arithmetic itself is in [`crate::spend::caps`]. Sums in the spend
+//! request's). The cap arithmetic itself is in [`crate::spend::caps`]. A person's spend of
+//! every model is in `spend` (one row per period, `total`'s starting at 0), a model
+//! family's in `family_spend`; a reservation holds on both kinds of rows
+//! ([`caps::held_meters`]) and its settlement moves them together. Sums in the spend
 //! rows saturate at `i64::MAX`: SQLite would turn an overflowing sum into a float, which no
 //! reader could take back as an integer.
 
@@ -11,16 +14,33 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, GroupMode, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
-    ScopeType, SpendLimit, Standing, caps, new_id, windows,
+    AuditRow, Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome,
+    ReserveRequest, ScopeType, SpendLimit, Standing, caps, new_id,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, StoreError};
+
+/// A stored `model` column: `''` for every model, else a family this binary knows (a row
+/// of a family it does not know is refused rather than read as one of every model).
+fn model_of(r: &rusqlite::Row<'_>, col: usize) -> rusqlite::Result<Option<Family>> {
+    let model: String = r.get(col)?;
+    if model.is_empty() {
+        return Ok(None);
+    }
+    Family::parse(&model).map(Some).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            col,
+            rusqlite::types::Type::Text,
+            format!("unknown model family `{model}`").into(),
+        )
+    })
+}
 
 fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
     let scope: String = r.get(1)?;
     let period: String = r.get(3)?;
     Ok(SpendLimit {
+        model: model_of(r, 9)?,
         id: r.get(0)?,
         scope_type: ScopeType::parse(&scope).unwrap_or(ScopeType::Organization),
         scope_id: r.get(2)?,
@@ -41,7 +61,7 @@ fn limit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpendLimit> {
 }
 
 const LIMIT_COLS: &str = "id, scope_type, scope_id, period, amount_cents, created_at, updated_at, \
-     pooled_amount_cents, pooled_enabled";
+     pooled_amount_cents, pooled_enabled, model";
 
 /// Every cap that can bind this person.
 fn candidate_limits(
@@ -62,39 +82,56 @@ fn candidate_limits(
     Ok(rows)
 }
 
-fn spend_row(
+/// The start of a period's window as stored (`total`: 0).
+fn start_of(period: Period, now: DateTime<Utc>) -> i64 {
+    ms(period.window(now).start)
+}
+
+/// A meter's `(spent, reserved)` in the window containing `now`.
+fn meter_row(
     tx: &Connection,
     sub: &str,
-    period: Period,
-    start: i64,
+    m: &Meter,
+    now: DateTime<Utc>,
 ) -> Result<(u64, u64), StoreError> {
-    let row = tx
-        .prepare_cached(
-            "SELECT spent_micro, reserved_micro FROM spend WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
-        )?
-        .query_row(
-            params![sub, period.as_str(), start],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-        )
-        .optional()?;
+    let start = start_of(m.period, now);
+    let read = |r: &rusqlite::Row<'_>| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?));
+    let row = match m.family {
+        None => tx
+            .prepare_cached(
+                "SELECT spent_micro, reserved_micro FROM spend WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
+            )?
+            .query_row(params![sub, m.period.as_str(), start], read)
+            .optional()?,
+        Some(f) => tx
+            .prepare_cached(
+                "SELECT spent_micro, reserved_micro FROM family_spend
+                 WHERE principal = ?1 AND family = ?2 AND period = ?3 AND period_start = ?4",
+            )?
+            .query_row(params![sub, f.as_str(), m.period.as_str(), start], read)
+            .optional()?,
+    };
     Ok(row.map_or((0, 0), |(s, r)| (u(s), u(r))))
 }
 
-/// The person's candidate caps and their standing against them.
+/// The person's candidate caps and their standing against them: on the meters a
+/// reservation of `held` holds (`None`: every meter a cap binds them on).
 fn standings_in(
     tx: &Connection,
     sub: &str,
     groups: &[String],
     mode: GroupMode,
     now: DateTime<Utc>,
+    held: Option<&[Meter]>,
 ) -> Result<(Vec<SpendLimit>, Vec<Standing>), StoreError> {
     let limits = candidate_limits(tx, sub, groups)?;
-    let wins = windows(now);
-    let mut totals = [(0, 0); 3];
-    for (t, w) in totals.iter_mut().zip(&wins) {
-        *t = spend_row(tx, sub, w.period, ms(w.start))?;
+    let meters = caps::shown(&limits, held, sub, groups, mode);
+    let mut totals = Vec::with_capacity(meters.len());
+    for m in &meters {
+        totals.push((*m, meter_row(tx, sub, m, now)?));
     }
-    let standings = caps::standings(&limits, totals, &wins, sub, groups, mode);
+    let found = |m: &Meter| totals.iter().find(|t| t.0 == *m).map_or((0, 0), |t| t.1);
+    let standings = caps::standings(&limits, &meters, found, now, sub, groups, mode);
     Ok((limits, standings))
 }
 
@@ -158,7 +195,7 @@ pub fn standings(
     now: DateTime<Utc>,
 ) -> Result<Vec<Standing>, StoreError> {
     let tx = conn.transaction()?;
-    let (_, s) = standings_in(&tx, sub, groups, mode, now)?;
+    let (_, s) = standings_in(&tx, sub, groups, mode, now, None)?;
     tx.commit()?;
     Ok(s)
 }
@@ -166,7 +203,9 @@ pub fn standings(
 /// Checks every binding cap and reserves, inside the writer's transaction (a refusal
 /// writes nothing).
 pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, StoreError> {
-    let (limits, mut standings) = standings_in(tx, &req.sub, &req.groups, req.mode, req.now)?;
+    let held = caps::held_meters(req.family);
+    let (limits, mut standings) =
+        standings_in(tx, &req.sub, &req.groups, req.mode, req.now, Some(&held))?;
     let wanted = req.amount_micro.saturating_add(req.keep_free_micro);
     let exceeded = caps::exceeded(&standings, wanted);
     if !exceeded.is_empty() {
@@ -181,7 +220,7 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
         Err(pool) => {
             return Ok(ReserveOutcome::Refused {
                 standings,
-                exceeded: vec![Period::Monthly],
+                exceeded: vec![Meter::all(Period::Monthly)],
                 pool: Some(pool),
             });
         }
@@ -200,23 +239,13 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
         )?
         .execute(params![group, ms(req.windows[2].start), amount, now])?;
     }
-    for w in &req.windows {
-        tx.prepare_cached(
-            "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
-             VALUES (?1, ?2, ?3, 0, ?4, ?5)
-             ON CONFLICT (principal, period, period_start)
-             DO UPDATE SET reserved_micro = CASE
-                 WHEN reserved_micro > 9223372036854775807 - excluded.reserved_micro THEN 9223372036854775807
-                 ELSE reserved_micro + excluded.reserved_micro END,
-               updated_at = excluded.updated_at",
-        )?
-        .execute(params![req.sub, w.period.as_str(), ms(w.start), amount, now],
-        )?;
+    for m in &held {
+        hold_on(tx, &req.sub, m, start_of(m.period, req.now), amount, now)?;
     }
     tx.prepare_cached(
         "INSERT INTO reservations (id, principal, request_id, created_at, amount_micro, daily_start, weekly_start,
-            monthly_start, state, pool_group)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open', ?9)",
+            monthly_start, state, pool_group, family)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'open', ?9, ?10)",
     )?
     .execute(params![
             req.reservation_id,
@@ -227,11 +256,45 @@ pub fn reserve(tx: &Connection, req: &ReserveRequest) -> Result<ReserveOutcome, 
             ms(req.windows[0].start),
             ms(req.windows[1].start),
             ms(req.windows[2].start),
-            payer
+            payer,
+            req.family.map(Family::as_str),
         ],
     )?;
     caps::add_hold(&mut standings, req.amount_micro);
     Ok(ReserveOutcome::Reserved(standings))
+}
+
+/// Adds `amount` (saturating) to the hold on one meter's row, creating the row.
+fn hold_on(
+    tx: &Connection,
+    sub: &str,
+    m: &Meter,
+    start: i64,
+    amount: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    const ADD: &str = "DO UPDATE SET reserved_micro = CASE
+             WHEN reserved_micro > 9223372036854775807 - excluded.reserved_micro THEN 9223372036854775807
+             ELSE reserved_micro + excluded.reserved_micro END,
+           updated_at = excluded.updated_at";
+    match m.family {
+        None => tx
+            .prepare_cached(&format!(
+                "INSERT INTO spend (principal, period, period_start, spent_micro, reserved_micro, updated_at)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5)
+                 ON CONFLICT (principal, period, period_start) {ADD}"
+            ))?
+            .execute(params![sub, m.period.as_str(), start, amount, now])?,
+        Some(f) => tx
+            .prepare_cached(&format!(
+                "INSERT INTO family_spend (principal, family, period, period_start, spent_micro,
+                    reserved_micro, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)
+                 ON CONFLICT (principal, family, period, period_start) {ADD}"
+            ))?
+            .execute(params![sub, f.as_str(), m.period.as_str(), start, amount, now])?,
+    };
+    Ok(())
 }
 
 /// Settles an open reservation inside the writer's transaction (also used by the
@@ -245,27 +308,25 @@ pub fn settle(
 ) -> Result<bool, StoreError> {
     let row = tx
         .prepare_cached(
-            "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group
+            "SELECT principal, amount_micro, daily_start, weekly_start, monthly_start, pool_group,
+                family
              FROM reservations WHERE id = ?1 AND state = 'open'",
         )?
         .query_row(params![id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, i64>(1)?,
-                [
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                ],
+                held_rows(r, 2, 6)?,
                 r.get::<_, Option<String>>(5)?,
             ))
         })
         .optional()?;
-    let Some((sub, amount, starts, pool)) = row else {
+    let Some((sub, amount, held, pool)) = row else {
         return Ok(false);
     };
     let actual = i(actual_micro);
-    spend_rows(tx, &sub, starts, amount, actual, now)?;
+    let starts = held.starts;
+    spend_rows(tx, &sub, &held, amount, actual, now)?;
     pool_rows(tx, pool.as_deref(), starts[2], amount, actual, now)?;
     tx.prepare_cached(
         "UPDATE reservations SET state = ?2, settled_micro = CASE
@@ -290,7 +351,8 @@ pub fn charge(
 ) -> Result<bool, StoreError> {
     let row = tx
         .prepare_cached(
-            "SELECT principal, amount_micro, state, daily_start, weekly_start, monthly_start, pool_group
+            "SELECT principal, amount_micro, state, daily_start, weekly_start, monthly_start, pool_group,
+                family
              FROM reservations WHERE id = ?1",
         )?
         .query_row(params![id], |r| {
@@ -298,18 +360,15 @@ pub fn charge(
                 r.get::<_, String>(0)?,
                 r.get::<_, i64>(1)?,
                 r.get::<_, String>(2)?,
-                [
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                ],
+                held_rows(r, 3, 7)?,
                 r.get::<_, Option<String>>(6)?,
             ))
         })
         .optional()?;
-    let Some((sub, amount, state, starts, pool)) = row else {
+    let Some((sub, amount, state, held, pool)) = row else {
         return Ok(false);
     };
+    let starts = held.starts;
     let actual = i(actual_micro);
     let (dropped, added) = match state.as_str() {
         "open" => (actual.min(amount.max(0)), actual),
@@ -323,7 +382,7 @@ pub fn charge(
          WHERE id = ?1",
     )?
     .execute(params![id, dropped, actual])?;
-    spend_rows(tx, &sub, starts, dropped, added, now)?;
+    spend_rows(tx, &sub, &held, dropped, added, now)?;
     pool_rows(tx, pool.as_deref(), starts[2], dropped, added, now)?;
     Ok(true)
 }
@@ -350,25 +409,59 @@ fn pool_rows(
     Ok(())
 }
 
+/// The rows a stored reservation holds on: its daily, weekly and monthly windows' starts
+/// (`total`'s is 0) and its model family.
+struct Held {
+    starts: [i64; 3],
+    family: Option<Family>,
+}
+
+/// Reads [`Held`] from a reservation row: the three starts from `first`, the family at
+/// `family`.
+fn held_rows(r: &rusqlite::Row<'_>, first: usize, family: usize) -> rusqlite::Result<Held> {
+    let name: Option<String> = r.get(family)?;
+    Ok(Held {
+        starts: [r.get(first)?, r.get(first + 1)?, r.get(first + 2)?],
+        family: name.as_deref().and_then(Family::parse),
+    })
+}
+
 /// Drops `hold` from the person's reserved amounts and adds `charge` (saturating) to their
-/// spend, in the three periods' rows.
+/// spend, in every period's row of every model and, for a family's reservation, of the
+/// family.
 fn spend_rows(
     tx: &Connection,
     sub: &str,
-    starts: [i64; 3],
+    held: &Held,
     hold: i64,
     charge: i64,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    for (period, start) in Period::ALL.iter().zip(starts) {
-        tx.prepare_cached(
-            "UPDATE spend SET reserved_micro = MAX(reserved_micro - ?4, 0),
+    const MOVE: &str = "SET reserved_micro = MAX(reserved_micro - ?4, 0),
                 spent_micro = CASE WHEN spent_micro > 9223372036854775807 - ?5 THEN 9223372036854775807
                     ELSE spent_micro + ?5 END,
-                updated_at = ?6
-             WHERE principal = ?1 AND period = ?2 AND period_start = ?3",
-        )?
+                updated_at = ?6";
+    let [d, w, m] = held.starts;
+    for (period, start) in Period::EVERY.iter().zip([d, w, m, 0]) {
+        tx.prepare_cached(&format!(
+            "UPDATE spend {MOVE} WHERE principal = ?1 AND period = ?2 AND period_start = ?3"
+        ))?
         .execute(params![sub, period.as_str(), start, hold, charge, ms(now)])?;
+        if let Some(f) = held.family {
+            tx.prepare_cached(&format!(
+                "UPDATE family_spend {MOVE}
+                 WHERE principal = ?1 AND period = ?2 AND period_start = ?3 AND family = ?7"
+            ))?
+            .execute(params![
+                sub,
+                period.as_str(),
+                start,
+                hold,
+                charge,
+                ms(now),
+                f.as_str()
+            ])?;
+        }
     }
     Ok(())
 }
@@ -413,15 +506,20 @@ pub fn upsert_limit(
     scope_type: ScopeType,
     scope_id: &str,
     period: Period,
+    model: Option<Family>,
     amount: Option<i64>,
     pooled: Option<Option<PooledBudget>>,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<SpendLimit, StoreError> {
+    let model_col = model.map_or("", Family::as_str);
     let before = tx
         .query_row(
-            &format!("SELECT {LIMIT_COLS} FROM spend_limits WHERE scope_type = ?1 AND scope_id = ?2 AND period = ?3"),
-            params![scope_type.as_str(), scope_id, period.as_str()],
+            &format!(
+                "SELECT {LIMIT_COLS} FROM spend_limits
+                      WHERE scope_type = ?1 AND scope_id = ?2 AND period = ?3 AND model = ?4"
+            ),
+            params![scope_type.as_str(), scope_id, period.as_str(), model_col],
             limit_row,
         )
         .optional()?;
@@ -432,6 +530,7 @@ pub fn upsert_limit(
         scope_type,
         scope_id: scope_id.to_owned(),
         period,
+        model,
         amount_cents: amount,
         pooled: pooled.unwrap_or_else(|| before.as_ref().and_then(|b| b.pooled)),
         created_at: before.as_ref().map_or(now, |b| b.created_at),
@@ -439,9 +538,9 @@ pub fn upsert_limit(
     };
     tx.execute(
         "INSERT INTO spend_limits (id, scope_type, scope_id, period, amount_cents, created_at, updated_at,
-            pooled_amount_cents, pooled_enabled)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (scope_type, scope_id, period) DO UPDATE SET amount_cents = excluded.amount_cents,
+            pooled_amount_cents, pooled_enabled, model)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (scope_type, scope_id, period, model) DO UPDATE SET amount_cents = excluded.amount_cents,
             updated_at = excluded.updated_at, pooled_amount_cents = excluded.pooled_amount_cents,
             pooled_enabled = excluded.pooled_enabled",
         params![
@@ -453,7 +552,8 @@ pub fn upsert_limit(
             ms(after.created_at),
             ms(now),
             after.pooled.map(|p| p.amount_cents),
-            after.pooled.is_some_and(|p| !p.paused)
+            after.pooled.is_some_and(|p| !p.paused),
+            model_col,
         ],
     )?;
     let action = if before.is_some() {
@@ -623,19 +723,26 @@ pub const RETENTION_BATCH: i64 = 10_000;
 pub const RETENTION_BATCHES: usize = 50;
 
 /// The retention statements with their cut-offs, in the order a sweep runs them; each
-/// deletes at most [`RETENTION_BATCH`] rows older than its cut-off.
+/// deletes at most [`RETENTION_BATCH`] rows older than its cut-off. Lifetime (`total`)
+/// spend rows are never expired: a `total` cap counts everything ever spent.
 pub fn retention_steps(
     audit_before: DateTime<Utc>,
     spend_before: DateTime<Utc>,
     principals_before: DateTime<Utc>,
-) -> [(&'static str, DateTime<Utc>); 7] {
+) -> [(&'static str, DateTime<Utc>); 8] {
     [
         (
             "DELETE FROM admin_audit WHERE rowid IN (SELECT rowid FROM admin_audit WHERE at < ?1 LIMIT ?2)",
             audit_before,
         ),
         (
-            "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE updated_at < ?1 AND reserved_micro = 0 LIMIT ?2)",
+            "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend
+                WHERE updated_at < ?1 AND reserved_micro = 0 AND period != 'total' LIMIT ?2)",
+            spend_before,
+        ),
+        (
+            "DELETE FROM family_spend WHERE rowid IN (SELECT rowid FROM family_spend
+                WHERE updated_at < ?1 AND reserved_micro = 0 AND period != 'total' LIMIT ?2)",
             spend_before,
         ),
         (
