@@ -94,14 +94,17 @@ pub struct CallResult {
     pub concurrent: Timing,
     /// Non-2xx answers and transport errors, of every attempt.
     pub failures: usize,
+    /// Of which in the sequential run, and in the concurrent one.
+    pub failed_sequential: usize,
+    pub failed_concurrent: usize,
     pub first_failure: Option<String>,
     /// The time budget ended a run before its count of calls.
     pub cut: bool,
 }
 
 impl CallResult {
-    fn ok(&self, t: &Timing) -> bool {
-        self.failures == 0 && t.n > 0 && t.p95 <= TARGET_MS
+    fn ok(t: &Timing, failed: usize) -> bool {
+        failed == 0 && t.n > 0 && t.p95 <= TARGET_MS
     }
 }
 
@@ -540,6 +543,7 @@ async fn time_calls(
         let (times, f) = repeat(addr, &call, opts.sequential, until).await?;
         r.cut = times.len() + f.len() < opts.sequential;
         r.sequential = Timing::of(&times);
+        r.failed_sequential = f.len();
         failures.extend(f);
         let until = Instant::now() + opts.call_budget;
         let runs =
@@ -552,6 +556,7 @@ async fn time_calls(
         }
         let attempts = times.len() + failures.len() - before;
         r.cut |= attempts < opts.workers * opts.per_worker;
+        r.failed_concurrent = failures.len() - before;
         r.concurrent = Timing::of(&times);
         r.failures = failures.len();
         r.first_failure = failures.into_iter().next();
@@ -703,22 +708,27 @@ fn find<'a>(s: Option<&'a StoreRun>, label: &str) -> Option<&'a CallResult> {
     s.and_then(|s| s.calls.iter().find(|c| c.label == label))
 }
 
-fn cells(r: Option<&CallResult>, t: impl Fn(&CallResult) -> &Timing) -> String {
+/// One store's cells of a row: `pick` gives the run's timing and its failures.
+fn cells(r: Option<&CallResult>, pick: impl Fn(&CallResult) -> (&Timing, usize)) -> String {
     let Some(r) = r else {
         return "— | — | — | — | —".to_owned();
     };
-    let t = t(r);
-    let verdict = if r.ok(t) { "✅" } else { "❌" };
-    let mut failed = if r.failures > 0 {
-        format!(" ({} failed)", r.failures)
+    let (t, failed) = pick(r);
+    let verdict = if CallResult::ok(t, failed) {
+        "✅"
+    } else {
+        "❌"
+    };
+    let mut notes = if failed > 0 {
+        format!(" ({failed} failed)")
     } else {
         String::new()
     };
     if r.cut {
-        failed.push_str(" (cut short)");
+        notes.push_str(" (cut short)");
     }
     format!(
-        "{} | {:.1} | {:.1} | {:.1} | {verdict}{failed}",
+        "{} | {:.1} | {:.1} | {:.1} | {verdict}{notes}",
         t.n, t.p50, t.p95, t.max
     )
 }
@@ -749,15 +759,15 @@ impl Console {
             let _ = writeln!(
                 out,
                 "| {l} | 1 | {} | {} |",
-                cells(a, |r| &r.sequential),
-                cells(b, |r| &r.sequential)
+                cells(a, |r| (&r.sequential, r.failed_sequential)),
+                cells(b, |r| (&r.sequential, r.failed_sequential))
             );
             let _ = writeln!(
                 out,
                 "| {l} | {} | {} | {} |",
                 self.opts.workers,
-                cells(a, |r| &r.concurrent),
-                cells(b, |r| &r.concurrent)
+                cells(a, |r| (&r.concurrent, r.failed_concurrent)),
+                cells(b, |r| (&r.concurrent, r.failed_concurrent))
             );
         }
         out
@@ -780,8 +790,9 @@ impl Console {
         out.push_str(&self.firsts());
         out.push_str(&self.inference_table());
         out.push_str(&self.seeding_table());
+        out.push('\n');
         for s in &self.skipped {
-            let _ = writeln!(out, "\n- {s}.");
+            let _ = writeln!(out, "- {s}.");
         }
         for s in &self.stores {
             for c in s.calls.iter().filter(|c| c.failures > 0) {
@@ -993,6 +1004,7 @@ mod tests {
         assert!(md.contains("## Team console at scale"));
         assert!(md.contains("| `GET /me` | 1 | 30 | 1.0 | 2.0 | 2.0 | ✅ | — | — | — | — | — |"));
         assert!(md.contains("| `GET /me` | 8 | 30 | 1.0 | 400.0 | 400.0 | ❌ | — |"));
+        assert!(md.contains("\n\n- PostgreSQL: not measured."));
         assert!(md.contains("PostgreSQL: not measured"));
     }
 }

@@ -71,6 +71,8 @@ pub struct Gateway {
     pub snapshots: [Memo<serde_json::Value>; 2],
     /// The admin API's overview, shared by every caller for a few seconds.
     pub admin_overview: crate::admin::Overview,
+    /// The admin API's usage reports, shared per parameters for a few seconds.
+    pub admin_reports: crate::admin::Reports,
 }
 
 impl Gateway {

@@ -43,6 +43,44 @@ impl<T: Clone> Memo<T> {
     }
 }
 
+/// A [`Memo`] per key (e.g. a report's parameters), at most [`MemoMap::MAX_KEYS`] of them:
+/// when full, the map starts again empty (computations running keep their own memo).
+pub struct MemoMap<T> {
+    ttl: Duration,
+    memos: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Memo<T>>>>,
+}
+
+impl<T: Clone> MemoMap<T> {
+    pub const MAX_KEYS: usize = 64;
+
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            memos: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The value for `key`, shared as [`Memo::get`] shares it.
+    pub async fn get<F, Fut>(&self, key: &str, make: F) -> T
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let memo = match self.memos.lock() {
+            Ok(mut m) => {
+                if m.len() >= Self::MAX_KEYS && !m.contains_key(key) {
+                    m.clear();
+                }
+                m.entry(key.to_owned())
+                    .or_insert_with(|| std::sync::Arc::new(Memo::new(self.ttl)))
+                    .clone()
+            }
+            Err(_) => std::sync::Arc::new(Memo::new(self.ttl)),
+        };
+        memo.get(make).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -94,5 +132,20 @@ mod tests {
         let memo = Memo::new(Duration::ZERO);
         assert_eq!(memo.get(|| async { 1 }).await, 1);
         assert_eq!(memo.get(|| async { 2 }).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_memo_map_shares_per_key_and_stays_bounded() {
+        let map = MemoMap::new(Duration::from_secs(60));
+        let runs = AtomicUsize::new(0);
+        for key in ["a", "b", "a", "b"] {
+            map.get(key, || async { runs.fetch_add(1, Ordering::SeqCst) })
+                .await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        for i in 0..200 {
+            map.get(&i.to_string(), || async { 0 }).await;
+        }
+        assert!(map.memos.lock().map(|m| m.len()).unwrap_or(0) <= MemoMap::<usize>::MAX_KEYS);
     }
 }

@@ -329,6 +329,7 @@ pub async fn start_on_controlled(
         ready_grace: crate::readiness::Readiness::new(config.readiness_grace),
         snapshots: [Duration::from_secs(1), Duration::ZERO].map(crate::memo::Memo::new),
         admin_overview: crate::admin::Overview::default(),
+        admin_reports: crate::memo::MemoMap::new(std::time::Duration::from_secs(15)),
         config,
         deps,
         store,

@@ -25,6 +25,9 @@ pub use caller::Caller;
 
 pub use overview::Overview;
 
+/// Usage reports by their parameters, each shared for a few seconds.
+pub type Reports = crate::memo::MemoMap<Option<std::sync::Arc<usage::Groups>>>;
+
 const ME: &str = "/v1/organizations/me";
 const OVERVIEW: &str = "/v1/organizations/overview";
 const USERS: &str = "/v1/organizations/users";

@@ -1,7 +1,9 @@
 //! `GET /v1/organizations/overview`: the console's first page in one answer — spend today
 //! and this month with the organisation's limits, requests and errors of the last 24
-//! hours, the people nearest their caps, the last 30 days per day, spend per model and per
-//! upstream, and upstream health. Computed once for every caller for [`TTL`] (single
+//! hours (by whole hours), the people nearest their caps, the last 30 days per day, spend
+//! per model (30 days) and per upstream (7 days), and upstream health. Everything but the
+//! upstreams' share comes from the usage rollup and the daily spend rows, never a scan of
+//! a month of usage rows. Computed once for every caller for [`TTL`] (single
 //! flight, [`crate::memo`]), so many open consoles cost one set of store reads.
 //!
 //! "Nearest their caps" is settled spend over each person's binding cap, for the people
@@ -19,6 +21,7 @@ use super::{iso, ok, store_failed};
 use crate::error::ApiError;
 use crate::gateway::Gateway;
 use crate::spend::{Period, ScopeType, SpendLimit, binding_limit};
+use crate::store::rollup::hour_of;
 
 /// How long one overview is shared.
 pub const TTL: Duration = Duration::from_secs(15);
@@ -55,30 +58,36 @@ async fn build(gw: &Gateway) -> Result<Value, ApiError> {
     let first = day0 - chrono::Duration::days(DAYS - 1);
     let month = Period::Monthly.window(now);
     let limits = crate::spend::admin::all_limits(gw).await?;
-    let (today, month_totals, last_day, by_upstream, daily, rollup) = tokio::join!(
-        store.usage_totals(day0),
-        store.usage_totals(month.start),
-        store.usage_totals(now - chrono::Duration::hours(24)),
-        store.usage_by_upstream(first, now + chrono::Duration::seconds(1)),
-        store.daily_spend(first.min(month.start), day0 + chrono::Duration::days(1)),
-        store.usage_rollup(
-            crate::store::rollup::hour_of(first),
-            crate::store::rollup::hour_of(now),
-            None
-        ),
-    );
-    let (today, month_totals, last_day) = (
-        today.map_err(store_failed)?,
-        month_totals.map_err(store_failed)?,
-        last_day.map_err(store_failed)?,
+    let from = first.min(month.start);
+    // The last 7 days per upstream: the one figure read from the usage rows themselves
+    // (the rollup has no upstream).
+    let week = now - chrono::Duration::days(7);
+    let (by_upstream, daily, rollup) = tokio::join!(
+        store.usage_by_upstream(week, now + chrono::Duration::seconds(1)),
+        store.daily_spend(from, day0 + chrono::Duration::days(1)),
+        store.usage_rollup(hour_of(from), hour_of(now), None),
     );
     let daily = daily.map_err(store_failed)?;
     let rollup = rollup.map_err(store_failed)?;
-    let errors_24h: u64 = rollup
-        .iter()
-        .filter(|r| r.key.hour >= crate::store::rollup::hour_of(now) - 23)
-        .map(|r| r.sums.errors)
-        .sum();
+    let since = |hour: i64| {
+        rollup.iter().filter(move |r| r.key.hour >= hour).fold(
+            (0u64, 0u64, 0u64),
+            |(c, n, e), r| {
+                (
+                    c + r.sums.cost_micro_usd,
+                    n + r.sums.requests,
+                    e + r.sums.errors,
+                )
+            },
+        )
+    };
+    let (today_cost, _, _) = since(hour_of(day0));
+    let (month_cost, _, _) = since(hour_of(month.start));
+    let (_, requests_24h, errors_24h) = since(hour_of(now) - 23);
+    let rollup: Vec<_> = rollup
+        .into_iter()
+        .filter(|r| r.key.hour >= hour_of(first))
+        .collect();
     let nearest = nearest(gw, &limits, &daily, now).await?;
     let org_limits: Vec<Value> = limits
         .iter()
@@ -108,15 +117,15 @@ async fn build(gw: &Gateway) -> Result<Value, ApiError> {
         "type": "overview",
         "generated_at": iso(now),
         "spend": {
-            "today_micro_usd": today.cost_micro_usd,
-            "month_micro_usd": month_totals.cost_micro_usd,
+            "today_micro_usd": today_cost,
+            "month_micro_usd": month_cost,
             "organization_limits": org_limits,
         },
         "requests": {
-            "last_24h": last_day.requests,
+            "last_24h": requests_24h,
             "errors_24h": errors_24h,
-            "error_rate": if last_day.requests == 0 { 0.0 }
-                          else { errors_24h as f64 / last_day.requests as f64 },
+            "error_rate": if requests_24h == 0 { 0.0 }
+                          else { errors_24h as f64 / requests_24h as f64 },
         },
         "nearest": nearest,
         "daily": per_day(&rollup, first),

@@ -1,6 +1,8 @@
 //! `GET /v1/organizations/analytics/usage` (a Gatehouse extension beside the cost report):
 //! usage and cost grouped by `day`, `user`, `group`, `model`, `upstream` or `session`
-//! over at most 31 days (default the last 30), as JSON or `format=csv`.
+//! over at most 31 days (default the last 30), as JSON (`limit` rows, default 1000,
+//! highest cost first; `has_more`) or `format=csv`. Identical reports asked within 15
+//! seconds share one computation (`Gateway::admin_reports`).
 //!
 //! Sources, so the figures agree with the reports they stand beside: per day, person and
 //! group the cost is people's settled spend (the daily spend rows of the cost report, so
@@ -22,6 +24,11 @@ use crate::gateway::Gateway;
 use crate::store::rollup::{RollupRow, RollupSums, hour_of};
 
 const MAX_DAYS: i64 = 31;
+/// Rows of a JSON report by default and at most (`limit`), highest cost first; a CSV holds
+/// up to [`CSV_ROWS`]. `total` always covers every row.
+const DEFAULT_ROWS: usize = 1000;
+const MAX_ROWS: usize = 10_000;
+const CSV_ROWS: usize = 100_000;
 const COLUMNS: [&str; 9] = [
     "key",
     "requests",
@@ -79,9 +86,12 @@ fn time(q: &[(String, String)], name: &str) -> Result<Option<DateTime<Utc>>, Api
         .transpose()
 }
 
+/// A report's sums per key.
+pub type Groups = BTreeMap<String, Sums>;
+
 /// One group's sums.
 #[derive(Debug, Default, Clone)]
-struct Sums {
+pub struct Sums {
     requests: u64,
     errors: u64,
     input: u64,
@@ -150,7 +160,32 @@ pub async fn report(
             "ending_at: the range may span at most {MAX_DAYS} days"
         )));
     }
-    let groups = sums(gw, by, start, until).await?;
+    let limit = match param(q, "limit") {
+        None => DEFAULT_ROWS,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_ROWS).contains(n))
+            .ok_or_else(|| bad(&format!("limit: must be between 1 and {MAX_ROWS}")))?,
+    };
+    // Identical reports (many open consoles, a poll) within a few seconds share one
+    // computation: the range's ends count by 15-second steps.
+    let key = format!(
+        "{}:{}:{}",
+        by.as_str(),
+        start.timestamp() / 15,
+        until.timestamp() / 15
+    );
+    let groups = gw
+        .admin_reports
+        .get(&key, || async {
+            sums(gw, by, start, until)
+                .await
+                .ok()
+                .map(std::sync::Arc::new)
+        })
+        .await
+        .ok_or_else(|| ApiError::ServiceUnavailable("the usage report could not be read".into()))?;
     let mut total = Sums::default();
     for s in groups.values() {
         for (t, v) in [
@@ -169,6 +204,8 @@ pub async fn report(
     if by != GroupBy::Day {
         rows.sort_by(|a, b| b.1.cost.cmp(&a.1.cost).then_with(|| a.0.cmp(b.0)));
     }
+    let more = rows.len() > if csv { CSV_ROWS } else { limit };
+    rows.truncate(if csv { CSV_ROWS } else { limit });
     let data: Vec<Value> = rows.iter().map(|(k, s)| s.json(k)).collect();
     if csv {
         let name = format!(
@@ -189,6 +226,7 @@ pub async fn report(
             "starting_at": iso(start),
             "ending_at": iso(until),
             "data": data,
+            "has_more": more,
             "total": total.json(""),
         }),
         request_id,

@@ -130,7 +130,7 @@ export function OverviewPage() {
               rows={o.by_model.map((m) => ({ key: m.model, label: modelLabel(m.model), cost: m.cost_micro_usd, requests: m.requests }))}
             />
             <BreakdownTable
-              title="Spend per upstream (30 days)"
+              title="Spend per upstream (7 days)"
               testid="by-upstream"
               rows={o.by_upstream.map((m) => ({ key: m.upstream, label: m.upstream, cost: m.cost_micro_usd, requests: m.requests }))}
             />

@@ -239,6 +239,26 @@ pub async fn effective(
         }
         people.truncate(q.limit + 1);
     }
+    if q.spend_desc && q.users.is_empty() && q.periods[0] != Period::Total {
+        // Sorted by spend, a page needs every person's spend but only its own people's
+        // standings: the window's daily spend rows give the first in one read.
+        let w = q.periods[0].window(now);
+        let rows = gw
+            .store
+            .daily_spend(w.start, w.reset)
+            .await
+            .map_err(|_| unavailable())?;
+        let mut spent: std::collections::HashMap<String, u64> = Default::default();
+        for (sub, _, micro) in rows {
+            *spent.entry(sub).or_default() += micro;
+        }
+        let of = |p: &UserIdentity| spent.get(&p.sub).copied().unwrap_or(0);
+        people.sort_by(|a, b| of(b).cmp(&of(a)).then_with(|| a.sub.cmp(&b.sub)));
+        if let Some(after) = &q.after {
+            people.retain(|p| after.before(&p.sub, of(p)));
+        }
+        people.truncate(q.limit + 1);
+    }
     let limits = all_limits(gw).await?;
     let mode = gw.config.group_mode();
     // One person's rows stay together: (id, spend of the sorted period, rows).
