@@ -661,7 +661,8 @@ fn poll(addr: SocketAddr, n: usize, deadline: Instant, polls: &Polls) -> anyhow:
     })
 }
 
-/// One console tab polling the overview and the people page back to back.
+/// One console tab polling the overview and the people page, a round every [`POLL_GAP`]
+/// (a real console page re-reads far less often; this is a heavy reading of many tabs).
 async fn tab(addr: SocketAddr, deadline: Instant, polls: &Polls) -> anyhow::Result<()> {
     let mut conn = Conn::connect_as(addr, admin()).await?;
     // Bounded by the deadline; the count is only a safety stop.
@@ -689,9 +690,13 @@ async fn tab(addr: SocketAddr, deadline: Instant, polls: &Polls) -> anyhow::Resu
                 }
             }
         }
+        tokio::time::sleep(POLL_GAP).await;
     }
     Ok(())
 }
+
+/// The pause between a tab's rounds of polls.
+const POLL_GAP: Duration = Duration::from_millis(200);
 
 fn binaries(gatehouse: &Path) -> String {
     let p = gatehouse.display().to_string();
@@ -927,7 +932,8 @@ impl Console {
              transport). Inference: 16 keep-alive connections sending non-streaming \
              `/v1/messages` with the client key, {:?} warm-up then answers counted over {:?}, \
              first alone, then with {} console pollers (their own thread, one connection each) \
-             fetching `/overview` and `/users?limit=50` back to back; all processes share the \
+             fetching `/overview` and `/users?limit=50`, a round every 200 ms (5 rounds a second per \
+             tab, far above a console page's own re-reads); all processes share the \
              machine's cores.\n",
             seed::GROUPS.len(),
             seed::AUDIT_ROWS,

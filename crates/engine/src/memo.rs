@@ -29,6 +29,16 @@ impl<T: Clone> Memo<T> {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = T>,
     {
+        self.get_kept(|_| true, make).await
+    }
+
+    /// [`Memo::get`], keeping the value for later callers only when `keep` says so (a
+    /// failed computation is not reused: the next caller computes again).
+    pub async fn get_kept<F, Fut>(&self, keep: impl Fn(&T) -> bool, make: F) -> T
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
         let asked = Instant::now();
         let mut slot = self.slot.lock().await;
         if let Some((started, v)) = slot.as_ref()
@@ -38,7 +48,7 @@ impl<T: Clone> Memo<T> {
         }
         let started = Instant::now();
         let v = make().await;
-        *slot = Some((started, v.clone()));
+        *slot = keep(&v).then(|| (started, v.clone()));
         v
     }
 }
@@ -60,8 +70,8 @@ impl<T: Clone> MemoMap<T> {
         }
     }
 
-    /// The value for `key`, shared as [`Memo::get`] shares it.
-    pub async fn get<F, Fut>(&self, key: &str, make: F) -> T
+    /// The value for `key`, shared as [`Memo::get_kept`] shares it.
+    pub async fn get<F, Fut>(&self, key: &str, keep: impl Fn(&T) -> bool, make: F) -> T
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = T>,
@@ -77,7 +87,7 @@ impl<T: Clone> MemoMap<T> {
             }
             Err(_) => std::sync::Arc::new(Memo::new(self.ttl)),
         };
-        memo.get(make).await
+        memo.get_kept(keep, make).await
     }
 }
 
@@ -139,13 +149,33 @@ mod tests {
         let map = MemoMap::new(Duration::from_secs(60));
         let runs = AtomicUsize::new(0);
         for key in ["a", "b", "a", "b"] {
-            map.get(key, || async { runs.fetch_add(1, Ordering::SeqCst) })
-                .await;
+            map.get(
+                key,
+                |_| true,
+                || async { runs.fetch_add(1, Ordering::SeqCst) },
+            )
+            .await;
         }
         assert_eq!(runs.load(Ordering::SeqCst), 2);
         for i in 0..200 {
-            map.get(&i.to_string(), || async { 0 }).await;
+            map.get(&i.to_string(), |_| true, || async { 0 }).await;
         }
         assert!(map.memos.lock().map(|m| m.len()).unwrap_or(0) <= MemoMap::<usize>::MAX_KEYS);
+    }
+
+    #[tokio::test]
+    async fn a_failure_is_not_reused() {
+        let memo = Memo::new(Duration::from_secs(60));
+        let runs = AtomicUsize::new(0);
+        for _ in 0..3 {
+            let v = memo
+                .get_kept(Option::is_some, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    None::<u8>
+                })
+                .await;
+            assert_eq!(v, None);
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 }

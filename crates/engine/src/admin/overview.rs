@@ -41,7 +41,7 @@ pub async fn get(gw: &Gateway, request_id: &str) -> Result<Response<Body>, ApiEr
     let v = gw
         .admin_overview
         .0
-        .get(|| async { build(gw).await.ok() })
+        .get_kept(Option::is_some, || async { build(gw).await.ok() })
         .await;
     match v {
         Some(v) => Ok(ok(v, request_id)),

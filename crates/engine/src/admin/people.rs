@@ -122,15 +122,15 @@ pub async fn one(gw: &Gateway, id: &str, request_id: &str) -> Result<Response<Bo
         })
         .collect();
     let principal = format!("user:{sub}");
-    let rollup = gw
+    let mine = gw
         .store
-        .usage_rollup(hour_of(now - Duration::days(30)), hour_of(now), None)
+        .usage_rollup_of(
+            principal.clone(),
+            hour_of(now - Duration::days(30)),
+            hour_of(now),
+        )
         .await
         .map_err(store_failed)?;
-    let mine: Vec<_> = rollup
-        .into_iter()
-        .filter(|r| r.key.principal == principal)
-        .collect();
     let week = hour_of(now - Duration::days(7));
     let recent: Vec<_> = mine
         .iter()

@@ -178,7 +178,7 @@ pub async fn report(
     );
     let groups = gw
         .admin_reports
-        .get(&key, || async {
+        .get(&key, Option::is_some, || async {
             sums(gw, by, start, until)
                 .await
                 .ok()

@@ -254,6 +254,14 @@ pub trait Store: Send + Sync {
         to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<rollup::RollupRow>, StoreError>;
+    /// The rollup rows of one principal (`user:<sub>`) in hours `from_hour..=to_hour`: a
+    /// person's page.
+    async fn usage_rollup_of(
+        &self,
+        principal: String,
+        from_hour: i64,
+        to_hour: i64,
+    ) -> Result<Vec<rollup::RollupRow>, StoreError>;
     /// Each person's settled spend per UTC day for the days starting in `[from, to)`, days
     /// with no spend left out: `(person, day start, micro-USD)`, by day then person (the
     /// cost report).

@@ -88,6 +88,19 @@ impl Store for Timed {
         )
     }
 
+    async fn usage_rollup_of(
+        &self,
+        principal: String,
+        from_hour: i64,
+        to_hour: i64,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        timed!(
+            self,
+            "usage_rollup_of",
+            self.inner.usage_rollup_of(principal, from_hour, to_hour)
+        )
+    }
+
     async fn daily_spend(
         &self,
         from: DateTime<Utc>,

@@ -449,7 +449,17 @@ impl Store for PostgresStore {
         session_id: Option<String>,
     ) -> Result<Vec<RollupRow>, StoreError> {
         let c = self.report_client().await?;
-        Ok(usage::rollup_rows(&c, from_hour, to_hour, session_id.as_deref()).await?)
+        Ok(usage::rollup_rows(&c, from_hour, to_hour, session_id.as_deref(), None).await?)
+    }
+
+    async fn usage_rollup_of(
+        &self,
+        principal: String,
+        from_hour: i64,
+        to_hour: i64,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        let c = self.report_client().await?;
+        Ok(usage::rollup_rows(&c, from_hour, to_hour, None, Some(&principal)).await?)
     }
 
     async fn daily_spend(

@@ -219,6 +219,7 @@ pub async fn rollup_rows(
     from_hour: i64,
     to_hour: i64,
     session_id: Option<&str>,
+    principal: Option<&str>,
 ) -> Result<Vec<RollupRow>, PgError> {
     let found = rows(
         c,
@@ -226,8 +227,9 @@ pub async fn rollup_rows(
             input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
             cost_micro_usd, first_at, last_at
          FROM usage_rollup
-         WHERE hour >= $1 AND hour <= $2 AND ($3::TEXT IS NULL OR session_id = $3::TEXT)",
-        &[&from_hour, &to_hour, &session_id],
+         WHERE hour >= $1 AND hour <= $2 AND ($3::TEXT IS NULL OR session_id = $3::TEXT)
+           AND ($4::TEXT IS NULL OR principal = $4::TEXT)",
+        &[&from_hour, &to_hour, &session_id, &principal],
     )
     .await?;
     found

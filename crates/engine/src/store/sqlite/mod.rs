@@ -191,7 +191,17 @@ impl Store for SqliteStore {
         to_hour: i64,
         session_id: Option<String>,
     ) -> Result<Vec<RollupRow>, StoreError> {
-        self.report(move |c| usage::rollup_rows(c, from_hour, to_hour, session_id.as_deref()))
+        self.report(move |c| usage::rollup_rows(c, from_hour, to_hour, session_id.as_deref(), None))
+            .await
+    }
+
+    async fn usage_rollup_of(
+        &self,
+        principal: String,
+        from_hour: i64,
+        to_hour: i64,
+    ) -> Result<Vec<RollupRow>, StoreError> {
+        self.report(move |c| usage::rollup_rows(c, from_hour, to_hour, None, Some(&principal)))
             .await
     }
 

@@ -186,12 +186,14 @@ pub fn between(c: &Connection, q: &RowQuery) -> Result<Vec<UsageRecord>, StoreEr
     Ok(rows)
 }
 
-/// Rollup rows of hours `from_hour..=to_hour` (of one session when named).
+/// Rollup rows of hours `from_hour..=to_hour` (of one session, or one principal, when
+/// named).
 pub fn rollup_rows(
     c: &Connection,
     from_hour: i64,
     to_hour: i64,
     session_id: Option<&str>,
+    principal: Option<&str>,
 ) -> Result<Vec<RollupRow>, StoreError> {
     let sql = "SELECT hour, session_id, principal, model, subagent, requests, errors,
             compactions, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
@@ -219,14 +221,20 @@ pub fn rollup_rows(
             },
         })
     };
-    let rows = match session_id {
-        Some(s) => c
+    let rows = match (session_id, principal) {
+        (Some(s), _) => c
             .prepare_cached(&format!(
                 "{sql} WHERE session_id = ?1 AND hour >= ?2 AND hour <= ?3"
             ))?
             .query_map(params![s, from_hour, to_hour], map)?
             .collect::<Result<Vec<_>, _>>()?,
-        None => c
+        (None, Some(p)) => c
+            .prepare_cached(&format!(
+                "{sql} WHERE hour >= ?1 AND hour <= ?2 AND principal = ?3"
+            ))?
+            .query_map(params![from_hour, to_hour, p], map)?
+            .collect::<Result<Vec<_>, _>>()?,
+        (None, None) => c
             .prepare_cached(&format!("{sql} WHERE hour >= ?1 AND hour <= ?2"))?
             .query_map(params![from_hour, to_hour], map)?
             .collect::<Result<Vec<_>, _>>()?,
