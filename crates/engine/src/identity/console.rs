@@ -8,7 +8,8 @@
 //! `admin.viewer_groups` (role viewer) get a session: a random cookie value whose SHA-256
 //! keys the sealed [`ConsoleSession`] in the store, so sign-out, a person's revocation and
 //! expiry end it on every replica. The cookie is `HttpOnly`, `SameSite=Strict`, `Secure`
-//! and `__Host-` under https, and lives [`SESSION_SECS`] at most.
+//! and `__Host-` under https, and lives [`SESSION_SECS`] at most; over plain http the
+//! console signs in only on a loopback public URL.
 //!
 //! Every [`RECHECK_SECS`] of use the person's groups are read again from the IdP (refresh
 //! grant; one request per session does it while the others go on); a refused refresh or
@@ -151,6 +152,13 @@ fn redirect(to: &str) -> Response<Body> {
 
 /// `GET /console/login`: binds the browser and sends it to the IdP.
 pub async fn login(gw: &Gateway, id: &Identity, ip: IpAddr) -> Response<Body> {
+    if !id.secure_cookies() && !loopback_origin(id) {
+        return pages::console_result(
+            StatusCode::FORBIDDEN,
+            "The team console signs in only over https (listen.public_url), or on a loopback \
+             address: its session cookie must not travel in the clear.",
+        );
+    }
     match rate_check(gw, "console_login", ip, id.cfg.device_verify_limit).await {
         RateCheck::Allowed => {}
         RateCheck::Over => {
@@ -195,6 +203,16 @@ pub async fn login(gw: &Gateway, id: &Identity, ip: IpAddr) -> Response<Body> {
     gw.deps
         .emit(Event::new("console.login").with("client_ip", ip.to_string()));
     resp
+}
+
+/// Whether the public URL names this machine (plain http is allowed only there).
+fn loopback_origin(id: &Identity) -> bool {
+    match id.cfg.public_url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    }
 }
 
 /// Whether the callback's `state` is a console sign-in's.

@@ -309,3 +309,26 @@ async fn the_console_page_is_served_under_the_strict_csp_and_only_with_admin() {
         .unwrap();
     assert_eq!(r.status(), 404, "no admin block, no console");
 }
+
+#[tokio::test]
+async fn the_console_will_not_sign_in_over_plain_http_off_loopback() {
+    let configure = |c: &mut gatehouse_engine::config::Config| {
+        if let Some(id) = c.identity.as_mut() {
+            id.public_url = "http://gateway.corp.example/".parse().unwrap();
+        }
+    };
+    let opts = SignInOptions {
+        configure: Some(&configure),
+        ..Default::default()
+    };
+    let s = sign_in_gateway_opts(&[SESSION_SECRET_A], super::ADMIN_BLOCK, &opts).await;
+    let r =
+        s.gw.client
+            .get(s.gw.url("/console/login"))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r.text().await.unwrap().contains("only over https"));
+}
