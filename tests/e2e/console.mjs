@@ -47,7 +47,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { launchChromium } from './chromium.mjs';
+import { closeWithin, failureReport, launchChromium } from './chromium.mjs';
 
 const env = process.env;
 const CONSOLE_URL = env.CONSOLE_URL || '';
@@ -83,10 +83,9 @@ function emit(obj) {
 }
 
 async function closeBrowser() {
-  if (!browser) return;
   const b = browser;
   browser = undefined;
-  await Promise.race([b.close().catch(() => {}), new Promise((r) => { setTimeout(r, 2000).unref(); })]);
+  await closeWithin(b);
 }
 
 async function shot(name) {
@@ -103,29 +102,12 @@ async function shot(name) {
 async function fail(message) {
   if (finished) return;
   finished = true;
-  let url = '';
-  let html = '';
-  if (page) {
-    try { url = page.url(); } catch { /* closed */ }
-    try {
-      html = await Promise.race([
-        page.content(),
-        new Promise((_, rej) => { setTimeout(() => rej(new Error('timeout')), 1500).unref(); }),
-      ]);
-    } catch { /* page gone or busy */ }
-    if (SCREENSHOT_DIR) {
-      try {
-        await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'error.png'), fullPage: true, timeout: 1500 });
-      } catch { /* ignore */ }
-    }
-  }
-  const clean = String(message).replace(/\x1b\[[0-9;]*m/g, '');
+  const errorShot = SCREENSHOT_DIR ? path.join(SCREENSHOT_DIR, 'error.png') : '';
+  const report = await failureReport(page, message, errorShot);
   emit({
     ok: false,
     scenario: SCENARIO,
-    error: clean,
-    url,
-    html: String(html).slice(0, 2000),
+    ...report,
     pages,
     console_errors: consoleErrors,
     csp_violations: cspViolations,

@@ -162,24 +162,9 @@ pub fn run(opts: &Options) -> anyhow::Result<Console> {
         }
     }
     let started = Instant::now();
-    let dir = std::env::temp_dir().join(format!("gatehouse-bench-console-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let result = rt.block_on(async {
-        let mut children = Children::default();
-        let r = measure(opts, &mut children, &dir).await;
-        children.stop_all().await;
-        r
+    let result = crate::procs::in_phase("console", async |children, dir| {
+        measure(opts, children, dir).await
     });
-    match &result {
-        Ok(_) => {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        Err(_) => eprintln!("  console: child logs kept in {}", dir.display()),
-    }
     let mut out = result?;
     out.elapsed = started.elapsed();
     Ok(out)

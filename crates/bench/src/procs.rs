@@ -339,6 +339,35 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Runs a phase's async `body` on a fresh single-threaded runtime with its own temporary
+/// directory (`gatehouse-bench-<name>-<pid>`) and a [`Children`] guard, stops the children
+/// at the end, and removes the directory unless the phase failed (its child logs are kept
+/// and named).
+pub fn in_phase<T>(
+    name: &str,
+    body: impl AsyncFnOnce(&mut Children, &Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let dir = std::env::temp_dir().join(format!("gatehouse-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async {
+        let mut children = Children::default();
+        let r = body(&mut children, &dir).await;
+        children.stop_all().await;
+        r
+    });
+    match &result {
+        Ok(_) => {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Err(_) => eprintln!("  {name}: child logs kept in {}", dir.display()),
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -171,24 +171,9 @@ pub fn run(opts: &Options) -> anyhow::Result<Soak> {
             );
         }
     }
-    let dir = std::env::temp_dir().join(format!("gatehouse-bench-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let result = rt.block_on(async {
-        let mut children = Children::default();
-        let r = soak(opts, &mut children, &dir).await;
-        children.stop_all().await;
-        r
-    });
-    match &result {
-        Ok(_) => {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        Err(_) => eprintln!("  soak: child logs kept in {}", dir.display()),
-    }
-    result
+    crate::procs::in_phase("soak", async |children, dir| {
+        soak(opts, children, dir).await
+    })
 }
 
 async fn soak(opts: &Options, children: &mut Children, dir: &Path) -> anyhow::Result<Soak> {

@@ -41,7 +41,10 @@ async fn contents(store: &dyn Store) -> (Vec<String>, Vec<String>, Vec<String>) 
         .map(|l| l.id)
         .collect();
     let mut audit: Vec<String> = store
-        .list_audit(None, 100)
+        .audit_page(gatehouse_engine::store::AuditQuery {
+            limit: 100,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .0

@@ -841,7 +841,12 @@ async fn caps_and_their_audit_trail() {
         );
         assert!(s.get_limit(&groups[0].id).await.unwrap().is_none(), "{n}");
 
-        let (audit, more) = s.list_audit(None, 100).await.unwrap();
+        let page = |after_id: Option<String>, limit| gatehouse_engine::store::AuditQuery {
+            after_id,
+            limit,
+            ..Default::default()
+        };
+        let (audit, more) = s.audit_page(page(None, 100)).await.unwrap();
         assert!(!more, "{n}");
         // Ids order by creation time in milliseconds; within one millisecond, any order.
         let count = |action: &str| audit.iter().filter(|a| a.action == action).count();
@@ -865,10 +870,10 @@ async fn caps_and_their_audit_trail() {
             audit.windows(2).all(|w| w[0].id > w[1].id),
             "{n}: newest first"
         );
-        let (first_page, more) = s.list_audit(None, 4).await.unwrap();
+        let (first_page, more) = s.audit_page(page(None, 4)).await.unwrap();
         assert!(more, "{n}");
         let (rest, _) = s
-            .list_audit(Some(first_page[3].id.clone()), 100)
+            .audit_page(page(Some(first_page[3].id.clone()), 100))
             .await
             .unwrap();
         let paged: Vec<&str> = first_page

@@ -231,7 +231,13 @@ async fn check_old_rows(store: &dyn Store, k: usize, now: DateTime<Utc>) {
             (cap.scope_type, cap.amount_cents),
             (ScopeType::User, Some(500))
         );
-        let (audit, _) = store.list_audit(None, 50).await.unwrap();
+        let (audit, _) = store
+            .audit_page(gatehouse_engine::store::AuditQuery {
+                limit: 50,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         let ids: Vec<&str> = audit.iter().map(|a| a.id.as_str()).collect();
         assert!(ids.contains(&"aud_1") && ids.contains(&"aud_2"), "{ids:?}");
         let standings = store

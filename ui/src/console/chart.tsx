@@ -1,46 +1,13 @@
-// The console's charts, drawn with uPlot on canvas as the dashboard's are: cost per day as
+// The console's charts, drawn with the dashboard's uPlot pieces (`views/charts`): cost per day as
 // bars, with requests per day as a line on a second axis. The numbers are also in a table
 // ("Show as table"), which is what assistive technology reads.
 
 import uPlot from 'uplot';
-import 'uplot/dist/uPlot.min.css';
 
-import { useEffect, useMemo, useRef } from 'preact/hooks';
+import { useMemo } from 'preact/hooks';
 
 import { compact, count, dayLabel, money } from '../format';
-
-const HEIGHT = 220;
-
-function cssVar(name: string, fallback: string): string {
-  const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  return v === '' ? fallback : v;
-}
-
-function axis(extra: uPlot.Axis = {}): uPlot.Axis {
-  const fg = cssVar('--muted', '#5d6876');
-  const line = cssVar('--line', '#e1e5ea');
-  return { stroke: fg, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 }, font: '12px system-ui, sans-serif', ...extra };
-}
-
-function Plot({ options, data }: { options: Omit<uPlot.Options, 'width' | 'height'>; data: uPlot.AlignedData }) {
-  const box = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    const el = box.current;
-    if (!el) return undefined;
-    const width = () => Math.max(240, Math.floor(el.clientWidth));
-    const chart = new uPlot({ ...options, width: width(), height: HEIGHT }, data, el);
-    const observer = new ResizeObserver(() => {
-      const w = width();
-      if (w !== chart.width) chart.setSize({ width: w, height: HEIGHT });
-    });
-    observer.observe(el);
-    return () => {
-      observer.disconnect();
-      chart.destroy();
-    };
-  }, [options, data]);
-  return <div class="plot" ref={box} aria-hidden="true" />;
-}
+import { Plot, axis, cssVar, dollarsAxis, fromZero, indexAxis, indexScale } from '../views/charts';
 
 export type DayPoint = { date: string; cost_micro_usd: number; requests?: number };
 
@@ -55,25 +22,10 @@ export function DailyChart({ days, testid, title }: { days: DayPoint[]; testid: 
     const n = days.length;
     const label = (i: number) => (days[i] ? dayLabel(days[i].date) : '');
     const opts: Omit<uPlot.Options, 'width' | 'height'> = {
-      scales: {
-        x: { time: false, range: (_u, min, max) => [min - 0.5, max + 0.5] },
-        y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.08 : 1] },
-        r: { range: (_u, _min, max) => [0, max > 0 ? max * 1.08 : 1] },
-      },
+      scales: { x: indexScale(), y: fromZero(), r: fromZero() },
       axes: [
-        axis({
-          grid: { show: false },
-          splits: (u) => {
-            if (n === 0) return [];
-            const w = u.bbox.width / uPlot.pxRatio;
-            const need = Math.max(1, Math.ceil(52 / (w / n)));
-            const out: number[] = [];
-            for (let i = n - 1; i >= 0; i -= need) out.unshift(i);
-            return out;
-          },
-          values: (_u, splits) => splits.map((i) => (Number.isInteger(i) ? label(i) : '')),
-        }),
-        axis({ size: 64, values: (_u, splits) => splits.map((v) => money(Math.round(v * 1_000_000))) }),
+        indexAxis(label, n),
+        dollarsAxis(),
         ...(withRequests
           ? [axis({ scale: 'r', side: 1, size: 52, grid: { show: false }, values: (_u: uPlot, splits: number[]) => splits.map((v) => compact(v)) })]
           : []),

@@ -22,7 +22,7 @@ const MAX_SERIES = PALETTE.length;
 
 const HEIGHT = 220;
 
-function cssVar(name: string, fallback: string): string {
+export function cssVar(name: string, fallback: string): string {
   const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   return v === '' ? fallback : v;
 }
@@ -40,7 +40,7 @@ function useDark(): boolean {
 }
 
 /** Axis and grid colours from the page's palette. */
-function axis(extra: uPlot.Axis = {}): uPlot.Axis {
+export function axis(extra: uPlot.Axis = {}): uPlot.Axis {
   const fg = cssVar('--muted', '#5d6876');
   const line = cssVar('--line', '#e1e5ea');
   return {
@@ -61,7 +61,7 @@ const LABEL_PX = 52;
  * from the first in one of those steps (hours: every 1, 2, 3, 6 or 12). No vertical grid
  * lines: the bars are the grid.
  */
-function indexAxis(label: (i: number) => string, count: number, minPx = LABEL_PX, steps?: number[]): uPlot.Axis {
+export function indexAxis(label: (i: number) => string, count: number, minPx = LABEL_PX, steps?: number[]): uPlot.Axis {
   return axis({
     grid: { show: false },
     splits: (u) => {
@@ -81,24 +81,24 @@ function indexAxis(label: (i: number) => string, count: number, minPx = LABEL_PX
   });
 }
 
-const dollarsAxis = (): uPlot.Axis =>
+export const dollarsAxis = (): uPlot.Axis =>
   axis({
     size: 64,
     values: (_u, splits) => splits.map((v) => money(Math.round(v * 1_000_000))),
   });
 
 /** One bar per index, centred on it. */
-const indexScale = (): uPlot.Scale => ({
+export const indexScale = (): uPlot.Scale => ({
   time: false,
   range: (_u, min, max) => [min - 0.5, max + 0.5],
 });
 
-const fromZero = (): uPlot.Scale => ({
+export const fromZero = (): uPlot.Scale => ({
   range: (_u, _min, max) => [0, max > 0 ? max * 1.08 : 1],
 });
 
 /** A uPlot chart as wide as its container (following it as it resizes). */
-function Plot({ options, data }: { options: Omit<uPlot.Options, 'width' | 'height'>; data: uPlot.AlignedData }) {
+export function Plot({ options, data }: { options: Omit<uPlot.Options, 'width' | 'height'>; data: uPlot.AlignedData }) {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const el = box.current;

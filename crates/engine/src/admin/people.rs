@@ -76,17 +76,13 @@ pub async fn list(
 }
 
 fn checked_id(id: &str) -> Result<String, ApiError> {
-    let id = percent_decode(id);
+    let id = percent_encoding::percent_decode_str(id)
+        .decode_utf8_lossy()
+        .into_owned();
     if id.is_empty() || id.len() > MAX_ID || id.chars().any(char::is_control) {
         return Err(bad("user id: must be 1 to 256 printable characters"));
     }
     Ok(id)
-}
-
-fn percent_decode(s: &str) -> String {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(&format!("x={}", s.replace('&', "%26"))).unwrap_or_default();
-    pairs.into_iter().next().map(|(_, v)| v).unwrap_or_default()
 }
 
 /// `GET /v1/organizations/users/{id}`.

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use super::{bad, iso, ok, param, store_failed};
 use crate::error::ApiError;
 use crate::gateway::Gateway;
+use crate::spend::admin::sessions::time;
 use crate::store::rollup::{RollupRow, RollupSums, hour_of};
 
 const MAX_DAYS: i64 = 31;
@@ -74,16 +75,6 @@ impl GroupBy {
             Self::Session => "session",
         }
     }
-}
-
-fn time(q: &[(String, String)], name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
-    param(q, name)
-        .map(|v| {
-            DateTime::parse_from_rfc3339(v)
-                .map(|t| t.with_timezone(&Utc))
-                .map_err(|_| bad(&format!("{name}: must be an RFC 3339 time")))
-        })
-        .transpose()
 }
 
 /// A report's sums per key.

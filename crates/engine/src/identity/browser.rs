@@ -44,10 +44,20 @@ fn cookie_name(id: &Identity) -> &'static str {
 }
 
 fn set_cookie(id: &Identity, value: &str, max_age: i64) -> Option<HeaderValue> {
-    let secure = if id.secure_cookies() { "; Secure" } else { "" };
+    cookie(cookie_name(id), value, "Lax", max_age, id.secure_cookies())
+}
+
+/// A `Set-Cookie` value: `HttpOnly`, `Path=/`, `Secure` when asked.
+pub(super) fn cookie(
+    name: &str,
+    value: &str,
+    same_site: &str,
+    max_age: i64,
+    secure: bool,
+) -> Option<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{}={value}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}{secure}",
-        cookie_name(id)
+        "{name}={value}; HttpOnly; SameSite={same_site}; Path=/; Max-Age={max_age}{secure}"
     ))
     .ok()
 }

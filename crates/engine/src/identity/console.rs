@@ -122,12 +122,10 @@ fn login_cookie_name(id: &Identity) -> &'static str {
     }
 }
 
+/// The shared `Set-Cookie` builder; our own names and random values always make a valid one.
 fn cookie(name: &str, value: &str, same_site: &str, max_age: i64, secure: bool) -> HeaderValue {
-    let secure = if secure { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{name}={value}; HttpOnly; SameSite={same_site}; Path=/; Max-Age={max_age}{secure}"
-    ))
-    .unwrap_or_else(|_| HeaderValue::from_static("gh_console=; Max-Age=0"))
+    super::browser::cookie(name, value, same_site, max_age, secure)
+        .unwrap_or_else(|| HeaderValue::from_static("gh_console=; Max-Age=0"))
 }
 
 /// The `Set-Cookie` that ends the console session in this browser.

@@ -147,6 +147,15 @@ impl ScopeType {
         }
     }
 
+    /// The Admin API's `scope` object of this kind for `id` (a group or a user).
+    pub fn to_json(self, id: &str) -> serde_json::Value {
+        match self {
+            ScopeType::Organization => json!({"type": "organization"}),
+            ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": id}),
+            ScopeType::User => json!({"type": "user", "user_id": id}),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "organization" => Some(ScopeType::Organization),
@@ -178,11 +187,7 @@ pub struct SpendLimit {
 impl SpendLimit {
     /// The Admin API's `spend_limit` object (also kept in the audit trail).
     pub fn to_json(&self) -> serde_json::Value {
-        let scope = match self.scope_type {
-            ScopeType::Organization => json!({"type": "organization"}),
-            ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": self.scope_id}),
-            ScopeType::User => json!({"type": "user", "user_id": self.scope_id}),
-        };
+        let scope = self.scope_type.to_json(&self.scope_id);
         let mut v = json!({
             "type": "spend_limit",
             "id": self.id,

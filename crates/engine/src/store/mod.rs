@@ -448,10 +448,4 @@ pub trait Store: Send + Sync {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<(String, UsageTotals)>, StoreError>;
-    /// Audit rows, newest first, paged by `after_id`.
-    async fn list_audit(
-        &self,
-        after_id: Option<String>,
-        limit: usize,
-    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError>;
 }

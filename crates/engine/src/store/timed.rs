@@ -400,12 +400,4 @@ impl Store for Timed {
                 .retention(audit_before, spend_before, principals_before)
         )
     }
-
-    async fn list_audit(
-        &self,
-        after_id: Option<String>,
-        limit: usize,
-    ) -> Result<(Vec<spend::AuditRow>, bool), StoreError> {
-        timed!(self, "list_audit", self.inner.list_audit(after_id, limit))
-    }
 }

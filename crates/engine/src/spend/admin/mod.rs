@@ -23,7 +23,7 @@ pub(crate) use effective::all_limits;
 pub use effective::cents_text;
 
 use axum::body::Body;
-use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
@@ -36,21 +36,8 @@ pub const PREFIX: &str = "/v1/organizations/spend_limits";
 /// The cost report, served to the same admin credentials.
 pub const COST: &str = "/v1/organizations/analytics/cost";
 
-fn ok(body: Value, request_id: &str) -> Response<Body> {
-    let mut r = crate::edge::json_response(StatusCode::OK, body);
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        r.headers_mut().insert("request-id", v);
-    }
-    r
-}
-
 pub use crate::admin::caller::authenticate;
-
-fn query(uri: &http::Uri) -> Vec<(String, String)> {
-    uri.query()
-        .and_then(|q| serde_urlencoded::from_str(q).ok())
-        .unwrap_or_default()
-}
+use crate::admin::{bad, ok, query};
 
 pub(crate) fn page_limit(q: &[(String, String)], default: usize) -> Result<usize, ApiError> {
     match q.iter().find(|(k, _)| k == "limit") {
@@ -464,11 +451,6 @@ fn audit_event(r: &super::AuditRow) -> Value {
         "after": strip(&r.after),
         "reason": null,
     })
-}
-
-/// 400 `invalid_request_error`.
-fn bad(message: &str) -> ApiError {
-    ApiError::InvalidRequest(message.to_owned())
 }
 
 /// 503 when the store cannot answer.

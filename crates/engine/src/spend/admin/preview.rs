@@ -75,11 +75,7 @@ pub async fn preview(
         "Sets a {period} limit of {} for {whom}.{replaced}{known}",
         dollars(amount)
     );
-    let scope = match b.scope {
-        ScopeType::Organization => json!({"type": "organization"}),
-        ScopeType::RbacGroup => json!({"type": "rbac_group", "rbac_group_id": b.scope_id}),
-        ScopeType::User => json!({"type": "user", "user_id": b.scope_id}),
-    };
+    let scope = b.scope.to_json(&b.scope_id);
     Ok(ok(
         json!({
             "type": "spend_limit_preview",

@@ -25,7 +25,7 @@ use crate::store::rollup::hour_of;
 pub const SESSIONS: &str = "/v1/organizations/analytics/sessions";
 const MAX_DAYS: i64 = 31;
 
-fn time(q: &[(String, String)], name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+pub(crate) fn time(q: &[(String, String)], name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
     q.iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| {

@@ -786,13 +786,4 @@ impl Store for PostgresStore {
         let c = self.client().await?;
         Ok(spend::retention(&c, audit_before, spend_before, principals_before).await?)
     }
-
-    async fn list_audit(
-        &self,
-        after_id: Option<String>,
-        limit: usize,
-    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
-        let c = self.report_client().await?;
-        Ok(spend::list_audit(&c, after_id, limit).await?)
-    }
 }

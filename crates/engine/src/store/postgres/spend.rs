@@ -16,8 +16,8 @@ use tokio_postgres::types::ToSql;
 use super::{Client, OWNER_LOCK_NAMESPACE, PgError, exec, row_opt, rows};
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome,
-    ReserveRequest, ScopeType, SpendLimit, Standing, caps, new_id,
+    Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
+    ScopeType, SpendLimit, Standing, caps, new_id,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, SettleAs};
@@ -570,23 +570,16 @@ async fn audit(
     after: Option<&SpendLimit>,
     now: DateTime<Utc>,
 ) -> Result<(), PgError> {
-    let j = |l: Option<&SpendLimit>| l.and_then(|l| serde_json::to_string(&l.to_json()).ok());
-    exec(
-        tx,
-        "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[
-            &new_id("spla"),
-            &ms(now),
-            &actor,
-            &action,
-            &limit_id,
-            &j(before),
-            &j(after),
-        ],
-    )
-    .await?;
-    Ok(())
+    let row = crate::spend::AuditRow {
+        id: new_id("spla"),
+        at: now,
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        limit_id: Some(limit_id.to_owned()),
+        before: before.map(SpendLimit::to_json),
+        after: after.map(SpendLimit::to_json),
+    };
+    super::admin_views::append_audit(tx, &row).await
 }
 
 /// Serialises mutations of one (scope, period, model) until the transaction ends.
@@ -767,39 +760,6 @@ pub async fn list_limits(
     if before_id.is_some() {
         out.reverse();
     }
-    Ok((out, more))
-}
-
-pub async fn list_audit(
-    c: &impl GenericClient,
-    after_id: Option<String>,
-    limit: usize,
-) -> Result<(Vec<AuditRow>, bool), PgError> {
-    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-    let found = rows(
-        c,
-        "SELECT id, at, actor, action, limit_id, before, after FROM admin_audit
-         WHERE ($1::text IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-        &[&after_id, &take],
-    )
-    .await?;
-    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
-    let mut out = found
-        .iter()
-        .map(|r| {
-            Ok(AuditRow {
-                id: r.try_get(0)?,
-                at: from_ms(r.try_get(1)?),
-                actor: r.try_get(2)?,
-                action: r.try_get(3)?,
-                limit_id: r.try_get(4)?,
-                before: parse(r.try_get(5)?),
-                after: parse(r.try_get(6)?),
-            })
-        })
-        .collect::<Result<Vec<_>, PgError>>()?;
-    let more = out.len() > limit;
-    out.truncate(limit);
     Ok((out, more))
 }
 

@@ -540,13 +540,4 @@ impl Store for SqliteStore {
         }
         Ok(total)
     }
-
-    async fn list_audit(
-        &self,
-        after_id: Option<String>,
-        limit: usize,
-    ) -> Result<(Vec<crate::spend::AuditRow>, bool), StoreError> {
-        self.report(move |c| spend::list_audit(c, after_id, limit))
-            .await
-    }
 }

@@ -14,8 +14,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::identity::user::UserIdentity;
 use crate::spend::{
-    AuditRow, Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome,
-    ReserveRequest, ScopeType, SpendLimit, Standing, caps, new_id,
+    Family, GroupMode, Meter, Period, PoolStanding, PooledBudget, ReserveOutcome, ReserveRequest,
+    ScopeType, SpendLimit, Standing, caps, new_id,
 };
 use crate::store::convert::{from_ms, i, ms, u};
 use crate::store::{OpenReservation, StoreError};
@@ -491,12 +491,16 @@ fn audit(
     after: Option<&SpendLimit>,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let j = |l: Option<&SpendLimit>| l.and_then(|l| serde_json::to_string(&l.to_json()).ok());
-    tx.execute(
-        "INSERT INTO admin_audit (id, at, actor, action, limit_id, before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![new_id("spla"), ms(now), actor, action, limit_id, j(before), j(after)],
-    )?;
-    Ok(())
+    let row = crate::spend::AuditRow {
+        id: new_id("spla"),
+        at: now,
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        limit_id: Some(limit_id.to_owned()),
+        before: before.map(SpendLimit::to_json),
+        after: after.map(SpendLimit::to_json),
+    };
+    super::admin_views::append_audit(tx, &row)
 }
 
 /// Creates or replaces a cap; `pooled` replaces its shared budget (`None`: kept as stored).
@@ -630,35 +634,6 @@ pub fn list_limits(
     if before_id.is_some() {
         rows.reverse();
     }
-    Ok((rows, more))
-}
-
-pub fn list_audit(
-    conn: &mut Connection,
-    after_id: Option<String>,
-    limit: usize,
-) -> Result<(Vec<AuditRow>, bool), StoreError> {
-    let take = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-    let mut stmt = conn.prepare(
-        "SELECT id, at, actor, action, limit_id, before, after FROM admin_audit
-         WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
-    )?;
-    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
-    let mut rows = stmt
-        .query_map(params![after_id, take], |r| {
-            Ok(AuditRow {
-                id: r.get(0)?,
-                at: from_ms(r.get(1)?),
-                actor: r.get(2)?,
-                action: r.get(3)?,
-                limit_id: r.get(4)?,
-                before: parse(r.get(5)?),
-                after: parse(r.get(6)?),
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    let more = rows.len() > limit;
-    rows.truncate(limit);
     Ok((rows, more))
 }
 
@@ -849,7 +824,13 @@ mod tests {
             .unwrap();
         // The old audit row, the old usage row and its rollup row, the old person.
         assert_eq!(removed, 4);
-        let (audit, _) = store.list_audit(None, 10).await.unwrap();
+        let (audit, _) = store
+            .audit_page(crate::store::AuditQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         assert_eq!(audit.len(), 1);
         let people = store.principals(None).await.unwrap();
         assert_eq!(people.len(), 1);
