@@ -234,6 +234,15 @@ pub fn e2e_bin(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The pinned reference gateway: Claude Code 2.1.337's Linux binary
+/// (`@anthropic-ai/claude-code-linux-x64`, installed under the alias
+/// `claude-gateway-reference` by `scripts/test.sh`), run as `claude gateway`. The Claude
+/// Code client the other tests drive is [`e2e_bin`]`("claude")`: the umbrella package,
+/// whose newest release is still 2.1.332.
+pub fn reference_claude() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/node_modules/claude-gateway-reference/claude")
+}
+
 pub fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
 }

@@ -162,7 +162,7 @@ impl Drop for Reference {
 }
 
 async fn start_reference(client: &reqwest::Client) -> Reference {
-    let claude = e2e_bin("claude");
+    let claude = gatehouse_tests::reference_claude();
     assert!(
         claude.exists(),
         "{} is missing: scripts/test.sh installs the pinned Claude Code (npm ci in tests/e2e)",

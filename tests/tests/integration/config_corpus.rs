@@ -147,7 +147,7 @@ fn joined(path: &serde_json::Value) -> String {
 
 /// The reference on `file`: refused when it exits before `config.load` is logged.
 async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> Verdict {
-    let mut child = tokio::process::Command::new(gatehouse_tests::e2e_bin("claude"))
+    let mut child = tokio::process::Command::new(gatehouse_tests::reference_claude())
         .args(["gateway", "--config"])
         .arg(file)
         .env_clear()

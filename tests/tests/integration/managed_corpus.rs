@@ -63,7 +63,7 @@ fn reference_paths(text: &str) -> Vec<String> {
 }
 
 async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> Verdict {
-    let mut child = tokio::process::Command::new(gatehouse_tests::e2e_bin("claude"))
+    let mut child = tokio::process::Command::new(gatehouse_tests::reference_claude())
         .args(["gateway", "--config"])
         .arg(file)
         .env_clear()
