@@ -37,6 +37,7 @@ pub mod keys;
 pub mod mantle;
 pub mod model_caps;
 pub mod openai;
+pub mod repeats;
 pub mod retry;
 pub mod router;
 pub mod shared;
@@ -233,6 +234,8 @@ pub struct Upstreams {
     pub strategist: strategy::Strategist,
     /// Each upstream's key pool (`auth.api_keys`), in `list` order.
     pub key_pools: Vec<Option<Arc<keys::Pool>>>,
+    /// Failed answers' warnings, each at most once a minute.
+    pub repeats: repeats::Repeats,
 }
 
 /// Why the upstreams could not be set up.
@@ -380,6 +383,7 @@ impl Upstreams {
             )),
             key_pools,
             retry: retry::RetryBudget::new(config.routing.retry.clone(), deps.clock.clone()),
+            repeats: repeats::Repeats::default(),
             strategist: strategy::Strategist::new(&config.upstreams, &config.routing.strategies),
         })
     }

@@ -246,7 +246,7 @@ async fn attempt(
                     search_price: None,
                 });
             }
-            Ok(Ok(response)) => failed_answer(upstreams, index, i, response, run).await,
+            Ok(Ok(response)) => failed_answer(upstreams, (index, i, req.op), response, run).await,
             Ok(Err(e)) => {
                 let kind = e.kind();
                 tracing::warn!(upstream = %up.name, error = %e, "upstream request failed");
@@ -286,15 +286,26 @@ fn own_limit(up: &crate::config::UpstreamConfig, req: &Request<'_>, answer: &Ans
 
 /// An answer with a failover status: reported, maybe retained, maybe a cooldown. `true`
 /// when the same upstream may be tried again (overloaded).
+/// Its warning is logged at most once a minute per upstream and status (the reference
+/// logs no line per upstream 5xx, only a rate-limited `upstream 501 on <path>`).
 async fn failed_answer(
     upstreams: &Upstreams,
-    index: usize,
-    leg: usize,
+    (index, leg, op): (usize, usize, super::Operation),
     response: Answer,
     run: &mut Run,
 ) -> bool {
     let (status, name) = (response.status, &upstreams.list[index].name);
-    tracing::warn!(upstream = %name, status = status.as_u16(), "upstream answered with a failover status");
+    upstreams
+        .repeats
+        .warn(&if status == StatusCode::NOT_IMPLEMENTED {
+            let path = match op {
+                super::Operation::Messages => "/v1/messages",
+                super::Operation::CountTokens => "/v1/messages/count_tokens",
+            };
+            format!("upstream 501 on {path}")
+        } else {
+            format!("upstream {name} answered {}; failing over", status.as_u16())
+        });
     upstreams.health.failure(
         index,
         Some(status.as_u16()),
