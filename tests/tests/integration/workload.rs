@@ -93,7 +93,7 @@ listen: {{host: 127.0.0.1, port: 0}}
 store: {{sqlite_path: "{db}"}}
 upstreams: [{{name: primary, provider: anthropic, base_url: "{fake}", auth: {{api_key: "{OPERATOR_KEY}"}}}}]
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
-cri:
+{session}cri:
   enabled: true
   issuer: "{ISSUER}"
   jwks_url: "{jwks_url}"
@@ -101,10 +101,19 @@ cri:
   org_allowlist: ["{ORG}"]
 {cri_extra}"#,
         db = dir.path().join("g.db").display(),
-        fake = fake.url()
+        fake = fake.url(),
+        // A workload-only file still needs a session secret (2.1.337), unless the test
+        // brings its own session block.
+        session = if cri_extra.contains("session:") {
+            ""
+        } else {
+            "session: {jwt_secret: \"workload-test-session-secret-0123456789abcdef\"}\n"
+        },
     );
+    // The issuer and the fake listen on loopback, which only the reference's switch allows.
     let load_env = env.iter().fold(
-        gatehouse_engine::deps::MapEnvironment::default(),
+        gatehouse_engine::deps::MapEnvironment::default()
+            .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1"),
         |e, (k, v)| e.with_var(k, v),
     );
     let config = gatehouse_engine::config::Config::from_yaml(
@@ -638,7 +647,7 @@ async fn a_workload_only_file_serves_workloads_and_no_sign_in() {
 #[test]
 fn a_loopback_key_set_needs_the_reference_switch() {
     let yaml = format!(
-        "listen: {{host: 127.0.0.1, port: 0}}\nupstreams: [{{name: a, provider: anthropic}}]\ncri: {{enabled: true, issuer: \"{ISSUER}\", jwks_url: \"http://127.0.0.1:9/jwks.json\", audience: [a], org_allowlist: [o]}}\n"
+        "listen: {{host: 127.0.0.1, port: 0}}\nupstreams: [{{name: a, provider: anthropic, auth: {{api_key: k}}}}]\nsession: {{jwt_secret: \"workload-test-session-secret-0123456789abcdef\"}}\ncri: {{enabled: true, issuer: \"{ISSUER}\", jwks_url: \"http://127.0.0.1:9/jwks.json\", audience: [a], org_allowlist: [o]}}\n"
     );
     let load_with = |env: gatehouse_engine::deps::MapEnvironment| {
         gatehouse_engine::config::Config::from_yaml(
