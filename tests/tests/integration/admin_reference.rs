@@ -4,17 +4,78 @@
 //! to both, and every answer's status and body must match once ids and timestamps are
 //! masked. Gatehouse's deliberate additions are removed first; they are listed, each with
 //! its reason, in [`EXTENSIONS`] (README "Admin API" lists them too).
+//!
+//! Besides admin keys, people call with their session token (`Authorization: Bearer`):
+//! each side signs its own (the reference an HS256 JWT under its `session.jwt_secret`,
+//! audience `claude-gateway`; Gatehouse its session token), for a member of
+//! `admin.admin_groups` and for someone outside it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
 
 use gatehouse_tests::postgres::TestDatabase;
-use gatehouse_tests::{TestGateway, base_yaml, e2e_bin};
+use gatehouse_tests::{SESSION_SECRET_A, session_token, sign_in_gateway};
 use serde_json::{Value, json};
 
 const WRITE: &str = "admin-write-key-0123456789abcdef0123456789";
 const READ: &str = "admin-read-key-0123456789abcdef01234567890";
+/// The reference's `session.jwt_secret`.
+pub(crate) const REFERENCE_SECRET: &str = "reference-session-secret-0123456789abcdef";
+/// The admin block both sides share: keys, and the IdP group whose members administer.
+fn admin_block() -> String {
+    format!(
+        "admin:\n  write_keys: [{{id: ops, key: \"{WRITE}\"}}]\n  read_keys: [{{id: audit, key: \"{READ}\"}}]\n  admin_groups: [platform]\n"
+    )
+}
+
+/// The people who call with a session token: `(name, sub, groups)`.
+const PEOPLE: &[(&str, &str, &[&str])] = &[
+    ("member", "mallory", &["engineering"]),
+    ("admin", "ada", &["platform", "engineering"]),
+];
+
+/// A session token as the reference signs it: HS256 under the secret's bytes, audience
+/// `claude-gateway`, no issuer without `listen.public_url`.
+pub(crate) fn reference_token(sub: &str, groups: &[&str], secret: &str) -> String {
+    let now = chrono::Utc::now().timestamp();
+    let claims = json!({
+        "sub": sub, "email": format!("{sub}@corp.example"), "groups": groups,
+        "aud": "claude-gateway", "iat": now, "exp": now + 3600,
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
+/// Each side's tokens by name: the people's, and one signed with a secret neither knows.
+fn reference_tokens() -> Vec<(&'static str, String)> {
+    let mut out: Vec<_> = PEOPLE
+        .iter()
+        .map(|(n, sub, g)| (*n, reference_token(sub, g, REFERENCE_SECRET)))
+        .collect();
+    let forged = reference_token("ada", &["platform"], "not-the-secret-0123456789abcdef");
+    out.push(("forged", forged));
+    out
+}
+
+fn gatehouse_tokens(origin: &str) -> Vec<(&'static str, String)> {
+    let mut out: Vec<_> = PEOPLE
+        .iter()
+        .map(|(n, sub, g)| {
+            (
+                *n,
+                session_token(origin, sub, &format!("{sub}@corp.example"), g),
+            )
+        })
+        .collect();
+    let forged = reference_token("ada", &["platform"], "not-the-secret-0123456789abcdef");
+    out.push(("forged", forged));
+    out
+}
 
 /// Fields Gatehouse adds to the reference's objects: `(calls, field, why)`. They are
 /// removed from Gatehouse's answers to the calls whose name starts with `calls` before the
@@ -87,6 +148,26 @@ const EXTENSIONS: &[(&str, &str, &str)] = &[
         "the model family a limit binds (null: every model)",
     ),
     (
+        "organization scope",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "user scope",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "group scope",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
+        "admin session",
+        "model",
+        "the model family a limit binds (null: every model)",
+    ),
+    (
         "audit",
         "change",
         "create or update: the reference records both as spend_limit.upsert",
@@ -141,18 +222,18 @@ fn config_yaml(port: u16, postgres_url: &str) -> String {
         "listen: {{host: 127.0.0.1, port: {port}}}\n\
          upstreams:\n  - {{name: fake, provider: anthropic, base_url: \"http://127.0.0.1:9\", auth: {{api_key: operator-key-not-secret}}}}\n\
          cri: {{enabled: true, audience: [gw], org_allowlist: [00000000-0000-0000-0000-000000000001]}}\n\
-         session: {{jwt_secret: \"reference-session-secret-0123456789abcdef\"}}\n\
-         store: {{postgres_url: \"{postgres_url}\"}}\n\
-         admin:\n  write_keys: [{{id: ops, key: \"{WRITE}\"}}]\n  read_keys: [{{id: audit, key: \"{READ}\"}}]\n"
+         session: {{jwt_secret: \"{REFERENCE_SECRET}\"}}\n\
+         store: {{postgres_url: \"{postgres_url}\"}}\n{}",
+        admin_block()
     )
 }
 
 /// The reference on a free port, killed when dropped.
-struct Reference {
+pub(crate) struct Reference {
     child: tokio::process::Child,
-    base: String,
+    pub base: String,
     _dir: tempfile::TempDir,
-    _db: TestDatabase,
+    pub db: TestDatabase,
 }
 
 impl Drop for Reference {
@@ -161,7 +242,12 @@ impl Drop for Reference {
     }
 }
 
-async fn start_reference(client: &reqwest::Client) -> Reference {
+/// The reference with the config `yaml(port, postgres_url)` gives, on its own fresh
+/// database; started when `/healthz` answers.
+pub(crate) async fn start_reference(
+    client: &reqwest::Client,
+    yaml: impl FnOnce(u16, &str) -> String,
+) -> Reference {
     let claude = gatehouse_tests::reference_claude();
     assert!(
         claude.exists(),
@@ -176,7 +262,7 @@ async fn start_reference(client: &reqwest::Client) -> Reference {
         .unwrap()
         .port();
     let conf = dir.path().join("gateway.yaml");
-    std::fs::write(&conf, config_yaml(port, &db.url)).unwrap();
+    std::fs::write(&conf, yaml(port, &db.url)).unwrap();
     let log = std::fs::File::create(dir.path().join("reference.log")).unwrap();
     let child = tokio::process::Command::new(&claude)
         .args(["gateway", "--config"])
@@ -207,12 +293,14 @@ async fn start_reference(client: &reqwest::Client) -> Reference {
         child,
         base,
         _dir: dir,
-        _db: db,
+        db,
     }
 }
 
 /// One call: a name for messages, method, path (`{alice}`, `{eng}` stand for the ids the
-/// same side returned for those limits), key and body.
+/// same side returned for those limits), credential and body. The credential is an
+/// `x-api-key`, or `bearer:<name>` for that side's session token of that name, or
+/// `<key>+bearer:<name>` for both.
 struct Call {
     name: &'static str,
     method: &'static str,
@@ -673,11 +761,189 @@ fn calls() -> Vec<Call> {
         call("bad sort", "GET", "/effective?sort=name", r, None),
         call("bad period[]", "GET", "/effective?period[]=yearly", r, None),
         call("audit limit 0", "GET", "/audit?limit=0", r, None),
+        // Cursors that name no limit, or are not ids at all.
+        call(
+            "list after alice",
+            "GET",
+            "?after_id={alice}&limit=1",
+            r,
+            None,
+        ),
+        call("list before alice", "GET", "?before_id={alice}", r, None),
+        call("empty after_id", "GET", "?after_id=", r, None),
+        call("empty before_id", "GET", "?before_id=", r, None),
+        call(
+            "after_id not an id",
+            "GET",
+            "?after_id=not%20an%20id",
+            r,
+            None,
+        ),
+        call("before_id unknown", "GET", "?before_id=spl_nope", r, None),
+        call("before_id deleted", "GET", "?before_id={eng}", r, None),
+        call(
+            "after_id with a scope_type",
+            "GET",
+            "?after_id=x&scope_type=user",
+            r,
+            None,
+        ),
+        call(
+            "after_id with bad limit",
+            "GET",
+            "?after_id=x&limit=0",
+            r,
+            None,
+        ),
+        call(
+            "audit after_id a word",
+            "GET",
+            "/audit?after_id=abc",
+            r,
+            None,
+        ),
+        call("audit after_id empty", "GET", "/audit?after_id=", r, None),
+        call(
+            "audit after_id negative",
+            "GET",
+            "/audit?after_id=-1",
+            r,
+            None,
+        ),
+        call(
+            "audit after_id 19 digits",
+            "GET",
+            "/audit?after_id=1234567890123456789",
+            r,
+            None,
+        ),
+        call(
+            "audit after_id a limit id",
+            "GET",
+            "/audit?after_id={alice}",
+            r,
+            None,
+        ),
+        call("audit after_id 1", "GET", "/audit?after_id=1", r, None),
+        call(
+            "audit before_id ignored",
+            "GET",
+            "/audit?limit=1&before_id=x",
+            r,
+            None,
+        ),
+        // Scopes carrying fields of another scope type.
+        call(
+            "organization scope with a user_id",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"organization","user_id":"alice"},"amount":"5000","period":"monthly"}"#,
+            ),
+        ),
+        call(
+            "organization scope with a non-string group id",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"organization","rbac_group_id":5},"amount":"4000","period":"weekly"}"#,
+            ),
+        ),
+        call(
+            "user scope with a group id",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"user","user_id":"carol","rbac_group_id":"eng"},"amount":"7"}"#,
+            ),
+        ),
+        call(
+            "group scope with an empty user_id",
+            "POST",
+            "",
+            w,
+            Some(
+                r#"{"scope":{"type":"rbac_group","rbac_group_id":"sre","user_id":""},"amount":"9"}"#,
+            ),
+        ),
+        call(
+            "user scope with only a group id",
+            "POST",
+            "",
+            w,
+            Some(r#"{"scope":{"type":"user","rbac_group_id":"eng"},"amount":"7"}"#),
+        ),
+        call("list after scope extras", "GET", "", r, None),
+        // People with a session token.
+        call(
+            "member session lists",
+            "GET",
+            "",
+            Some("bearer:member"),
+            None,
+        ),
+        call(
+            "member session creates",
+            "POST",
+            "",
+            Some("bearer:member"),
+            Some(r#"{"scope":{"type":"organization"},"amount":"1"}"#),
+        ),
+        call(
+            "member session deletes",
+            "DELETE",
+            "/{alice}",
+            Some("bearer:member"),
+            None,
+        ),
+        call(
+            "member session reads the cost report",
+            "GET",
+            "{cost}?starting_at=2026-01-01T00:00:00Z",
+            Some("bearer:member"),
+            None,
+        ),
+        call("forged session", "GET", "", Some("bearer:forged"), None),
+        call(
+            "member session with a read key",
+            "GET",
+            "",
+            Some("admin-read-key-0123456789abcdef01234567890+bearer:member"),
+            None,
+        ),
+        call(
+            "admin session lists",
+            "GET",
+            "?scope_type=user",
+            Some("bearer:admin"),
+            None,
+        ),
+        call(
+            "admin session creates",
+            "POST",
+            "",
+            Some("bearer:admin"),
+            Some(r#"{"scope":{"type":"user","user_id":"dave"},"amount":"11"}"#),
+        ),
+        call(
+            "audit by the admin session",
+            "GET",
+            "/audit?limit=1",
+            r,
+            None,
+        ),
     ]
 }
 
 /// Runs the calls against one gateway; `(name, status, body)` per call.
-async fn run(client: &reqwest::Client, base: &str) -> Vec<(&'static str, u16, Value)> {
+async fn run(
+    client: &reqwest::Client,
+    base: &str,
+    tokens: &[(&str, String)],
+) -> Vec<(&'static str, u16, Value)> {
     let mut ids: Vec<(&str, String)> = Vec::new();
     let mut out = Vec::new();
     for c in calls() {
@@ -690,7 +956,16 @@ async fn run(client: &reqwest::Client, base: &str) -> Vec<(&'static str, u16, Va
         }
         let method = reqwest::Method::from_bytes(c.method.as_bytes()).unwrap();
         let mut req = client.request(method, &path);
-        if let Some(k) = c.key {
+        let (key, bearer) = match c.key.map(|k| k.split_once("bearer:")) {
+            Some(Some((key, name))) => (key.strip_suffix('+'), Some(name)),
+            Some(None) => (c.key, None),
+            None => (None, None),
+        };
+        if let Some(name) = bearer {
+            let token = &tokens.iter().find(|t| t.0 == name).unwrap().1;
+            req = req.bearer_auth(token);
+        }
+        if let Some(k) = key {
             req = req.header("x-api-key", k);
         }
         if let Some(b) = c.body {
@@ -723,18 +998,18 @@ async fn run(client: &reqwest::Client, base: &str) -> Vec<(&'static str, u16, Va
 #[tokio::test]
 async fn the_admin_api_answers_as_the_reference_does() {
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let reference = start_reference(&client).await;
-    let gatehouse = TestGateway::start_with(Default::default(), |fake, db| {
-        format!(
-            "{}admin:\n  write_keys: [{{id: ops, key: \"{WRITE}\"}}]\n  read_keys: [{{id: audit, key: \"{READ}\"}}]\n",
-            base_yaml(fake, db)
-        )
-    })
+    let reference = start_reference(&client, config_yaml).await;
+    // With sign-in, so people's session tokens are verified.
+    let gatehouse = sign_in_gateway(&[SESSION_SECRET_A], &admin_block()).await;
+    seed_reference(&reference.db).await;
+    seed_gatehouse(&gatehouse.gw.handle.store()).await;
+    let theirs = run(&client, &reference.base, &reference_tokens()).await;
+    let ours = run(
+        &client,
+        &gatehouse.gw.handle.base_url(),
+        &gatehouse_tokens(&gatehouse.origin),
+    )
     .await;
-    seed_reference(&reference._db).await;
-    seed_gatehouse(&gatehouse.handle.store()).await;
-    let theirs = run(&client, &reference.base).await;
-    let ours = run(&client, &gatehouse.handle.base_url()).await;
     // The seeded data reached the reference's answers (so agreeing is not agreeing on
     // nothing).
     let answer = |name: &str| &theirs.iter().find(|a| a.0 == name).unwrap().2;

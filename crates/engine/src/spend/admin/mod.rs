@@ -336,9 +336,7 @@ async fn audit(
         Some(_) => return Err(bad("format: must be json or csv")),
     };
     let after = get("after_id");
-    if after.as_ref().is_some_and(|a| {
-        a.is_empty() || a.len() > 64 || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    }) {
+    if after.as_deref().is_some_and(|a| !audit_cursor(a)) {
         return Err(bad("after_id: must be an audit event id"));
     }
     let filter = |k: &str| {
@@ -422,6 +420,18 @@ async fn audit(
     ))
 }
 
+/// Whether `after_id` names an audit event: one of Gatehouse's own ids (`spla_…`), or one
+/// of the reference's numbered ids (1 to 18 digits, as it checks them), which name no event
+/// here and sort before every id here (their page is empty, as the reference's page after
+/// its first event is). Anything else is refused with the reference's message.
+fn audit_cursor(a: &str) -> bool {
+    let numbered = (1..=18).contains(&a.len()) && a.bytes().all(|b| b.is_ascii_digit());
+    let own = a.strip_prefix("spla_").is_some_and(|t| {
+        (1..=64).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_alphanumeric())
+    });
+    numbered || own
+}
+
 /// Rows an audit CSV holds at most.
 const AUDIT_CSV_ROWS: usize = 100_000;
 
@@ -456,4 +466,27 @@ fn audit_event(r: &super::AuditRow) -> Value {
 /// 503 when the store cannot answer.
 fn unavailable() -> ApiError {
     ApiError::ServiceUnavailable("spend limits are unavailable".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::audit_cursor;
+
+    #[test]
+    fn audit_cursors_are_ours_or_the_references() {
+        assert!(audit_cursor("spla_019ae3c1f2a80001a1b2c3d4e5f6"));
+        assert!(audit_cursor("1"));
+        assert!(audit_cursor("123456789012345678"));
+        for bad in [
+            "",
+            "abc",
+            "-1",
+            "1234567890123456789",
+            "spl_019ae3c1f2a80001a1b2c3d4e5f6",
+            "spla_",
+            "spla_x y",
+        ] {
+            assert!(!audit_cursor(bad), "{bad:?}");
+        }
+    }
 }
