@@ -190,7 +190,11 @@ async fn snapshot_matches_the_store_and_blocks_name_their_layer() {
     for m in by_model {
         let t = tallies
             .iter()
-            .find(|t| t["upstream"] == "primary" && t["model"] == m["model"])
+            // Tallied under the id sent: a built-in alias's dated first-party id.
+            .find(|t| {
+                let sent = t["model"].as_str().unwrap_or_default();
+                t["upstream"] == "primary" && sent.starts_with(m["model"].as_str().unwrap())
+            })
             .unwrap_or_else(|| panic!("no prompt_cache row for {}: {tallies:?}", m["model"]));
         assert_eq!(t["turns"], m["requests"]);
         assert_eq!(t["uncached_tokens"], m["input_tokens"]);
@@ -844,7 +848,7 @@ async fn browser_shows_real_numbers_blocks_and_live_updates() {
     assert_eq!(
         shown_tallies,
         [
-            ("primary", "claude-haiku-4-5", "1", "0.0%", "0"),
+            ("primary", "claude-haiku-4-5-20251001", "1", "0.0%", "0"),
             ("primary", "claude-sonnet-4-6", "3", "0.0%", "0"),
         ]
     );

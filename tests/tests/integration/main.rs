@@ -42,6 +42,7 @@ mod key_pools;
 mod load_test_mode;
 mod managed_corpus;
 mod metrics;
+mod model_ids;
 mod openai_upstream;
 mod otlp;
 mod platform_upstreams;

@@ -357,7 +357,8 @@ async fn the_active_probe_finds_an_upstream_down_and_back_and_is_metered() {
     assert!(probes.len() >= 2);
     for r in probes.iter().chain(b.requests().iter()) {
         assert_eq!(r.body["max_tokens"], 1);
-        assert_eq!(r.body["model"], "claude-haiku-4-5");
+        // The probe model's dated first-party id, as any request for it is sent.
+        assert_eq!(r.body["model"], "claude-haiku-4-5-20251001");
     }
     // Each probe is a usage row of its own, priced like any request.
     let rows = gw.usage_rows(3).await;

@@ -87,7 +87,8 @@ fn cases() -> Vec<(
             body("claude-haiku-4-5"),
             Some("claude-cli/2.1.333 (external, cli)"),
             "bedrock",
-            "claude-haiku-4-5",
+            // Sent as its dated first-party id, as the reference sends it.
+            "claude-haiku-4-5-20251001",
         ),
         ("web-search", search, None, "anthropic", sonnet),
         ("images", image, None, "bedrock", sonnet),

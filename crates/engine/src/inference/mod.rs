@@ -250,12 +250,13 @@ async fn answer(
         );
     }
     // An answer under another id (a model map, a cloud id, a fallback model) names the
-    // requested one, so a client resuming from it asks for a model the gateway serves.
+    // requested one, so a client resuming from it asks for a model the gateway serves;
+    // a built-in model's own dated first-party id is one, and stays (as the reference's).
     let mut routed = routed;
     if let Routed::Answer { response, leg, .. } = &mut routed
-        && upstream_models
-            .get(*leg)
-            .is_some_and(|(_, m)| *m != head.model)
+        && upstream_models.get(*leg).is_some_and(|(_, m)| {
+            *m != head.model && !crate::models::provider_ids::same_first_party(&head.model, m)
+        })
     {
         crate::upstream::echo::requested_model(response, &head.model);
     }

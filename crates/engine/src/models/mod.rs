@@ -4,12 +4,14 @@
 //! Resolution, per upstream and in order: the operator's `models[]` row (by full id or by
 //! the id without its date suffix) -> that row's `upstream_model.<upstream>` -> for a known
 //! Claude family (when `auto_include_builtin_models` allows) the id as that upstream names
-//! it ([`provider_ids`]: the id as requested for Anthropic) -> "not
+//! it ([`provider_ids`], from the reference's table in [`reference_ids`]: the dated
+//! first-party id for Anthropic) -> "not
 //! configured for this upstream". A model with no row that is not a known Claude model is
 //! "not in the operator's model allowlist". The two refusals are worded differently so an
 //! operator can tell which list said no.
 
 pub mod provider_ids;
+pub mod reference_ids;
 pub mod warnings;
 
 use std::collections::BTreeMap;
