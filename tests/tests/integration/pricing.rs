@@ -23,8 +23,8 @@ models:
   - {{id: claude-haiku-4-5, upstream_model: {{cheap: qwen3-coder}}}}
 pricing:
   overrides:
-    - {{upstream: cheap, model: deepseek-chat, input: 1, output: 2}}
-    - {{model: deepseek-chat, input: 100, output: 100}}
+    - {{upstream: cheap, model: deepseek-chat, input: 1, output: 2, cache_write: 1}}
+    - {{model: deepseek-chat, input: 100, output: 100, cache_write: 100}}
   default: {{input: 7, output: 9}}
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
 "#,
