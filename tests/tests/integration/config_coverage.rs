@@ -1,7 +1,7 @@
 //! The drop-in corpus covers the reference's whole config (issue 15): every key path in
-//! `tests/config-corpus/KEYS.txt` (the reference gateway's schema, Claude Code 2.1.333)
-//! appears in at least one corpus file, so `config_corpus` puts each key before both
-//! loaders. Paths are walked as the key list writes them: list items as `[]`, upstream
+//! `tests/config-corpus/KEYS.txt` (the reference gateway's schema, Claude Code 2.1.333, plus
+//! the pricing keys 2.1.334 added) appears in at least one corpus file, so `config_corpus`
+//! puts each key before both loaders. Paths are walked as the key list writes them: list items as `[]`, upstream
 //! keys qualified by provider (`upstreams[].provider=bedrock.region`) unless every
 //! provider has them; the inside of a free-form value (`headers`, `cli`, ...) is not walked.
 
@@ -64,7 +64,11 @@ fn walk(v: &Value, prefix: &str, keys: &BTreeSet<String>, out: &mut BTreeSet<Str
 #[test]
 fn every_reference_key_path_is_in_the_corpus() {
     let keys = keys();
-    assert_eq!(keys.len(), 211, "the reference's 211 key paths");
+    assert_eq!(
+        keys.len(),
+        220,
+        "the reference's 220 key paths (2.1.333's 211 and the nine pricing keys of 2.1.334)"
+    );
     let files = corpus();
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in &files {
