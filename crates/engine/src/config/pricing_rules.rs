@@ -14,8 +14,8 @@
 //! - no two overrides for the same upstream and model (ids compared ignoring case here;
 //!   the same built-in model under two spellings is `metering::price_warnings`' check, as
 //!   the config module does not know the model table);
-//! - a `pricing` block needs `admin` or a `managed` block with a policy (or `settings`) —
-//!   the two places prices act.
+//! - a `pricing` key (even `pricing: {}`) needs `admin` or a `managed` block with a
+//!   policy (or `settings`) — the two places prices act.
 //!
 //! Gatehouse's own keys, which no reference file has: an override without `upstream`
 //! (any upstream), without `cache_read` (a tenth of `input`), with `web_search` (USD per
@@ -23,8 +23,7 @@
 //! Gatehouse also meters for its own extensions (`client_keys`, the SQLite store), so a
 //! file using one of those may price without `admin` or `managed`.
 
-use std::collections::HashSet;
-
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -33,7 +32,7 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_yaml_ng::Value;
 
-use super::raw::{RawConfig, RawLongPrompt, RawPrice, RawPriceOverride};
+use super::raw::{RawConfig, RawLongPrompt, RawPrice, RawPriceOverride, RawPricing};
 use super::{
     ConfigError, ConfigIssue, LongPromptPrices, PriceOverride, Prices, PricingConfig,
     UpstreamConfig,
@@ -61,6 +60,13 @@ pub fn opt_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
 /// A mapping where the reference wants an object: `null` is refused, not a default.
 pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
     d.deserialize_any(Shaped(PhantomData, "object"))
+}
+
+/// The `pricing` block: a mapping, marked as written.
+pub fn block<'de, D: Deserializer<'de>>(d: D) -> Result<RawPricing, D::Error> {
+    let mut pricing: RawPricing = object(d)?;
+    pricing.written = true;
+    Ok(pricing)
 }
 
 /// [`object`] for an optional key (`#[serde(default, deserialize_with)]`).
@@ -219,12 +225,6 @@ pub fn multiplier(raw: &RawConfig) -> Result<f64, ConfigError> {
     }
 }
 
-/// Whether the file has a `pricing` block with content.
-fn has_pricing(raw: &RawConfig) -> bool {
-    let p = &raw.pricing;
-    p.multiplier.is_some() || !p.overrides.is_empty() || p.default.is_some()
-}
-
 pub fn needs_a_consumer(raw: &RawConfig) -> Result<(), ConfigError> {
     let managed = raw.managed.as_ref().is_some_and(|m| {
         m.policies
@@ -232,7 +232,7 @@ pub fn needs_a_consumer(raw: &RawConfig) -> Result<(), ConfigError> {
             .map_or(m.settings.is_some(), |p| !p.is_empty())
     });
     let gatehouse_metering = !raw.client_keys.is_empty() || raw.store.postgres_url.is_none();
-    if has_pricing(raw) && raw.admin.is_none() && !managed && !gatehouse_metering {
+    if raw.pricing.written && raw.admin.is_none() && !managed && !gatehouse_metering {
         return Err(ConfigError::at(
             "pricing",
             "prices act only on spend limits (admin) and on the modelPricing pushed in managed settings: add an admin block or a managed policy, or remove pricing",
@@ -309,21 +309,23 @@ pub fn pricing(
     if let Err(e) = needs_a_consumer(raw) {
         found.0.extend(e.issues());
     }
-    let mut seen = HashSet::new();
+    // (upstream, model ignoring case) -> the first override's model, as written.
+    let mut seen: HashMap<(Option<&str>, String), &str> = HashMap::new();
     let mut overrides = Vec::with_capacity(raw.pricing.overrides.len());
     for (i, o) in raw.pricing.overrides.iter().enumerate() {
         let at = format!("pricing.overrides[{i}]");
         scope(o, &at, upstreams, &mut found);
-        let key = (o.upstream.clone(), o.model.to_lowercase());
-        if !seen.insert(key) {
+        let key = (o.upstream.as_deref(), o.model.to_lowercase());
+        if let Some(first) = seen.get(&key) {
             found.add(
                 &at,
                 format!(
-                    "duplicates the pricing override for '{}' on upstream '{}'",
-                    o.model,
+                    "duplicates the pricing override for '{first}' on upstream '{}'",
                     o.upstream.as_deref().unwrap_or("(any)")
                 ),
             );
+        } else {
+            seen.insert(key, &o.model);
         }
         let price = override_prices(o, &at, &mut found);
         overrides.push(PriceOverride {
@@ -459,7 +461,7 @@ fn default_prices(p: &RawPrice, at: &str, found: &mut Found) -> Prices {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
     fn yaml(text: &str) -> f64 {
@@ -710,6 +712,11 @@ mod tests {
         assert_eq!(
             paths,
             ["pricing.overrides[1]", "pricing.overrides[2].model"]
+        );
+        // The earlier override's model, as the reference names it.
+        assert_eq!(
+            issues[0].message,
+            "duplicates the pricing override for 'M' on upstream 'a'"
         );
         // Blank but not empty: the reference takes it (and warns it never applies).
         assert_eq!(prices("input: 1, output: 1, cache_write: 1").input, 1_000);

@@ -45,7 +45,7 @@ pub struct RawConfig {
     /// Static bearer keys for callers such as CI or the desktop app (Gatehouse addition).
     #[serde(default)]
     pub client_keys: Vec<RawClientKey>,
-    #[serde(default, deserialize_with = "super::pricing_rules::object")]
+    #[serde(default, deserialize_with = "super::pricing_rules::block")]
     pub pricing: RawPricing,
     /// Rotating file logs (Gatehouse addition).
     #[serde(default)]
@@ -431,6 +431,9 @@ pub struct RawPricing {
     /// input and $25 output per million tokens. (Gatehouse's key.)
     #[serde(default, deserialize_with = "super::pricing_rules::opt_object")]
     pub default: Option<RawPrice>,
+    /// The file has a `pricing` key (even `pricing: {}`), which needs a consumer.
+    #[serde(skip)]
+    pub written: bool,
 }
 
 /// `pricing.default`, in USD per million tokens; omitted cache prices derive from `input`
