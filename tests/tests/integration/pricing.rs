@@ -104,3 +104,50 @@ async fn pushed_model_pricing_carries_one_hour_writes_and_long_prompts() {
     assert_eq!(rows["claude-opus-4-7"]["cacheWrite5m"], 6.25);
     assert_eq!(rows["claude-opus-4-7"]["cacheWrite1h"], 10.0);
 }
+
+/// The fake reports 25 input, 8 output, 1000 five-minute and 2000 one-hour cache-write
+/// tokens: a prompt of 3025 tokens. Each kind is charged at the override's own rate, and
+/// the long-prompt rates once the prompt passes `above_prompt_tokens`.
+#[tokio::test]
+async fn one_hour_writes_and_long_prompts_are_charged_at_their_own_rates() {
+    let fake = FakeConfig {
+        cache_creation_5m_tokens: 1000,
+        cache_creation_1h_tokens: 2000,
+        ..FakeConfig::default()
+    };
+    let gw = TestGateway::start_with(fake, |url: &str, db: &Path| {
+        let rates = "input: 3, output: 15, cache_read: 0.3, cache_write_5m: 3.75, cache_write_1h: 6";
+        let long = "input: 6, output: 22.5, cache_read: 0.6, cache_write_5m: 7.5, cache_write_1h: 12";
+        format!(
+            r#"
+listen: {{host: 127.0.0.1, port: 0}}
+store: {{sqlite_path: "{db}"}}
+upstreams:
+  - {{name: main, provider: anthropic, base_url: "{url}", auth: {{api_key: "{OPERATOR_KEY}"}}}}
+pricing:
+  overrides:
+    - {{upstream: main, model: claude-sonnet-4-6, {rates}, long_prompt: {{above_prompt_tokens: 3025, {long}}}}}
+    - {{upstream: main, model: claude-haiku-4-5, {rates}, long_prompt: {{above_prompt_tokens: "3024", {long}}}}}
+client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
+"#,
+            db = db.display()
+        )
+    })
+    .await;
+    for model in ["claude-sonnet-4-6", "claude-haiku-4-5"] {
+        let resp = gw.messages(ask(model)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.bytes().await.unwrap();
+    }
+    let rows = gw.usage_rows(2).await;
+    let cost = |model: &str| {
+        rows.iter()
+            .find(|r| r.model == model)
+            .unwrap()
+            .cost_micro_usd
+    };
+    // 3025 is not above 3025: $3, $15, $3.75 (5 min) and $6 (1 h) per million.
+    assert_eq!(cost("claude-sonnet-4-6"), 75 + 120 + 3_750 + 12_000);
+    // Above 3024: every token at the long-prompt rates.
+    assert_eq!(cost("claude-haiku-4-5"), 150 + 180 + 7_500 + 24_000);
+}
