@@ -16,6 +16,7 @@ pub mod limits;
 pub mod load_test;
 pub mod managed;
 mod managed_layered;
+mod managed_mcp;
 pub mod managed_warnings;
 pub mod oidc;
 mod parse;
