@@ -91,7 +91,7 @@ fn desktop_reach(policies: &[PolicyConfig], ctx: &Context<'_>, out: &mut Vec<War
         out.push(("managed.policies".into(), "listen.public_url is not set, so Desktop overlay values pinned to the gateway's origin cannot be checked at start and Claude Desktop would drop them; set listen.public_url".into()));
     }
     if !any_desktop {
-        out.push(("managed".into(), "no managed policy has a desktop: block, so Claude Desktop is refused by /user/bootstrap until a policy opts in".into()));
+        out.push(("managed".into(), "no managed policy carries a desktop: block, so Claude Desktop clients will be rejected by /user/bootstrap until a policy opts in".into()));
     }
 }
 

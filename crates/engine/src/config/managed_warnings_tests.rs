@@ -47,12 +47,12 @@ fn no_policy_opts_into_desktop() {
     assert!(found(
         &[policy(json!({}), None)],
         &WITH_URL,
-        "no managed policy has a desktop"
+        "no managed policy carries a desktop"
     ));
     assert!(!found(
         &[policy(json!({}), Some(json!({})))],
         &WITH_URL,
-        "no managed policy has a desktop"
+        "no managed policy carries a desktop"
     ));
 }
 

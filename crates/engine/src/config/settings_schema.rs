@@ -58,6 +58,8 @@ struct Schema {
     properties: Option<BTreeMap<String, Schema>>,
     #[serde(default)]
     required: Vec<String>,
+    /// Exactly one of these keys must be present (a refinement of the reference's).
+    exactly_one_of: Option<Vec<String>>,
     additional_properties: Option<Additional>,
     any_of: Option<Vec<Schema>>,
     /// Each in turn, stopping at the first with a problem (a zod pipe).
@@ -381,6 +383,15 @@ fn object(s: &Schema, m: &Map<String, Value>, path: &str, out: &mut Vec<Issue>) 
         return;
     }
     let props = s.properties.as_ref();
+    if let Some(keys) = &s.exactly_one_of
+        && keys.iter().filter(|k| m.contains_key(*k)).count() != 1
+    {
+        let names: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+        out.push((
+            path.to_owned(),
+            format!("Entry must have exactly one of {}", names.join(", ")),
+        ));
+    }
     for r in &s.required {
         if !m.contains_key(r) {
             let want = props
@@ -517,6 +528,11 @@ mod tests {
         ] {
             assert!(is_setting(key), "{key}");
         }
+        let one = issues(
+            json!({"deniedMcpServers": [{"serverUrl": "https://x"}, {}, {"serverName": "a", "serverUrl": "https://x"}]}),
+        );
+        let paths: Vec<&str> = one.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, vec!["deniedMcpServers[1]", "deniedMcpServers[2]"]);
         let found = issues(json!({"crossSessionInbound": "maybe", "allowedProviders": "bedrock"}));
         assert_eq!(found.len(), 2, "{found:?}");
     }
