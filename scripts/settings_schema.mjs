@@ -27,7 +27,8 @@
 //
 // What cannot be carried over: the schema's custom refinements (`refine`, `superRefine`,
 // `check`: code, not data). The ones the gateway's verdicts depend on are written in Rust
-// (config/managed_mcp.rs: the managedMcpServers entry rules).
+// (config/managed_mcp.rs: the managedMcpServers entry rules; config/managed_policy_helpers.rs:
+// the policyHelpers entry rule). One shape is read as data: "exactly one of these keys".
 
 import { readFileSync, writeFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join, dirname } from "node:path";

@@ -17,6 +17,7 @@ pub mod load_test;
 pub mod managed;
 mod managed_layered;
 mod managed_mcp;
+mod managed_policy_helpers;
 pub mod managed_warnings;
 pub mod oidc;
 mod parse;

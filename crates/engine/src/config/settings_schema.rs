@@ -7,8 +7,10 @@
 //! from the pinned reference binary (the schema its gateway compiles managed blocks with,
 //! plus the gateway's own checks of `allowedProviders`, `crossSessionInbound` and
 //! `strictPluginOnlyCustomization`); this module walks the JSON Schema subset that file
-//! uses. Not carried over: the schema's custom refinements (code, not data: e.g. the
-//! permission-rule syntax of `permissions.allow`, helper paths of `policyHelpers`).
+//! uses. The custom checks the reference's verdicts depend on are code here too:
+//! `managed_mcp` (`managedMcpServers` entries) and `managed_policy_helpers` (`policyHelpers`
+//! entries). Not carried over: the other refinements (e.g. the permission-rule syntax of
+//! `permissions.allow`, a helper's `interpreter`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -127,6 +129,21 @@ pub fn check_block(block: &Map<String, Value>) -> Vec<Issue> {
     for (key, value) in block {
         if key == "managedMcpServers" {
             managed_mcp_servers(known.and_then(|p| p.get(key)), value, &mut issues);
+            continue;
+        }
+        if key == "policyHelpers"
+            && let Some(schema) = known.and_then(|p| p.get(key))
+        {
+            let before = issues.len();
+            walk(schema, value, key, &mut issues);
+            let found: Vec<String> = issues[before..].iter().map(|i| i.0.clone()).collect();
+            let clean = |os: &str| {
+                let at = format!("{key}.{os}");
+                !found
+                    .iter()
+                    .any(|p| p == key || p == &at || p.starts_with(&format!("{at}.")))
+            };
+            issues.extend(super::managed_policy_helpers::entry_issues(value, clean));
             continue;
         }
         match known.and_then(|p| p.get(key)) {
