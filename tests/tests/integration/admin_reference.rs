@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use gatehouse_tests::postgres::TestDatabase;
-use gatehouse_tests::{TestGateway, base_yaml, e2e_bin};
+use gatehouse_tests::{TestGateway, base_yaml};
 use serde_json::{Value, json};
 
 const WRITE: &str = "admin-write-key-0123456789abcdef0123456789";

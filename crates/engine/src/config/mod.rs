@@ -16,6 +16,8 @@ pub mod limits;
 pub mod load_test;
 pub mod managed;
 mod managed_layered;
+mod managed_mcp;
+mod managed_policy_helpers;
 pub mod managed_warnings;
 pub mod oidc;
 mod parse;
