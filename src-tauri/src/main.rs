@@ -76,8 +76,14 @@ enum Command {
         #[command(subcommand)]
         action: insight_cli::UsageAction,
     },
-    /// Validate a configuration file without starting.
-    CheckConfig { file: PathBuf },
+    /// Validate a configuration file without starting (`check-config F`, or with
+    /// `--config F` as `serve --check config` takes it).
+    CheckConfig {
+        #[arg(required_unless_present = "config", conflicts_with = "config")]
+        file: Option<PathBuf>,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// GET a URL (default: the server's /readyz) and exit 1 unless it answers 2xx
     /// (a container HEALTHCHECK without curl).
     Healthcheck {
@@ -187,14 +193,9 @@ fn load(file: &Path, data_dir: PathBuf) -> Result<(Config, Vec<ConfigWarning>), 
         credentials: &gatehouse_engine::deps::NoCredentialStore,
         default_data_dir: data_dir,
     };
-    let refused = |e: config::ConfigError| {
-        // One line per problem, each with the file and its path.
-        e.issues()
-            .iter()
-            .map(|i| format!("{}: {i}", file.display()))
-            .collect::<Vec<_>>()
-            .join("\ngatehouse: ")
-    };
+    // Every problem at once, as the reference lists them: `gatehouse: [ {code, message,
+    // path}, … ]` (`path` as segments, e.g. `["upstreams", 0, "base_url"]`).
+    let refused = |e: config::ConfigError| e.issue_list();
     let config = Config::from_yaml(&text, &ctx).map_err(refused)?;
     let warnings = gatehouse_engine::check_config(&config).map_err(refused)?;
     Ok((config, warnings))
@@ -203,9 +204,12 @@ fn load(file: &Path, data_dir: PathBuf) -> Result<(Config, Vec<ConfigWarning>), 
 /// `check-config F` and `serve --check config --config F`: the checks of a start, then the
 /// reference's line (stdout, exit 0); warnings go to stderr first, problems fail (exit 1).
 fn check_config(file: &Path, data: PathBuf) -> Result<(), String> {
-    let (_, warnings) = load(file, data)?;
+    let (config, warnings) = load(file, data)?;
     for w in &warnings {
         eprintln!("warning: {w}");
+    }
+    for n in &config.differing_defaults {
+        eprintln!("note: {n}");
     }
     println!(
         "{}: no errors found. This does not check the database, identity provider, upstreams, \
@@ -225,7 +229,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 fn run(cli: Cli) -> Result<(), String> {
     let data = data_dir(cli.data_dir.as_deref());
     match cli.command {
-        Some(Command::CheckConfig { file }) => check_config(&file, data?),
+        Some(Command::CheckConfig { file, config }) => {
+            let file = file.or(config).ok_or("check-config needs a FILE")?;
+            check_config(&file, data?)
+        }
         Some(Command::Healthcheck { url, timeout }) => {
             let timeout = std::time::Duration::from_secs(timeout);
             let line = runtime()?.block_on(healthcheck::check(&url, timeout))?;

@@ -14,6 +14,15 @@ fn gatehouse() -> Command {
     c
 }
 
+/// A refusal as the reference prints one: `gatehouse: ` and a JSON list of
+/// `{code, message, path}`, every problem of the file at once.
+fn issue_list(stderr: &str) -> Vec<serde_json::Value> {
+    let json = stderr
+        .strip_prefix("gatehouse: ")
+        .unwrap_or_else(|| panic!("no prefix: {stderr}"));
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}
+
 #[test]
 fn bad_config_exits_1_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -26,9 +35,12 @@ fn bad_config_exits_1_naming_the_field() {
         let out = gatehouse().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.starts_with("gatehouse: "), "{err}");
+        let issues = issue_list(&err);
         assert!(
-            err.contains("upstreams[0].base_url: URL scheme must be http or https"),
+            issues.iter().any(
+                |i| i["path"] == serde_json::json!(["upstreams", 0, "base_url"])
+                    && i["message"] == "URL scheme must be http or https"
+            ),
             "{err}"
         );
     }
@@ -39,8 +51,13 @@ fn bad_config_exits_1_naming_the_field() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
+    let issues = issue_list(&err);
     assert!(
-        err.contains("store.postgres_url: TLS: sslrootcert: cannot read PEM certificates from /nonexistent/ca.pem"),
+        issues.iter().any(
+            |i| i["path"] == serde_json::json!(["store", "postgres_url"])
+                && i["message"]
+                    == "TLS: sslrootcert: cannot read PEM certificates from /nonexistent/ca.pem"
+        ),
         "{err}"
     );
     assert!(!err.contains("pw-not-shown"), "{err}");

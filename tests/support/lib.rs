@@ -55,8 +55,11 @@ client_keys:
     )
 }
 
+/// Loads a test file. The fake upstreams, IdP and collectors listen on loopback, which a
+/// gateway file may name only with the reference's `CLAUDE_GATEWAY_ALLOW_LOOPBACK`, set
+/// here as a test setup sets it.
 pub fn load(yaml: &str, dir: &Path) -> Config {
-    let env = MapEnvironment::default();
+    let env = MapEnvironment::default().with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1");
     Config::from_yaml(
         yaml,
         &LoadContext {

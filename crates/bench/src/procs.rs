@@ -64,8 +64,11 @@ impl Children {
         let stderr_path = dir.join(format!("{name}.stderr"));
         let stderr = File::create(&stderr_path)
             .with_context(|| format!("cannot create {}", stderr_path.display()))?;
+        // The bench's fake upstream listens on loopback, which a gateway file may name
+        // only with the reference's switch (as a sidecar or test setup would).
         let mut child = Command::new(program)
             .args(args)
+            .env("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

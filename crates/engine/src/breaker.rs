@@ -119,6 +119,23 @@ impl<T: Moment> Breaker<T> {
         }
     }
 
+    /// Whether [`Breaker::admit`] at `now` would let a payload through (send or probe),
+    /// without taking the probe: for callers that may still drop the payload.
+    pub(crate) fn would_admit(&self, now: T) -> bool {
+        match self.state {
+            State::Closed => true,
+            State::Open { until } | State::Probing { until } => now >= until,
+        }
+    }
+
+    /// A probe that said nothing about health (the destination answered but refused the
+    /// payload itself): the next payload may probe at once.
+    pub(crate) fn probe_inconclusive(&mut self, now: T) {
+        if let State::Probing { .. } = self.state {
+            self.state = State::Open { until: now };
+        }
+    }
+
     /// Let one probe through now even though the open period has not passed (every other
     /// way is closed too). `false` when the breaker is closed (nothing to force).
     pub(crate) fn force_probe(&mut self, now: T) -> bool {

@@ -433,32 +433,10 @@ fn check_v6(ip: Ipv6Addr, allow_loopback: bool) -> Result<(), &'static str> {
     if ip.is_multicast() {
         return Err("multicast address");
     }
-    if let Some(v4) = embedded_v4(ip) {
+    if let Some(v4) = crate::config::targets::embedded_v4(ip) {
         return check_v4(v4, allow_loopback);
     }
     Ok(())
-}
-
-/// The IPv4 address carried inside an IPv6 address, for the forms that route to it.
-fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = ip.segments();
-    let low =
-        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
-    match s {
-        // IPv4-mapped ::ffff:a.b.c.d
-        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(low(hi, lo)),
-        // IPv4-translated (SIIT) ::ffff:0:a.b.c.d
-        [0, 0, 0, 0, 0xffff, 0, hi, lo] => Some(low(hi, lo)),
-        // IPv4-compatible ::a.b.c.d (deprecated, still routed by some stacks)
-        [0, 0, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
-        // NAT64 well-known prefix 64:ff9b::/96
-        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
-        // NAT64 local-use prefix 64:ff9b:1::/48
-        [0x64, 0xff9b, 1, _, _, _, hi, lo] => Some(low(hi, lo)),
-        // 6to4 2002:a.b.c.d::/48
-        [0x2002, hi, lo, ..] => Some(low(hi, lo)),
-        _ => None,
-    }
 }
 
 /// `scheme://host[:port]/path` of `url`: no user name, password, query or fragment.

@@ -109,7 +109,20 @@ pub async fn start_with(
     deps: Deps,
     serving: Serving,
 ) -> Result<Handle, StartError> {
-    let addr = SocketAddr::new(config.listen.host, config.listen.port);
+    let mut addr = SocketAddr::new(config.listen.host, config.listen.port);
+    if let Some(name) = &config.listen.host_name {
+        let resolved = tokio::net::lookup_host((name.as_str(), config.listen.port))
+            .await
+            .and_then(|mut all| {
+                all.next().ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("`{name}` has no address"),
+                    )
+                })
+            });
+        addr = resolved.map_err(|source| StartError::Bind { addr, source })?;
+    }
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| StartError::Bind { addr, source })?;
@@ -258,7 +271,7 @@ pub async fn start_on_controlled(
         .public_url
         .as_ref()
         .filter(|_| !config.telemetry.destinations.is_empty())
-        .map(|u| u.origin().ascii_serialization());
+        .map(|u| u.as_str().trim_end_matches('/').to_owned());
     let policies = crate::policy::Policies::new(
         &crate::policy::extras::served_policies(&config, otlp_endpoint.is_some()),
         &crate::policy::extras::for_config(&config, otlp_endpoint.as_deref()),

@@ -6,11 +6,14 @@
 //! `aws-external-anthropic` that signs the workspace header). A SigV4 `Authorization` must be well-formed: its credential
 //! scope (`<key>/<yyyymmdd>/<region>/<service>/aws4_request`) names the face's service,
 //! `host` and `x-amz-date` (and a session token, when sent) are signed, `x-amz-date` is
-//! the scope's day. Mantle also refuses what the gateway must strip before it: top-level
-//! `tags` and the request-tags beta. Answers are the Anthropic face's.
+//! the scope's day, and `x-amz-content-sha256` is signed and is the hex SHA-256 of the body
+//! (as the official clients' SigV4 sends it; an API-key request may leave it out, but one
+//! it carries must be the body's). Mantle also refuses what the gateway must strip before
+//! it: top-level `tags` and the request-tags beta. Answers are the Anthropic face's.
 
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::server::{Probe, Shared, error_response, inference};
 use crate::sse::{Abort, FakeBody};
@@ -27,6 +30,7 @@ const MANTLE_SERVICE: &str = "bedrock-mantle";
 const PLATFORM_SERVICE: &str = "aws-external-anthropic";
 const WORKSPACE: &str = "anthropic-workspace-id";
 const REQUEST_TAGS_BETA: &str = "request-tags-2026-08-21";
+const CONTENT_SHA256: &str = "x-amz-content-sha256";
 
 fn text<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
     headers
@@ -120,21 +124,38 @@ fn parse_sigv4(headers: &HeaderMap) -> Result<SigV4, String> {
     })
 }
 
+/// Why the body's hash is refused: a header that is not the body's SHA-256, or (`signed`)
+/// one missing or left out of the signature.
+fn hash_error(headers: &HeaderMap, body: &[u8], signed: Option<&[String]>) -> Option<String> {
+    let Some(sent) = headers.get(CONTENT_SHA256) else {
+        return signed.map(|_| format!("{CONTENT_SHA256} is missing"));
+    };
+    if signed.is_some_and(|s| !s.iter().any(|h| h == CONTENT_SHA256)) {
+        return Some(format!("{CONTENT_SHA256} is not signed"));
+    }
+    (sent.as_bytes() != hex::encode(Sha256::digest(body)).as_bytes()).then(|| {
+        format!("The provided '{CONTENT_SHA256}' header does not match what was computed.")
+    })
+}
+
 /// Why the face refuses the request's authentication, if it does.
-fn auth_error(face: AwsFace, headers: &HeaderMap) -> Option<String> {
+fn auth_error(face: AwsFace, headers: &HeaderMap, body: &[u8]) -> Option<String> {
     // An API key: `AnthropicAws` on the Anthropic SDK 1.x sends it as a bearer token, older
     // clients (the reference's bundled one) as `x-api-key`.
     let bearer = text(headers, "authorization").starts_with("Bearer ");
     if face == AwsFace::Platform && (bearer || !text(headers, "x-api-key").is_empty()) {
-        return None;
+        return hash_error(headers, body, None);
     }
     if face == AwsFace::Mantle && bedrock_api_key(text(headers, "authorization")) {
-        return None;
+        return hash_error(headers, body, None);
     }
     let sig = match parse_sigv4(headers) {
         Ok(s) => s,
         Err(why) => return Some(why),
     };
+    if let Some(why) = hash_error(headers, body, Some(&sig.signed)) {
+        return Some(why);
+    }
     let service = match face {
         AwsFace::Mantle => MANTLE_SERVICE,
         AwsFace::Platform => PLATFORM_SERVICE,
@@ -182,10 +203,11 @@ pub(crate) async fn serve(
     face: AwsFace,
     count: bool,
     headers: &HeaderMap,
-    (body, bytes): (&Value, usize),
+    (body, raw): (&Value, &[u8]),
     index: usize,
 ) -> Result<Response<FakeBody>, Abort> {
-    if let Some(why) = auth_error(face, headers) {
+    let bytes = raw.len();
+    if let Some(why) = auth_error(face, headers, raw) {
         return Ok(error_response(
             StatusCode::FORBIDDEN,
             "permission_error",

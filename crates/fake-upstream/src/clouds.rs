@@ -183,7 +183,7 @@ pub(crate) async fn serve(
         Cloud::Token => Ok(token(shared)),
         Cloud::Sts => Ok(assume_role(headers, raw)),
         Cloud::Aws { face, count } => {
-            crate::aws_faces::serve(shared, face, count, headers, (body, raw.len()), index).await
+            crate::aws_faces::serve(shared, face, count, headers, (body, raw), index).await
         }
         Cloud::Foundry { count } => {
             let bearer = header(headers, "authorization").strip_prefix("Bearer ");

@@ -69,6 +69,18 @@ fn assert_signed(req: &RecordedRequest, key: &str, region: &str, service: &str) 
     assert!(header(req, "x-amz-date").is_some());
 }
 
+/// Whether the request named its body's SHA-256 (the fake refuses one that is not the
+/// body's, or a SigV4 request without it signed), and whether the signature covers it.
+fn body_hash(req: &RecordedRequest) -> Option<bool> {
+    let hash = header(req, "x-amz-content-sha256")?;
+    assert!(
+        hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{hash}"
+    );
+    let auth = header(req, "authorization").unwrap_or_default();
+    Some(auth.contains("x-amz-content-sha256"))
+}
+
 #[tokio::test]
 async fn the_fake_aws_faces_satisfy_the_official_sdks() {
     let fake = FakeUpstream::start(FakeConfig::default()).await.unwrap();
@@ -96,6 +108,8 @@ async fn the_fake_aws_faces_satisfy_the_official_sdks() {
         .find(|r| r.path == "/anthropic/v1/messages")
         .unwrap();
     assert_signed(mantle, "AKIDFAKEFAKEFAKE", "us-east-1", "bedrock-mantle");
+    // The official clients sign the body's hash too: the fake's check is theirs.
+    assert_eq!(body_hash(mantle), Some(true));
     let platform = requests
         .iter()
         .find(|r| {
@@ -109,6 +123,7 @@ async fn the_fake_aws_faces_satisfy_the_official_sdks() {
         "us-west-2",
         "aws-external-anthropic",
     );
+    assert_eq!(body_hash(platform), Some(true));
     assert_eq!(
         header(platform, "anthropic-workspace-id"),
         Some("wrkspc_fake")
@@ -145,6 +160,7 @@ async fn mantle_signs_for_its_service_and_drops_request_tags() {
     assert_eq!(req.path, "/anthropic/v1/messages");
     assert_eq!(req.query.as_deref(), Some("beta=true"));
     assert_signed(req, "AKIDMANTLE01", "us-east-1", "bedrock-mantle");
+    assert_eq!(body_hash(req), Some(true), "the body's hash, signed");
     assert_eq!(header(req, "x-amz-security-token"), Some(SESSION_TOKEN));
     assert_eq!(header(req, "anthropic-beta"), Some("claude-code-20250219"));
     assert_eq!(req.body["model"], "anthropic.claude-opus-4-8");
@@ -174,6 +190,7 @@ async fn mantle_signs_for_its_service_and_drops_request_tags() {
     assert_eq!(req.path, "/anthropic/v1/messages/count_tokens");
     assert_eq!(req.body["model"], "anthropic.claude-haiku-4-5");
     assert_signed(req, "AKIDMANTLE01", "us-east-1", "bedrock-mantle");
+    assert_eq!(body_hash(req), Some(true));
 
     // A model Mantle does not serve never reaches it.
     let mut old = opus(false);
@@ -200,6 +217,8 @@ async fn mantle_with_a_bedrock_api_key_and_errors_cleaned() {
         Some(format!("Bearer {BEARER}").as_str())
     );
     assert!(header(req, "x-amz-date").is_none());
+    // Mantle names the body's hash whatever its authentication (2.1.334).
+    assert_eq!(body_hash(req), Some(false));
 
     // An account id in the provider's error stays in the operator log.
     let arn = "User: arn:aws:iam::123456789012:user/x is not authorized";
@@ -310,6 +329,7 @@ async fn anthropic_aws_signs_the_workspace_and_keeps_betas() {
     assert_signed(req, "AKIDPLATFORM01", "us-west-2", "aws-external-anthropic");
     let auth = header(req, "authorization").unwrap();
     assert!(auth.contains("anthropic-workspace-id"), "{auth}");
+    assert_eq!(body_hash(req), Some(true));
     assert_eq!(header(req, "anthropic-workspace-id"), Some("wrkspc_gh"));
     assert_eq!(header(req, "anthropic-beta"), Some(betas));
     assert_eq!(req.body["model"], "claude-opus-4-8");
@@ -339,6 +359,7 @@ async fn anthropic_aws_with_an_api_key() {
             Some(format!("Bearer {AWS_API_KEY}").as_str())
         );
         assert!(header(&req, "x-api-key").is_none());
+        assert_eq!(body_hash(&req), None, "no body hash with an API key");
         assert_eq!(header(&req, "anthropic-workspace-id"), Some("wrkspc_gh"));
     }
     gw.assert_no_secret(&[AWS_API_KEY]);

@@ -1,7 +1,9 @@
-//! The drop-in differential test (issue 15): every file of `tests/config-corpus/` is
-//! given to the reference gateway (`claude gateway --config F`, Claude Code pinned in
-//! `tests/e2e`) and to Gatehouse's loader and startup checks (what `gatehouse
-//! check-config` runs); both must accept it or both refuse it.
+//! The drop-in differential test (issues 15 and 34): every file of `tests/config-corpus/`
+//! goes through the pinned reference's `claude gateway --check config --config F` (Claude
+//! Code 2.1.337, [`gatehouse_tests::reference_claude`]) and through Gatehouse's loader and
+//! startup checks (what `gatehouse check-config` runs). Both must give the same verdict,
+//! and on a refused file Gatehouse must name every path the reference names (the same
+//! path, or a more specific one under it).
 //!
 //! Corpus files are named `ok_*.yaml` (the reference accepts) or `bad_*.yaml` (the
 //! reference refuses), or `unsupported_*.yaml`: the known gaps, in one place — the
@@ -11,10 +13,10 @@
 //! name too — with several, both must list every problem of the file at once. A line
 //! `# env: NAME=value` sets a variable for both; `${CORPUS}` is the corpus directory.
 //!
-//! The reference validates the whole file before it connects to PostgreSQL: a refused
-//! file exits 1 at once with a JSON issue list; an accepted one logs `config.load` and
-//! then tries the database (`127.0.0.1:1` in every corpus file), which is where the test
-//! stops it.
+//! `--check config` validates the whole file, managed policies included, and exits: 0 with
+//! `<path>: no errors found. …`, or 1 with `claude gateway: ` and a JSON issue list (or,
+//! for a managed block, a line naming the block). `config_coverage` adds a generated
+//! invalid case for every reference key path and runs it through [`differ`] too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -27,7 +29,6 @@ use std::time::Duration;
 use gatehouse_engine::Config;
 use gatehouse_engine::config::LoadContext;
 use gatehouse_engine::deps::{Environment, NoCredentialStore};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub(crate) fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config-corpus")
@@ -52,12 +53,12 @@ pub(crate) fn corpus() -> Vec<PathBuf> {
 }
 
 /// A corpus file's header: the expected paths and the environment.
-struct Header {
-    paths: Vec<String>,
-    env: HashMap<String, String>,
+pub(crate) struct Header {
+    pub(crate) paths: Vec<String>,
+    pub(crate) env: HashMap<String, String>,
 }
 
-fn header(text: &str) -> Header {
+pub(crate) fn header(text: &str) -> Header {
     let mut h = Header {
         paths: Vec::new(),
         env: HashMap::from([(
@@ -145,10 +146,10 @@ fn joined(path: &serde_json::Value) -> String {
     out
 }
 
-/// The reference on `file`: refused when it exits before `config.load` is logged.
-async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> Verdict {
-    let mut child = tokio::process::Command::new(gatehouse_tests::reference_claude())
-        .args(["gateway", "--config"])
+/// The reference's `--check config` on `file`.
+pub(crate) async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> Verdict {
+    let run = tokio::process::Command::new(gatehouse_tests::reference_claude())
+        .args(["gateway", "--check", "config", "--config"])
         .arg(file)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -156,47 +157,100 @@ async fn reference(file: &Path, env: &HashMap<String, String>, home: &Path) -> V
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .envs(env)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .spawn()
-        .expect("the reference (claude) is installed by scripts/test.sh");
-    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut text = String::new();
-    let read = async {
-        let (mut out_open, mut err_open) = (true, true);
-        while out_open || err_open {
-            let line = tokio::select! {
-                l = out.next_line(), if out_open => l.ok().flatten().or_else(|| { out_open = false; None }),
-                l = err.next_line(), if err_open => l.ok().flatten().or_else(|| { err_open = false; None }),
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .unwrap_or_else(|_| panic!("the reference did not decide on {}", file.display()))
+        .expect("the reference is installed by scripts/test.sh (tests/e2e)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => {
+            assert!(
+                text.contains("no errors found"),
+                "{}: {text}",
+                file.display()
+            );
+            Verdict::Accepted
+        }
+        Some(1) => {
+            let json = text
+                .find("claude gateway: [")
+                .and_then(|i| serde_json::from_str::<serde_json::Value>(&text[i + 16..]).ok());
+            let paths = json
+                .as_ref()
+                .and_then(|j| j.as_array())
+                .map(|issues| issues.iter().map(|i| joined(&i["path"])).collect())
+                .unwrap_or_default();
+            Verdict::Refused(paths, text)
+        }
+        other => panic!(
+            "the reference exited {other:?} on {}: {text}",
+            file.display()
+        ),
+    }
+}
+
+/// What is wrong when `theirs` (the reference) and `ours` disagree on a file: `want_ok`
+/// is the file's expected verdict (`None`: whatever the reference says), `header` the
+/// paths its `# path:` lines name.
+pub(crate) fn differ(
+    name: &str,
+    want_ok: Option<bool>,
+    header: &[String],
+    theirs: &Verdict,
+    ours: &Verdict,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    match (theirs, ours) {
+        (Verdict::Accepted, Verdict::Accepted) if want_ok != Some(false) => {}
+        (Verdict::Refused(their_paths, their_text), Verdict::Refused(our_paths, our_text))
+            if want_ok != Some(true) =>
+        {
+            // The file's root (`[]`, e.g. an unknown top-level key) is under every path.
+            let under = |p: &String, of: &str| {
+                of.is_empty()
+                    || p == of
+                    || p.starts_with(&format!("{of}."))
+                    || p.starts_with(&format!("{of}["))
             };
-            if let Some(line) = line {
-                if line.contains("\"evt\":\"config.load\"") {
-                    return true;
+            for path in header {
+                if !their_paths.iter().any(|p| under(p, path))
+                    && !their_text.contains(path.as_str())
+                {
+                    problems.push(format!(
+                        "{name}: the reference names {their_paths:?}, not {path}: {their_text}"
+                    ));
                 }
-                text.push_str(&line);
-                text.push('\n');
+                if !our_text.contains(path.as_str()) {
+                    problems.push(format!(
+                        "{name}: Gatehouse does not name {path}: {our_text}"
+                    ));
+                }
+            }
+            // Every path the reference names, Gatehouse names too (or one under it).
+            for path in their_paths {
+                if !our_paths.iter().any(|p| under(p, path)) {
+                    problems.push(format!(
+                        "{name}: the reference names {path}, Gatehouse only {our_paths:?}: {our_text}"
+                    ));
+                }
             }
         }
-        false
-    };
-    let accepted = tokio::time::timeout(Duration::from_secs(30), read)
-        .await
-        .unwrap_or_else(|_| panic!("the reference did not decide on {}", file.display()));
-    let _ = child.kill().await;
-    if accepted {
-        return Verdict::Accepted;
+        _ => problems.push(format!(
+            "{name}: expected {}, reference {theirs:?}, Gatehouse {ours:?}",
+            match want_ok {
+                Some(true) => "accepted",
+                Some(false) => "refused",
+                None => "the same verdict",
+            }
+        )),
     }
-    let json = text
-        .find("claude gateway: [")
-        .and_then(|i| serde_json::from_str::<serde_json::Value>(&text[i + 16..]).ok());
-    let paths = json
-        .as_ref()
-        .and_then(|j| j.as_array())
-        .map(|issues| issues.iter().map(|i| joined(&i["path"])).collect())
-        .unwrap_or_default();
-    Verdict::Refused(paths, text)
+    problems
 }
 
 #[tokio::test]
@@ -217,7 +271,7 @@ async fn every_corpus_file_is_accepted_or_refused_by_both_at_the_same_path() {
             (file, text, h, theirs)
         }));
     }
-    let mut problems = Vec::new();
+    let (mut problems, mut agreed, mut total) = (Vec::new(), 0, 0);
     for run in runs {
         let (file, text, h, theirs) = run.await.unwrap();
         let name = file
@@ -227,50 +281,34 @@ async fn every_corpus_file_is_accepted_or_refused_by_both_at_the_same_path() {
             .to_string();
         let ours = gatehouse(&text, &h.env, data.path());
         let file_name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let want_ok = file_name.starts_with("ok_");
+        total += 1;
         if file_name.starts_with("unsupported_") {
             match (&theirs, &ours) {
                 (Verdict::Accepted, Verdict::Refused(_, text))
-                    if text.contains("not supported yet") => {}
+                    if text.contains("not supported yet") =>
+                {
+                    agreed += 1;
+                }
                 _ => problems.push(format!(
                     "{name}: a known gap should be accepted by the reference and refused as not supported yet by Gatehouse; reference {theirs:?}, Gatehouse {ours:?}"
                 )),
             }
             continue;
         }
-        match (&theirs, &ours) {
-            (Verdict::Accepted, Verdict::Accepted) if want_ok => {}
-            (Verdict::Refused(their_paths, their_text), Verdict::Refused(_, our_text))
-                if !want_ok =>
-            {
-                if h.paths.is_empty() {
-                    problems.push(format!("{name}: a bad_ file needs `# path:`"));
-                    continue;
-                }
-                for path in &h.paths {
-                    let named = |p: &String| {
-                        p == path
-                            || p.starts_with(&format!("{path}."))
-                            || p.starts_with(&format!("{path}["))
-                    };
-                    if !their_paths.iter().any(named) && !their_text.contains(path.as_str()) {
-                        problems.push(format!(
-                            "{name}: the reference names {their_paths:?}, not {path}: {their_text}"
-                        ));
-                    }
-                    if !our_text.contains(path.as_str()) {
-                        problems.push(format!(
-                            "{name}: Gatehouse does not name {path}: {our_text}"
-                        ));
-                    }
-                }
-            }
-            _ => problems.push(format!(
-                "{name}: expected {}, reference {theirs:?}, Gatehouse {ours:?}",
-                if want_ok { "accepted" } else { "refused" }
-            )),
+        if file_name.starts_with("bad_") && h.paths.is_empty() {
+            problems.push(format!("{name}: a bad_ file needs `# path:`"));
         }
+        let found = differ(
+            &name,
+            Some(file_name.starts_with("ok_")),
+            &h.paths,
+            &theirs,
+            &ours,
+        );
+        agreed += usize::from(found.is_empty());
+        problems.extend(found);
     }
+    eprintln!("config corpus: {agreed} of {total} files agree with the reference");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

@@ -70,5 +70,6 @@ mod telemetry_relay;
 mod tls;
 mod upgrades;
 mod upstream_identity;
+mod user_profile;
 mod webhook;
 mod workload;

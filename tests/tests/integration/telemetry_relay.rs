@@ -1,6 +1,7 @@
 //! The OTLP relay against a real loopback collector the test controls (answer 200, fail
 //! with 500, or hang until released): forwarding by signal with bytes and headers
-//! untouched, the per-destination breaker, saturation, and credential redaction.
+//! untouched, the breaker per collector and signal, saturation per collector (a stalled
+//! collector never starves a healthy one), and credential redaction.
 //! The relay is built directly; the gateway's `/v1/{metrics,logs,traces}` routes are
 //! tested where they are wired.
 
@@ -27,6 +28,8 @@ enum Mode {
     Ok,
     Fail,
     Hang,
+    /// Fail requests whose path ends with this, answer 200 to the rest.
+    FailOn(&'static str),
 }
 
 #[derive(Debug, Clone)]
@@ -102,10 +105,16 @@ async fn collect(
         headers,
         body,
     });
+    // A collector that refuses every payload it is given under `/refuse`.
+    if uri.path().starts_with("/refuse/") {
+        return StatusCode::UNPROCESSABLE_ENTITY;
+    }
     let mode = *c.mode.lock().unwrap();
     match mode {
         Mode::Ok => StatusCode::OK,
         Mode::Fail => StatusCode::INTERNAL_SERVER_ERROR,
+        Mode::FailOn(suffix) if uri.path().ends_with(suffix) => StatusCode::SERVICE_UNAVAILABLE,
+        Mode::FailOn(_) => StatusCode::OK,
         Mode::Hang => {
             let mut rx = c.release.subscribe();
             let _ = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|r| *r)).await;
@@ -116,7 +125,7 @@ async fn collect(
 
 fn relay(forward_to: Value, allow_loopback: bool) -> (Relay, Arc<MemoryEventSink>) {
     let raw: RawTelemetry = serde_json::from_value(json!({ "forward_to": forward_to })).unwrap();
-    let config = validate(&raw).unwrap();
+    let config = validate(&raw, true).unwrap();
     let fetch = SafeFetch::try_new(FetchPolicy {
         allow_loopback,
         timeout: Duration::from_secs(5),
@@ -203,16 +212,18 @@ async fn breaker_opens_after_five_failures_then_probes() {
     let (relay, events) = relay(json!([{"url": c.base}]), true);
     let relay = relay.with_limits(128, 5, Duration::from_millis(300));
     let redacted = format!("{}/", c.base);
+    let endpoint = format!("{}/v1/metrics", c.base);
 
     for i in 1..=5 {
         assert_eq!(submit(&relay, Signal::Metrics), Submitted::Queued);
         relay.drain(DRAIN).await;
         assert_eq!(c.count(), i);
     }
-    assert_eq!(relay.stats().open_breakers, vec![redacted.clone()]);
+    assert_eq!(relay.stats().open_breakers, vec![endpoint]);
     let opened = events.named("otlp.breaker_open");
     assert_eq!(opened.len(), 1);
     assert_eq!(opened[0]["destination"], redacted.as_str());
+    assert_eq!(opened[0]["signal"], "metrics");
 
     // Open: the destination is skipped and the collector sees nothing more.
     for _ in 0..3 {
@@ -287,6 +298,95 @@ async fn saturation_drops_without_blocking() {
     assert_eq!(c.count(), 5);
 }
 
+/// Waits (bounded) until `n` exports are in flight.
+async fn settle(relay: &Relay, n: usize) {
+    for _ in 0..500 {
+        if relay.stats().in_flight == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} in flight, expected {n}", relay.stats().in_flight);
+}
+
+/// The bound of exports in flight is per collector (2.1.334): a collector that hangs fills
+/// its own slots and drops its own exports while a healthy one keeps receiving all of them.
+#[tokio::test]
+async fn a_stalled_collector_does_not_starve_a_healthy_one() {
+    let stalled = Collector::start(Mode::Hang).await;
+    let healthy = Collector::start(Mode::Ok).await;
+    let (relay, _) = relay(json!([{"url": stalled.base}, {"url": healthy.base}]), true);
+    let relay = relay.with_limits(4, 5, Duration::from_secs(30));
+    for _ in 0..4 {
+        assert_eq!(submit(&relay, Signal::Metrics), Submitted::Queued);
+    }
+    stalled.wait_for(4).await;
+    healthy.wait_for(4).await;
+    // The stalled collector is full; every further export still reaches the healthy one
+    // (each sent once the healthy one has answered the one before).
+    for n in 5..=24 {
+        settle(&relay, 4).await;
+        assert_eq!(submit(&relay, Signal::Metrics), Submitted::Queued);
+        healthy.wait_for(n).await;
+    }
+    settle(&relay, 4).await;
+    let stats = relay.stats();
+    assert_eq!((stats.in_flight, stats.dropped), (4, 20));
+    assert_eq!(stalled.count(), 4);
+    assert_eq!(healthy.count(), 24);
+    stalled.release.send_replace(true);
+    relay.drain(DRAIN).await;
+    let stats = relay.stats();
+    assert_eq!((stats.in_flight, stats.forwarded_ok), (0, 28));
+}
+
+/// The breaker is per collector and per signal: a collector failing its `/v1/logs` is
+/// skipped for logs only, and its metrics keep flowing.
+#[tokio::test]
+async fn a_breaker_opens_for_the_failing_signal_only() {
+    let c = Collector::start(Mode::FailOn("/v1/logs")).await;
+    let (relay, events) = relay(json!([{"url": c.base, "logs": true}]), true);
+    for i in 1..=5 {
+        assert_eq!(submit(&relay, Signal::Logs), Submitted::Queued);
+        relay.drain(DRAIN).await;
+        assert_eq!(c.count(), i);
+    }
+    assert_eq!(
+        relay.stats().open_breakers,
+        vec![format!("{}/v1/logs", c.base)]
+    );
+    let opened = events.named("otlp.breaker_open");
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0]["signal"], "logs");
+    assert_eq!(opened[0]["open_ms"], 30_000);
+    assert_eq!(submit(&relay, Signal::Logs), Submitted::Skipped);
+    for _ in 0..3 {
+        assert_eq!(submit(&relay, Signal::Metrics), Submitted::Queued);
+    }
+    relay.drain(DRAIN).await;
+    let paths: Vec<String> = c.seen().into_iter().skip(5).map(|s| s.path).collect();
+    assert_eq!(paths, ["/v1/metrics"; 3]);
+    let stats = relay.stats();
+    assert_eq!((stats.forwarded_ok, stats.forwarded_failed), (3, 5));
+    assert_eq!(stats.skipped, 1);
+}
+
+/// A collector that refuses the payload itself (400, 413, 415, 422, 431) is answering, not
+/// failing: its breaker stays closed however often it refuses.
+#[tokio::test]
+async fn payload_refusals_do_not_open_the_breaker() {
+    let c = Collector::start(Mode::Ok).await;
+    let (relay, _) = relay(json!([{"url": format!("{}/refuse", c.base)}]), true);
+    for _ in 0..7 {
+        assert_eq!(submit(&relay, Signal::Metrics), Submitted::Queued);
+        relay.drain(DRAIN).await;
+    }
+    let stats = relay.stats();
+    assert_eq!((stats.refused, stats.forwarded_failed), (7, 0));
+    assert!(stats.open_breakers.is_empty());
+    assert_eq!(c.count(), 7);
+}
+
 #[tokio::test]
 async fn url_credentials_are_sent_but_never_reported() {
     let c = Collector::start(Mode::Fail).await;
@@ -311,7 +411,7 @@ async fn url_credentials_are_sent_but_never_reported() {
     assert_eq!(opened.len(), 1);
     assert_eq!(opened[0]["destination"], redacted.as_str());
     let stats = relay.stats();
-    assert_eq!(stats.open_breakers, vec![redacted]);
+    assert_eq!(stats.open_breakers, vec![format!("{}/v1/metrics", c.base)]);
     let reported = format!(
         "{} {stats:?}",
         serde_json::to_string(&events.events()).unwrap()

@@ -390,6 +390,49 @@ async fn upstream_errors_reach_workloads_as_capability_reasons() {
     );
 }
 
+/// The classes of 2.1.334: an upstream refusing `thinking: {"type": "disabled"}` or a
+/// deprecated `temperature` reaches a workload caller as its stable token (the client
+/// resends without the field), and a signature complaint still wins over them.
+#[tokio::test]
+async fn thinking_off_and_temperature_refusals_reach_workloads_as_their_classes() {
+    let s = setup(false).await;
+    let ok = token(&s.key, |_, _| {});
+    let cases = [
+        (
+            "thinking.type.disabled is not supported for this model. Use adaptive thinking.",
+            "capability_rejected: thinking_disabled_unsupported",
+        ),
+        (
+            "To turn thinking off on this model, send thinking.display = \"between_tools\" instead of \"disabled\"",
+            "capability_rejected: thinking_disabled_unsupported",
+        ),
+        (
+            "`temperature` is deprecated for this model.",
+            "capability_rejected: temperature_unsupported",
+        ),
+        (
+            "Invalid `signature` in `thinking` block; thinking.type.disabled is not supported for this model",
+            "capability_rejected: thinking_signature",
+        ),
+    ];
+    for (upstream, token_text) in cases {
+        s.gw.fake.push_fault(Fault::Status {
+            status: 400,
+            retry_after: None,
+            error_type: None,
+            message: Some(upstream.into()),
+        });
+        let r = infer(&s, &ok, "/v1/messages").await;
+        assert_eq!(r.status(), 400);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": token_text}}),
+            "{upstream}"
+        );
+    }
+}
+
 /// Every upstream error status a workload caller can see (relayed, or retained while the
 /// router failed over) carries only the cleaned message: status, `error.type` and
 /// `retry-after` kept, the account id and host in the upstream's words never.

@@ -75,6 +75,7 @@ pub fn embedded_default(
     Ok(Config {
         listen: Listen {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            host_name: None,
             port: port.unwrap_or(DEFAULT_LOCAL_PORT),
             public_url: None,
             trusted_proxies: Vec::new(),
@@ -92,6 +93,7 @@ pub fn embedded_default(
             path: data_dir.join("gatehouse.db"),
         },
         warnings: super::warnings::upstreams(&upstreams),
+        differing_defaults: Vec::new(),
         resolved: Vec::new(),
         upstreams,
         models: ModelsConfig {

@@ -6,6 +6,9 @@ use super::raw::{RawConfig, RawRate};
 use super::{ConfigError, IdentityConfig, Listen, OidcConfig, RateLimit, WorkloadConfig};
 use crate::secret::Secret;
 
+/// `session.ttl_hours` above this (10 years) is held to it.
+pub const MAX_SESSION_TTL_HOURS: f64 = 24.0 * 365.0 * 10.0;
+
 /// Session secrets shorter than this are refused.
 pub const MIN_SESSION_SECRET_LEN: usize = 32;
 /// Parameters the gateway sets itself in the authorization request.
@@ -21,9 +24,21 @@ const PROTOCOL_PARAMS: &[&str] = &[
     "response_mode",
 ];
 
-pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfig>, ConfigError> {
+/// `env_loopback`: `CLAUDE_GATEWAY_ALLOW_LOOPBACK` is set.
+pub fn validate(
+    raw: &RawConfig,
+    listen: &Listen,
+    env_loopback: bool,
+) -> Result<Option<IdentityConfig>, ConfigError> {
     let cri_enabled = raw.cri.as_ref().is_some_and(|c| c.enabled == Some(true));
     let (oidc, session) = match (&raw.oidc, &raw.session) {
+        // A `cri` block marks a reference file, whose `session` is always required.
+        (None, None) if raw.cri.is_some() => {
+            return Err(ConfigError::at(
+                "session",
+                "required: a workload-only deployment (cri without oidc) still needs session.jwt_secret",
+            ));
+        }
         (None, None) => return Ok(None),
         (Some(_), None) => {
             return Err(ConfigError::at(
@@ -62,13 +77,14 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
         }
     };
     let secrets = session_secrets(session)?;
-    let ttl_hours = session.ttl_hours.unwrap_or(1.0);
-    if !(ttl_hours.is_finite() && ttl_hours > 0.0 && ttl_hours <= 24.0 * 30.0) {
-        return Err(ConfigError::at(
-            "session.ttl_hours",
-            "must be more than 0 and at most 720",
-        ));
-    }
+    // Any number, as the reference takes it; `warnings` names one outside (0, 720]. Zero
+    // or less issues sessions that are already expired; the lifetime is held to 10 years
+    // so time arithmetic cannot overflow.
+    let ttl_hours = session
+        .ttl_hours
+        .unwrap_or(1.0)
+        .clamp(0.0, MAX_SESSION_TTL_HOURS);
+    let ttl_hours = if ttl_hours.is_nan() { 0.0 } else { ttl_hours };
     let issuer = url::Url::parse(&oidc.issuer)
         .map_err(|e| ConfigError::at("oidc.issuer", format!("invalid URL: {e}")))?;
     if !matches!(issuer.scheme(), "https" | "http")
@@ -80,10 +96,18 @@ pub fn validate(raw: &RawConfig, listen: &Listen) -> Result<Option<IdentityConfi
             "must be an http(s) URL without query or fragment",
         ));
     }
+    let loopback_ok = env_loopback || oidc.allow_loopback == Some(true);
+    super::targets::check(&issuer, loopback_ok).map_err(|m| ConfigError::at("oidc.issuer", m))?;
     if oidc.client_id.trim().is_empty() {
         return Err(ConfigError::at("oidc.client_id", "must not be empty"));
     }
-    let extras = super::oidc::validate(oidc)?;
+    if oidc.groups_claim.as_deref().is_some_and(str::is_empty) {
+        return Err(ConfigError::at(
+            "oidc.groups_claim",
+            "must not be empty (leave it out for `groups`)",
+        ));
+    }
+    let extras = super::oidc::validate(oidc, loopback_ok)?;
     let scopes = oidc.scopes.clone().unwrap_or_else(|| {
         ["openid", "profile", "email", "offline_access"]
             .map(String::from)
@@ -328,14 +352,20 @@ pub(super) fn is_loopback_url(u: &url::Url) -> bool {
     }
 }
 
-pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>, ConfigError> {
-    let Some(w) = raw
-        .cri
-        .as_ref()
-        .and_then(|c| c.policy.as_ref())
-        .and_then(|p| p.webhook.as_ref())
-    else {
+/// `cri.policy.webhook`: https (plain http only to a loopback address), never a metadata
+/// endpoint, loopback only with `env_loopback` or `allow_loopback`.
+pub fn validate_webhook(
+    raw: &RawConfig,
+    env_loopback: bool,
+) -> Result<Option<super::WebhookConfig>, ConfigError> {
+    let Some(policy) = raw.cri.as_ref().and_then(|c| c.policy.as_ref()) else {
         return Ok(None);
+    };
+    let Some(w) = policy.webhook.as_ref() else {
+        return Err(ConfigError::at(
+            "cri.policy.webhook",
+            "required inside cri.policy (the webhook that allows or blocks each request)",
+        ));
     };
     // Checked either way, but as the reference: it runs only while CRI is on.
     let active = raw.cri.as_ref().is_some_and(|c| c.enabled == Some(true));
@@ -353,6 +383,15 @@ pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>,
             "must not carry credentials",
         ));
     }
+    if url.scheme() == "http" && !is_loopback_url(&url) {
+        return Err(ConfigError::at(
+            "cri.policy.webhook.url",
+            "must be https:// (http:// only to a loopback address)",
+        ));
+    }
+    let loopback_ok = env_loopback || w.allow_loopback == Some(true);
+    super::targets::check(&url, loopback_ok)
+        .map_err(|m| ConfigError::at("cri.policy.webhook.url", m))?;
     let timeout = w.timeout_ms.unwrap_or(2000);
     if timeout == 0 || timeout > 30_000 {
         return Err(ConfigError::at(
@@ -367,7 +406,7 @@ pub fn validate_webhook(raw: &RawConfig) -> Result<Option<super::WebhookConfig>,
         url,
         timeout: Duration::from_millis(timeout),
         fail_closed: w.fail_closed.unwrap_or(true),
-        allow_loopback: w.allow_loopback.unwrap_or(false),
+        allow_loopback: loopback_ok,
     }))
 }
 

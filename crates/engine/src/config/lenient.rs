@@ -35,6 +35,12 @@ where
             ));
         }
     };
+    // As the reference's coercion (JavaScript's `Number`): blank text is 0.
+    let text = if text.trim().is_empty() {
+        "0".to_owned()
+    } else {
+        text
+    };
     text.trim()
         .parse()
         .map(Some)

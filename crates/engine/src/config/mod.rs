@@ -8,6 +8,7 @@
 mod check;
 mod default;
 mod desktop_overlay;
+mod drop_in_warnings;
 pub(crate) mod expand;
 mod identity;
 pub mod jsonpath;
@@ -30,6 +31,7 @@ pub mod server_tools;
 pub mod settings_schema;
 pub mod shaping;
 mod spend;
+pub mod targets;
 pub mod telemetry;
 mod telemetry_labels;
 pub mod upstream;
@@ -75,6 +77,48 @@ impl std::fmt::Display for ConfigIssue {
         } else {
             write!(f, "{}: {}", self.path, self.message)
         }
+    }
+}
+
+impl ConfigIssue {
+    /// The path as the reference's issue lists write it: `models[0].upstream_model.a` is
+    /// `["models", 0, "upstream_model", "a"]`.
+    pub fn segments(&self) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        for part in self.path.split('.').filter(|p| !p.is_empty()) {
+            let (key, indexes) = part.split_once('[').unwrap_or((part, ""));
+            if !key.is_empty() {
+                out.push(serde_json::Value::from(key));
+            }
+            for index in indexes.split('[').filter(|i| !i.is_empty()) {
+                let index = index.trim_end_matches(']');
+                out.push(
+                    index
+                        .parse::<u64>()
+                        .map_or_else(|_| serde_json::Value::from(index), serde_json::Value::from),
+                );
+            }
+        }
+        out
+    }
+}
+
+impl ConfigError {
+    /// Every issue as the reference prints a refused file: a JSON list of
+    /// `{code, message, path}` (`path` as [`ConfigIssue::segments`]), pretty-printed.
+    pub fn issue_list(&self) -> String {
+        let list: Vec<serde_json::Value> = self
+            .issues()
+            .iter()
+            .map(|i| {
+                serde_json::json!({
+                    "code": "custom",
+                    "message": i.message,
+                    "path": i.segments(),
+                })
+            })
+            .collect();
+        serde_json::to_string_pretty(&list).unwrap_or_default()
     }
 }
 
@@ -206,6 +250,10 @@ pub struct Config {
     /// Risky but valid choices in the file, printed at start and by `check-config`
     /// ([`warnings`]).
     pub warnings: Vec<warnings::ConfigWarning>,
+    /// Where the file relies on a default in which Gatehouse is deliberately safer than the
+    /// reference (`drop_in_warnings::safer_defaults`): said by `check-config` and at start
+    /// as notes, apart from the warnings.
+    pub differing_defaults: Vec<warnings::ConfigWarning>,
     /// What the file's `${...}` references resolved to, kept only so that a later check
     /// of this config ([`Config::hide`], `check-config`'s managed-policy merge) names
     /// references, never their values.
@@ -330,7 +378,10 @@ pub struct RateLimit {
 
 #[derive(Debug, Clone)]
 pub struct Listen {
+    /// The bind address; the unspecified address when `host_name` is set.
     pub host: IpAddr,
+    /// `listen.host` given as a host name: resolved when the listener binds.
+    pub host_name: Option<String>,
     pub port: u16,
     /// Origin without trailing slash, e.g. `https://gw.corp.example`.
     pub public_url: Option<Url>,

@@ -152,7 +152,9 @@ fn google_groups(g: &RawGoogleGroups) -> Result<GoogleGroupsConfig, ConfigError>
     })
 }
 
-pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
+/// `loopback_ok`: loopback IdP URLs are allowed (`CLAUDE_GATEWAY_ALLOW_LOOPBACK` or
+/// `oidc.allow_loopback`).
+pub fn validate(o: &RawOidc, loopback_ok: bool) -> Result<OidcExtras, ConfigError> {
     let google_groups = o.google_groups.as_ref().map(google_groups).transpose()?;
     let groups_jsonpath = match &o.groups_jsonpath {
         None => None,
@@ -191,6 +193,8 @@ pub fn validate(o: &RawOidc) -> Result<OidcExtras, ConfigError> {
                     "must point at the discovery document itself (path containing /.well-known/)",
                 ));
             }
+            super::targets::check(&url, loopback_ok)
+                .map_err(|m| ConfigError::at("oidc.discovery_url", m))?;
             Some(url)
         }
     };

@@ -83,7 +83,7 @@ pub fn connect_config(cfg: &PostgresConfig) -> Result<PgConnect, PgConfigError> 
     if pg.get_user().is_none_or(str::is_empty) {
         return Err(PgConfigError::at(
             "store.username",
-            "required (or a user in store.postgres_url)",
+            "required: no user in store.postgres_url, and neither PGUSER nor USER is set",
         ));
     }
     pg.connect_timeout(cfg.connect_timeout);

@@ -401,9 +401,8 @@ pub struct RawModel {
     pub id: String,
     pub label: Option<String>,
     pub description: Option<String>,
-    /// Upstream name -> the model id that upstream expects.
-    #[serde(default)]
-    pub upstream_model: BTreeMap<String, String>,
+    /// Upstream name -> the model id that upstream expects (required, at least one).
+    pub upstream_model: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -691,7 +690,9 @@ pub struct RawCriPolicy {
 #[serde(deny_unknown_fields)]
 pub struct RawWebhook {
     pub url: String,
-    /// Default 2000, at most 30000.
+    /// Default 2000, at most 30000 (a number or a string holding one).
+    #[serde(default, deserialize_with = "super::lenient::opt")]
+    #[schemars(with = "Option<super::lenient::IntOrString>")]
     pub timeout_ms: Option<u64>,
     /// Block when the webhook cannot answer (default true).
     pub fail_closed: Option<bool>,
@@ -758,9 +759,8 @@ pub struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub struct RawLoadTestMode {
     pub enabled: bool,
-    /// Size of each canned reply, 1-100000 (default 750).
-    #[serde(default, deserialize_with = "super::lenient::opt")]
-    #[schemars(with = "Option<super::lenient::IntOrString>")]
+    /// Size of each canned reply, 1-100000 (default 750); a number, not a string (as the
+    /// reference).
     pub reply_tokens: Option<i64>,
     /// Duration of each canned reply in seconds, 0-600 (default 9.5).
     #[serde(default, deserialize_with = "super::lenient::opt")]

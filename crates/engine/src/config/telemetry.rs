@@ -23,6 +23,11 @@ use super::ConfigError;
 use crate::secret::Secret;
 
 /// Headers the relay sets itself from the incoming payload or the transport.
+/// Whether the relay sets `name` itself (a configured value is dropped).
+pub fn is_relay_header(name: &HeaderName) -> bool {
+    RESERVED_HEADERS.contains(&name.as_str())
+}
+
 const RESERVED_HEADERS: &[&str] = &[
     "content-type",
     "content-encoding",
@@ -107,12 +112,14 @@ pub struct Destination {
     pub google: Option<super::GoogleAuth>,
 }
 
-pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
+/// `env_loopback`: `CLAUDE_GATEWAY_ALLOW_LOOPBACK` is set.
+pub fn validate(raw: &RawTelemetry, env_loopback: bool) -> Result<TelemetryConfig, ConfigError> {
+    let loopback_ok = env_loopback || raw.allow_loopback == Some(true);
     let destinations = raw
         .forward_to
         .iter()
         .enumerate()
-        .map(|(i, d)| destination(d, &format!("telemetry.forward_to[{i}]")))
+        .map(|(i, d)| destination(d, &format!("telemetry.forward_to[{i}]"), loopback_ok))
         .collect::<Result<_, _>>()?;
     let mut resource_attributes = Vec::new();
     for (name, value) in raw.resource_attributes.iter().flatten() {
@@ -122,12 +129,16 @@ pub fn validate(raw: &RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
     }
     Ok(TelemetryConfig {
         destinations,
-        allow_loopback: raw.allow_loopback.unwrap_or(false),
+        allow_loopback: loopback_ok,
         resource_attributes,
     })
 }
 
-fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigError> {
+fn destination(
+    raw: &RawDestination,
+    path: &str,
+    loopback_ok: bool,
+) -> Result<Destination, ConfigError> {
     let url_path = format!("{path}.url");
     // Parse errors from `url` describe the problem without echoing the input, which may
     // hold a password.
@@ -149,17 +160,17 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
     if url.fragment().is_some() {
         return Err(ConfigError::at(&url_path, "must not have a #fragment"));
     }
+    super::targets::check(&url, loopback_ok).map_err(|m| ConfigError::at(&url_path, m))?;
 
     let mut headers: Vec<(HeaderName, Secret)> = Vec::with_capacity(raw.headers.len());
     for (name, value) in &raw.headers {
         let at = format!("{path}.headers.{name}");
         let parsed = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ConfigError::at(&at, "not a valid header name"))?;
-        if RESERVED_HEADERS.contains(&parsed.as_str()) {
-            return Err(ConfigError::at(
-                &at,
-                "is set by the relay and cannot be configured",
-            ));
+        // The relay sets these itself; the reference takes the key, so Gatehouse does
+        // too, drops it, and says so at start (`warnings`).
+        if is_relay_header(&parsed) {
+            continue;
         }
         if headers.iter().any(|(n, _)| n == parsed) {
             return Err(ConfigError::at(
@@ -188,12 +199,8 @@ fn destination(raw: &RawDestination, path: &str) -> Result<Destination, ConfigEr
         logs: raw.logs.unwrap_or(false),
         traces: raw.traces.unwrap_or(false),
     };
-    if !(d.metrics || d.logs || d.traces) {
-        return Err(ConfigError::at(
-            path,
-            "forwards no signal (enable at least one of metrics, logs, traces)",
-        ));
-    }
+    // A destination with every signal off forwards nothing; accepted as the reference
+    // accepts it, and named at start (`warnings`).
     Ok(d)
 }
 
@@ -254,14 +261,17 @@ mod tests {
     }
 
     fn err(yaml: &str) -> ConfigError {
-        validate(&parse(yaml)).expect_err("should fail")
+        validate(&parse(yaml), false).expect_err("should fail")
     }
 
     #[test]
     fn defaults_and_secret_headers() {
-        let cfg = validate(&parse(
-            "forward_to:\n  - url: https://otel.corp.example\n    headers: {Authorization: Bearer abc}\n  - {url: 'http://127.0.0.1:4318/otlp', logs: true, metrics: false, traces: true}\n",
-        ))
+        let cfg = validate(
+            &parse(
+                "forward_to:\n  - url: https://otel.corp.example\n    headers: {Authorization: Bearer abc}\n  - {url: 'http://127.0.0.1:4318/otlp', logs: true, metrics: false, traces: true}\n",
+            ),
+            true,
+        )
         .unwrap();
         let [a, b] = cfg.destinations.as_slice() else {
             panic!("two destinations")
@@ -273,7 +283,17 @@ mod tests {
         assert!(!format!("{a:?}").contains("abc"));
         assert!(!b.metrics && b.logs && b.traces);
         assert!(b.headers.is_empty());
-        assert!(validate(&parse("{}")).unwrap().destinations.is_empty());
+        assert!(
+            validate(&parse("{}"), false)
+                .unwrap()
+                .destinations
+                .is_empty()
+        );
+        // A loopback collector needs CLAUDE_GATEWAY_ALLOW_LOOPBACK (or allow_loopback).
+        let e = err("forward_to: [{url: 'http://127.0.0.1:4318'}]");
+        assert!(e.message.contains("CLAUDE_GATEWAY_ALLOW_LOOPBACK"), "{e}");
+        let e = err("forward_to: [{url: 'https://169.254.169.254'}]");
+        assert!(e.message.contains("metadata"), "{e}");
     }
 
     #[test]
@@ -305,17 +325,25 @@ mod tests {
         let e = err("forward_to: [{url: 'https://a', headers: {x-key: \"sec\\nret\"}}]");
         assert_eq!(e.path, "telemetry.forward_to[0].headers.x-key");
         assert!(!e.to_string().contains("sec"), "{e}");
-        let e = err("forward_to: [{url: 'https://a', headers: {Content-Type: text/plain}}]");
-        assert!(e.message.contains("set by the relay"), "{e}");
+        // A header the relay sets is taken (as the reference takes it) and dropped.
+        let ok = validate(
+            &parse("forward_to: [{url: 'https://a', headers: {Content-Type: text/plain}}]"),
+            false,
+        )
+        .unwrap();
+        assert!(ok.destinations[0].headers.is_empty());
         let e = err("forward_to: [{url: 'https://a', headers: {X-A: '1', x-a: '2'}}]");
         assert!(e.message.contains("duplicate"), "{e}");
     }
 
     #[test]
     fn google_auth_only_to_google_over_https() {
-        let ok = validate(&parse(
-            "forward_to: [{url: 'https://telemetry.googleapis.com', auth: {google: {service_account_json: /k.json}}}, {url: 'https://telemetry.googleapis.com', auth: {google: {}}}]",
-        ))
+        let ok = validate(
+            &parse(
+                "forward_to: [{url: 'https://telemetry.googleapis.com', auth: {google: {service_account_json: /k.json}}}, {url: 'https://telemetry.googleapis.com', auth: {google: {}}}]",
+            ),
+            false,
+        )
         .unwrap();
         assert!(matches!(
             ok.destinations[0].google,
@@ -356,8 +384,13 @@ mod tests {
     }
 
     #[test]
-    fn a_destination_needs_a_signal() {
-        let e = err("forward_to: [{url: 'https://a', metrics: false}]");
-        assert_eq!(e.path, "telemetry.forward_to[0]");
+    fn a_destination_without_a_signal_is_taken_as_the_reference_takes_it() {
+        let ok = validate(
+            &parse("forward_to: [{url: 'https://a', metrics: false}]"),
+            false,
+        )
+        .unwrap();
+        let d = &ok.destinations[0];
+        assert!(!(d.metrics || d.logs || d.traces));
     }
 }

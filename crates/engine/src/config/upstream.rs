@@ -356,8 +356,15 @@ impl UpstreamCredential {
     }
 }
 
-/// `upstreams[]`, validated: names unique, each provider with exactly the keys it takes.
-pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, ConfigError> {
+/// `upstreams[]`, validated: names unique, each provider with exactly the keys it takes,
+/// and the file's rules the reference adds (the desktop app's own upstreams, built through
+/// [`from_raw`], may point at local servers and carry no key): a `base_url` never targets
+/// a metadata endpoint, nor a loopback address unless `allow_loopback`
+/// (`CLAUDE_GATEWAY_ALLOW_LOOPBACK`), and an `anthropic` upstream has its `auth`.
+pub(super) fn validate(
+    raw: &[RawUpstream],
+    allow_loopback: bool,
+) -> Result<Vec<UpstreamConfig>, ConfigError> {
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(raw.len());
     for (i, u) in raw.iter().enumerate() {
@@ -372,7 +379,18 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
                 format!("duplicate upstream name `{}`{hint}", u.name()),
             ));
         }
-        out.push(from_raw(u, i)?);
+        let up = from_raw(u, i)?;
+        if u.base_url.is_some() {
+            super::targets::check(&up.base_url, allow_loopback)
+                .map_err(|m| ConfigError::at(&format!("upstreams[{i}].base_url"), m))?;
+        }
+        if u.provider == RawProvider::Anthropic && up.credential.is_none() {
+            return Err(ConfigError::at(
+                &format!("upstreams[{i}].auth"),
+                "required for provider anthropic: set api_key, oauth_token, or the federation keys (federation_rule_id, organization_id, identity_token_file); Gatehouse also takes auth_token and api_keys",
+            ));
+        }
+        out.push(up);
     }
     guardrails_agree(&out)?;
     Ok(out)
@@ -382,13 +400,9 @@ pub(super) fn validate(raw: &[RawUpstream]) -> Result<Vec<UpstreamConfig>, Confi
 /// through here too, so its rules are the server's).
 pub fn from_raw(u: &RawUpstream, i: usize) -> Result<UpstreamConfig, ConfigError> {
     let at = |field: &str| format!("upstreams[{i}].{field}");
+    // Any text names an upstream, as in the reference (an empty or spaced name is
+    // accepted there too); names stay unique (checked by the caller).
     let name = u.name();
-    if name.trim().is_empty() || name.contains(char::is_whitespace) {
-        return Err(ConfigError::at(
-            &at("name"),
-            "must be a non-empty name without spaces",
-        ));
-    }
     if u.provider == RawProvider::Mantle && u.models.is_none() {
         return Err(ConfigError::at(
             &at("models"),
@@ -879,12 +893,14 @@ fn name_list(
         ));
     }
     for (i, n) in list.iter().enumerate() {
+        // One `*` is the wildcard; an entry with more matches no model (the reference
+        // accepts it and warns, and so does `models::warnings`).
         let stars = n.matches('*').count();
-        if n.trim().is_empty() || n.trim() != n || stars > usize::from(wildcard) {
+        if n.trim().is_empty() || n.trim() != n || (!wildcard && stars > 0) {
             let rule = if wildcard {
-                "a non-empty name with at most one `*`"
-            } else {
                 "a non-empty name"
+            } else {
+                "a non-empty name without `*`"
             };
             return Err(ConfigError::at(&format!("{path}[{i}]"), rule));
         }

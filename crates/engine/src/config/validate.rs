@@ -63,15 +63,17 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let env_loopback = super::check::env_allows_loopback(ctx.env);
     let listen = issues.take(listen(&raw, ctx));
     let store = issues.take(store(&raw, ctx));
-    let upstreams = issues.take(super::upstream::validate(&raw.upstreams).and_then(|u| {
-        if u.is_empty() {
-            return Err(ConfigError::at(
-                "upstreams",
-                "at least one upstream is required",
-            ));
-        }
-        Ok(u)
-    }));
+    let upstreams = issues.take(
+        super::upstream::validate(&raw.upstreams, env_loopback).and_then(|u| {
+            if u.is_empty() {
+                return Err(ConfigError::at(
+                    "upstreams",
+                    "at least one upstream is required",
+                ));
+            }
+            Ok(u)
+        }),
+    );
     // Checks against the upstream list run only when it validated.
     let models = upstreams
         .as_ref()
@@ -83,7 +85,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let logging = issues.take(logging(&raw));
     let identity = listen
         .as_ref()
-        .and_then(|l| issues.take(super::identity::validate(&raw, l)))
+        .and_then(|l| issues.take(super::identity::validate(&raw, l, env_loopback)))
         .map(|identity| {
             identity.map(|mut i| {
                 i.oidc.allow_loopback |= env_loopback;
@@ -91,18 +93,12 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
             })
         });
     let workload = issues.take(super::identity::validate_workload(&raw, env_loopback));
-    let webhook = issues
-        .take(super::identity::validate_webhook(&raw))
-        .map(|webhook| {
-            webhook.map(|mut w| {
-                w.allow_loopback |= env_loopback;
-                w
-            })
-        });
+    let webhook = issues.take(super::identity::validate_webhook(&raw, env_loopback));
     let spend = issues.take(super::spend::validate(&raw));
     let telemetry = issues
         .take(super::telemetry::validate(
             raw.telemetry.as_ref().unwrap_or(&Default::default()),
+            env_loopback,
         ))
         .map(|mut t| {
             t.allow_loopback |= env_loopback;
@@ -228,6 +224,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
         server_tools,
         readiness_grace,
         warnings: Vec::new(),
+        differing_defaults: super::drop_in_warnings::safer_defaults(&raw),
         resolved: Vec::new(),
     };
     config.warnings = super::warnings::of_file(&raw, &config, ctx.env);
@@ -349,17 +346,10 @@ fn positive(v: Option<u64>, default: u64, path: &str) -> Result<u64, ConfigError
 }
 
 fn listen(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<Listen, ConfigError> {
-    let host = match raw.listen.host.as_deref() {
-        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        Some("[::1]") => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-        Some(h) => h
-            .parse()
-            .map_err(|_| ConfigError::at("listen.host", format!("`{h}` is not an IP address")))?,
-    };
+    let (host, host_name) = listen_host(raw.listen.host.as_deref())?;
     let public_url = match raw.listen.public_url.as_deref() {
         None => None,
-        Some(s) => Some(origin_url(s, "listen.public_url")?),
+        Some(s) => Some(public_url(s)?),
     };
     // The reference's loopback set: localhost, 127.0.0.1, ::1 and [::1].
     let named_loopback = matches!(
@@ -399,6 +389,7 @@ fn listen(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<Listen, ConfigError>
     };
     Ok(Listen {
         host,
+        host_name,
         port: raw.listen.port.unwrap_or(DEFAULT_PORT),
         public_url,
         trusted_proxies: raw.listen.trusted_proxies.clone(),
@@ -412,15 +403,35 @@ fn listen(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<Listen, ConfigError>
     })
 }
 
-/// An http(s) origin: scheme, host, optional port, nothing else.
-fn origin_url(s: &str, path: &str) -> Result<Url, ConfigError> {
-    let url = http_url(s, path)?;
-    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-        return Err(ConfigError::at(
-            path,
-            "must be an origin (scheme://host[:port]) without path, query or fragment",
-        ));
-    }
+/// `listen.host`: an IP address, `localhost`, or (as the reference takes) a host name,
+/// which is resolved when the listener binds; `host` is then the unspecified address.
+fn listen_host(host: Option<&str>) -> Result<(IpAddr, Option<String>), ConfigError> {
+    let ip = match host {
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some(h) => match h.trim_start_matches('[').trim_end_matches(']').parse() {
+            Ok(ip) => ip,
+            Err(_) if url::Host::parse(h).is_ok_and(|d| matches!(d, url::Host::Domain(_))) => {
+                return Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), Some(h.to_owned())));
+            }
+            Err(_) => {
+                return Err(ConfigError::at(
+                    "listen.host",
+                    format!("`{h}` is neither an IP address nor a host name"),
+                ));
+            }
+        },
+    };
+    Ok((ip, None))
+}
+
+/// `listen.public_url`: an http(s) URL; a path is kept (a proxy may mount the gateway
+/// under one). A query or fragment cannot be the base of other URLs: the reference takes
+/// them, so Gatehouse does, drops them and warns (`drop_in_warnings`).
+fn public_url(s: &str) -> Result<Url, ConfigError> {
+    let mut url = http_url(s, "listen.public_url")?;
+    url.set_query(None);
+    url.set_fragment(None);
     Ok(url)
 }
 
@@ -438,21 +449,26 @@ fn store(raw: &RawConfig, ctx: &LoadContext<'_>) -> Result<StoreConfig, ConfigEr
         }
         let max_connections =
             positive(s.max_connections.map(u64::from), 5, "store.max_connections")?;
-        if max_connections > 1000 {
-            return Err(ConfigError::at(
-                "store.max_connections",
-                "must be at most 1000",
-            ));
-        }
-        let config = PostgresConfig {
+        let mut config = PostgresConfig {
             url: Secret::new(url.clone()),
             username: s.username.clone(),
             password: s.password.clone().map(Secret::new),
-            max_connections: max_connections as u32,
+            max_connections: u32::try_from(max_connections).unwrap_or(u32::MAX),
             connect_timeout: connect_timeout(s)?,
         };
-        super::postgres::connect_config(&config)
-            .map_err(|e| ConfigError::at(e.field(), e.to_string()))?;
+        let no_user = |e: &super::postgres::PgConfigError| e.field() == "store.username";
+        let mut checked = super::postgres::connect_config(&config).map(drop);
+        // No user in the URL nor in `store.username`: PostgreSQL's clients (the reference's
+        // among them) then log in as `PGUSER`, else the operating-system user. With
+        // neither, the file is still valid (as in the reference); connecting says why not.
+        if checked.as_ref().is_err_and(no_user) && s.username.is_none() {
+            config.username = ctx.env.var("PGUSER").or_else(|| ctx.env.var("USER"));
+            checked = super::postgres::connect_config(&config).map(drop);
+            if checked.as_ref().is_err_and(no_user) {
+                checked = Ok(());
+            }
+        }
+        checked.map_err(|e| ConfigError::at(e.field(), e.to_string()))?;
         return Ok(StoreConfig::Postgres(config));
     }
     for (path, present) in [
@@ -491,13 +507,18 @@ fn models(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<ModelsConfig,
                 "must be a non-empty model id without spaces",
             ));
         }
+        // A repeated id is the reference's to accept: the first entry serves it
+        // (`warnings` names the later one).
         if !ids.insert(m.id.as_str()) {
-            return Err(ConfigError::at(
-                &at("id"),
-                format!("duplicate model id `{}`", m.id),
-            ));
+            continue;
         }
-        for (name, target) in &m.upstream_model {
+        let Some(upstream_model) = m.upstream_model.as_ref().filter(|u| !u.is_empty()) else {
+            return Err(ConfigError::at(
+                &at("upstream_model"),
+                "required: map at least one upstream name to the model id it expects",
+            ));
+        };
+        for (name, target) in upstream_model {
             if !upstreams.iter().any(|u| &u.name == name) {
                 return Err(ConfigError::at(
                     &at(&format!("upstream_model.{name}")),
@@ -515,16 +536,12 @@ fn models(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<ModelsConfig,
             id: m.id.clone(),
             label: m.label.clone(),
             description: m.description.clone(),
-            upstream_model: m.upstream_model.clone(),
+            upstream_model: upstream_model.clone(),
         });
     }
+    // `auto_include_builtin_models: false` with no `models` serves nothing; the reference
+    // accepts it and so does Gatehouse, with a warning.
     let auto = raw.auto_include_builtin_models.unwrap_or(true);
-    if !auto && rows.is_empty() {
-        return Err(ConfigError::at(
-            "models",
-            "empty while auto_include_builtin_models is false: no model could be served",
-        ));
-    }
     Ok(ModelsConfig {
         rows,
         auto_include_builtin: auto,

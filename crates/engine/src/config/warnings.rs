@@ -57,6 +57,7 @@ pub(super) fn of_file(
     }
     google(raw, &mut out);
     managed(config, &mut out);
+    out.extend(super::drop_in_warnings::check(raw));
     out
 }
 

@@ -83,7 +83,7 @@ pub const GATEWAY_PROTOCOL_VERSION: u32 = 1;
 
 /// The discovery document; `cri` adds `cri_enabled: true` (workload callers accepted).
 pub fn discovery(id: &Identity, cri: bool) -> Response<Body> {
-    let o = id.origin();
+    let o = id.base();
     let mut doc = json!({
             "issuer": o,
             "device_authorization_endpoint": format!("{o}/oauth/device_authorization"),
@@ -107,7 +107,7 @@ pub fn discovery(id: &Identity, cri: bool) -> Response<Body> {
 /// address on a loopback listener.
 pub fn discovery_without_sign_in(listen: &crate::config::Listen) -> Response<Body> {
     let origin = match &listen.public_url {
-        Some(u) => u.origin().ascii_serialization(),
+        Some(u) => u.as_str().trim_end_matches('/').to_owned(),
         None => {
             let scheme = if listen.tls.is_some() {
                 "https"
@@ -370,7 +370,7 @@ async fn new_grant(
             .with("client_ip", ip.to_string())
             .with("surface", grant.surface.clone()),
     );
-    let o = id.origin();
+    let o = id.base();
     let mut body = json!({
         "device_code": device_code,
         "user_code": code,
@@ -573,7 +573,7 @@ pub fn issue(
     let ttl = id.cfg.session_ttl.as_secs() as i64;
     let (access, claims) = session::mint_tagged(
         &id.keys,
-        &id.origin(),
+        &id.base(),
         ttl,
         now,
         who,
@@ -709,7 +709,7 @@ pub async fn revoke(gw: &Gateway, id: &Identity, req: Request<Body>) -> Response
     };
     let now = gw.deps.clock.now();
     // A session token (expired ones too: revoking them is harmless).
-    if let Ok(claims) = session::decode(&id.keys, &id.origin(), token) {
+    if let Ok(claims) = session::decode(&id.keys, &id.base(), token) {
         if let Err(e) = id
             .revoke_session(gw.store.as_ref(), &claims.jti, claims.exp, now)
             .await

@@ -188,7 +188,7 @@ impl Identity {
         };
         let redirect = format!(
             "{}/oauth/callback",
-            cfg.public_url.origin().ascii_serialization()
+            cfg.public_url.as_str().trim_end_matches('/')
         );
         let oidc = oidc::Oidc::discover(&cfg.oidc, redirect, http).await?;
         let load = |prefix: &'static str| async move {
@@ -288,9 +288,21 @@ impl Identity {
         Ok(at)
     }
 
-    /// The public origin, e.g. `https://gw.corp.example` (no trailing slash).
+    /// The public origin, e.g. `https://gw.corp.example` (no trailing slash): what a
+    /// browser's `Origin` header carries.
     pub fn origin(&self) -> String {
         self.cfg.public_url.origin().ascii_serialization()
+    }
+
+    /// The public URL with its path, without a trailing slash (`https://gw.corp.example`,
+    /// or `https://corp.example/gateway` behind a proxy that mounts the gateway there):
+    /// the base of every URL handed out, and the sessions' issuer.
+    pub fn base(&self) -> String {
+        self.cfg
+            .public_url
+            .as_str()
+            .trim_end_matches('/')
+            .to_owned()
     }
 
     pub fn secure_cookies(&self) -> bool {
@@ -305,7 +317,7 @@ impl Identity {
     ) -> Result<std::sync::Arc<SessionClaims>, SessionError> {
         let claims = self
             .verified
-            .get_or_verify(token, || session::decode(&self.keys, &self.origin(), token))?;
+            .get_or_verify(token, || session::decode(&self.keys, &self.base(), token))?;
         let lifetime = i64::try_from(self.cfg.session_ttl.as_secs()).unwrap_or(i64::MAX);
         session::check_time(&claims, now, lifetime)?;
         let revoked = self

@@ -221,7 +221,7 @@ mod tests {
     fn a_requestable_model_without_an_exact_price() {
         assert_eq!(
             warnings(&format!(
-                "{HEAD}models: [{{id: my-model, upstream_model: {{a: my-upstream-model}}}}, {{id: claude-sonnet-4-6}}]\n"
+                "{HEAD}models: [{{id: my-model, upstream_model: {{a: my-upstream-model}}}}, {{id: claude-sonnet-4-6, upstream_model: {{a: claude-sonnet-4-6}}}}]\n"
             )),
             ["models[0]"]
         );

@@ -120,11 +120,11 @@ mod tests {
     #[test]
     fn an_upstream_models_entry_that_routes_nothing() {
         let w = warnings(&format!(
-            "{HEAD}upstreams:\n- {{name: a, provider: anthropic, auth: {{api_key: k}}, models: [claude-nonexistent, claude-sonnet-4-6, 'claude-opus-*', claude-opus-9, mine]}}\nmodels: [{{id: mine}}]\n"
+            "{HEAD}upstreams:\n- {{name: a, provider: anthropic, auth: {{api_key: k}}, models: [claude-nonexistent, claude-sonnet-4-6, 'claude-opus-*', claude-opus-9, mine]}}\nmodels: [{{id: mine, upstream_model: {{a: mine}}}}]\n"
         ));
         assert_eq!(w, ["upstreams[0].models[0]"]);
         let w = warnings(&format!(
-            "{HEAD}auto_include_builtin_models: false\nupstreams:\n- {{name: a, provider: anthropic, auth: {{api_key: k}}, models: [claude-opus-9, mine]}}\nmodels: [{{id: mine}}]\n"
+            "{HEAD}auto_include_builtin_models: false\nupstreams:\n- {{name: a, provider: anthropic, auth: {{api_key: k}}, models: [claude-opus-9, mine]}}\nmodels: [{{id: mine, upstream_model: {{a: mine}}}}]\n"
         ));
         assert_eq!(w, ["upstreams[0].models[0]"]);
     }

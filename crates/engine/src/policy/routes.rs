@@ -101,7 +101,7 @@ pub fn user_bootstrap(
         .as_ref()
         .ok_or_else(|| deny("sign_in_not_configured"))?;
     let models = super::routes::visible_models(gw, Some(&policy), &who.groups);
-    let origin = identity.origin();
+    let origin = identity.base();
     let ttl = chrono::Duration::from_std(identity.cfg.session_ttl).unwrap_or_default();
     let doc = bootstrap::document(
         &policy,

@@ -2,12 +2,15 @@
 //! `/v1/traces`, protobuf or JSON) to the gateway, which answers at once and forwards them
 //! in the background to the collectors configured under `telemetry.forward_to`.
 //!
-//! Forwarding is best effort by design (SPEC 1.8): at most 128 payloads in flight (more are
-//! dropped and counted), a circuit breaker per destination (5 consecutive failures open it
-//! for 30 s, then one probe), a 10 s timeout per POST through [`crate::outbound::SafeFetch`],
-//! and destination URLs logged only in redacted form. The client's answer never depends on
-//! a collector.
+//! Forwarding is best effort by design (SPEC 1.8), as the reference does it since 2.1.334:
+//! at most 128 exports in flight per collector (more are dropped and counted, so one slow
+//! collector never starves the others), a circuit breaker per collector and signal (5
+//! consecutive failures open it for 30 s, then one probe; a collector refusing the payload
+//! itself with 400/413/415/422/431 is not failing), a 10 s timeout per POST through
+//! [`crate::outbound::SafeFetch`], and collector URLs logged only in redacted form (no user
+//! info, no query). The client's answer never depends on a collector.
 
+mod dest;
 pub mod ingest;
 mod relay;
 

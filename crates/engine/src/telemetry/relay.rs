@@ -1,64 +1,64 @@
-//! The fan-out: [`Relay::submit`] takes a payload, picks destinations by signal and
-//! breaker state, and forwards it in a tracked background task.
+//! The fan-out: [`Relay::submit`] takes a payload, picks the collectors that take its
+//! signal and whose breaker for that signal lets it through, and forwards it to each in its
+//! own tracked background task, within that collector's bound of exports in flight
+//! ([`super::dest`]).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue};
 use tokio_util::task::TaskTracker;
-use url::Url;
 
-use super::{Signal, TelemetryConfig, endpoint};
-use crate::breaker::{Admit, Breaker};
+use super::dest::{Dest, Failure, Outcome, Reserve, Slot, lock};
+use super::{Signal, TelemetryConfig};
 use crate::events::{Event, EventSink};
-use crate::google::Tokens;
-use crate::outbound::{SafeFetch, redact_url};
+use crate::outbound::SafeFetch;
 
-/// Payloads in flight at most (counted per incoming payload, not per destination).
+/// Exports in flight at most, per collector (the reference's bound since 2.1.334).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
-/// Consecutive failures that open a destination's breaker.
+/// Consecutive failures that open a collector's breaker for one signal.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
-/// How long an open breaker skips its destination before a probe.
+/// How long an open breaker skips its collector's signal before a probe.
 pub const DEFAULT_BREAKER_OPEN: Duration = Duration::from_secs(30);
 /// The timeout to give the relay's [`SafeFetch`] in production.
 pub const DESTINATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// `otlp.dropped` is emitted at most this often (plus once on [`Relay::drain`]).
 const DROP_REPORT_EVERY: Duration = Duration::from_secs(10);
-/// Response bytes read (and discarded) from a collector so the connection can be reused.
-const MAX_RESPONSE_READ: usize = 64 * 1024;
-/// Bound on finding Google credentials and on fetching one access token.
-const GOOGLE_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What [`Relay::submit`] did with a payload. The client gets 200 in every case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
-    /// Handed to a background task for at least one destination.
+    /// Handed to a background task for at least one collector.
     Queued,
-    /// No destination forwards this signal; discarded.
+    /// No collector forwards this signal; discarded.
     NoDestination,
-    /// Too many payloads in flight (or no runtime to run on); discarded and counted.
+    /// Sent nowhere, and at least one collector had `max_in_flight` exports in flight (or
+    /// there was no runtime to run on); counted.
     Dropped,
-    /// Every destination for this signal has an open breaker; discarded.
+    /// Every collector for this signal has that signal's breaker open; discarded.
     Skipped,
 }
 
 /// Counters since start.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RelayStats {
-    /// Payloads being forwarded now.
+    /// Exports being forwarded now, over all collectors.
     pub in_flight: usize,
-    /// Payloads dropped because `max_in_flight` were in flight.
+    /// Exports dropped because their collector had `max_in_flight` in flight.
     pub dropped: u64,
-    /// Destination sends skipped because the destination's breaker was open.
+    /// Exports skipped because the collector's breaker for the signal was open.
     pub skipped: u64,
-    /// Destination sends answered with 2xx.
+    /// Exports answered with 2xx.
     pub forwarded_ok: u64,
-    /// Destination sends that failed (non-2xx, timeout, network or refused address).
+    /// Exports that failed (non-2xx but a payload refusal, timeout, network or refused
+    /// address).
     pub forwarded_failed: u64,
-    /// Redacted URLs of destinations whose breaker is open or half-open.
+    /// Exports whose payload the collector refused (400, 413, 415, 422, 431); not failures.
+    pub refused: u64,
+    /// Redacted endpoints (`<url>/v1/<signal>`) whose breaker is open or half-open.
     pub open_breakers: Vec<String>,
 }
 
@@ -69,38 +69,23 @@ struct Limits {
     breaker_open: Duration,
 }
 
-/// The OTLP relay. Cheap to clone; clones share destinations, breakers and counters.
+/// The OTLP relay. Cheap to clone; clones share collectors, breakers and counters.
 #[derive(Clone)]
 pub struct Relay {
     shared: Arc<Shared>,
     limits: Limits,
 }
 
-struct Target {
-    /// For logs and events: no user info, no query.
-    redacted: String,
-    /// Indexed by [`Signal::index`]; `None` when the destination does not take the signal.
-    endpoints: [Option<Url>; 3],
-    headers: HeaderMap,
-    /// `auth.google`: where the access token comes from, and the token source once made
-    /// (made again after a failure, as the reference does).
-    google: Option<(
-        crate::config::GoogleAuth,
-        tokio::sync::Mutex<Option<Arc<Tokens>>>,
-    )>,
-    breaker: Mutex<Breaker>,
-}
-
 struct Shared {
-    targets: Vec<Target>,
+    dests: Vec<Arc<Dest>>,
     fetch: SafeFetch,
     events: Arc<dyn EventSink>,
     tracker: TaskTracker,
-    in_flight: AtomicUsize,
     dropped: AtomicU64,
     skipped: AtomicU64,
     ok: AtomicU64,
     failed: AtomicU64,
+    refused: AtomicU64,
     drops: Mutex<DropReport>,
 }
 
@@ -108,10 +93,6 @@ struct Shared {
 struct DropReport {
     last: Option<Instant>,
     unreported: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Relay {
@@ -123,53 +104,30 @@ impl Relay {
             breaker_failures: DEFAULT_BREAKER_FAILURES,
             breaker_open: DEFAULT_BREAKER_OPEN,
         };
-        let targets = config
+        let dests = config
             .destinations
             .iter()
-            .map(|d| {
-                let redacted = redact_url(&d.url);
-                let mut headers = HeaderMap::with_capacity(d.headers.len());
-                for (name, value) in &d.headers {
-                    match HeaderValue::from_str(value.expose()) {
-                        Ok(mut v) => {
-                            v.set_sensitive(true);
-                            headers.insert(name.clone(), v);
-                        }
-                        Err(_) => tracing::warn!(
-                            destination = %redacted, header = %name,
-                            "OTLP destination header value is not valid; not sent"
-                        ),
-                    }
-                }
-                let endpoints = Signal::ALL.map(|s| s.enabled_for(d).then(|| endpoint(&d.url, s)));
-                Target {
-                    redacted,
-                    endpoints,
-                    headers,
-                    google: d.google.clone().map(|g| (g, tokio::sync::Mutex::new(None))),
-                    breaker: Mutex::new(Breaker::new(limits.breaker_failures, limits.breaker_open)),
-                }
-            })
+            .map(|d| Arc::new(Dest::new(d, limits.breaker_failures, limits.breaker_open)))
             .collect();
         Self {
             shared: Arc::new(Shared {
-                targets,
+                dests,
                 fetch,
                 events,
                 tracker: TaskTracker::new(),
-                in_flight: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
                 skipped: AtomicU64::new(0),
                 ok: AtomicU64::new(0),
                 failed: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
                 drops: Mutex::new(DropReport::default()),
             }),
             limits,
         }
     }
 
-    /// Overrides the defaults (128 in flight, 5 failures, 30 s open). Call before the relay
-    /// is cloned or used: breakers are reset to the new settings.
+    /// Overrides the defaults (128 in flight per collector, 5 failures, 30 s open). Call
+    /// before the relay is cloned or used: breakers are reset to the new settings.
     pub fn with_limits(
         mut self,
         max_in_flight: usize,
@@ -181,18 +139,18 @@ impl Relay {
             breaker_failures,
             breaker_open,
         };
-        for t in &self.shared.targets {
-            *lock(&t.breaker) = Breaker::new(breaker_failures, breaker_open);
+        for d in &self.shared.dests {
+            d.reset_breakers(breaker_failures, breaker_open);
         }
         self
     }
 
     /// Whether any destination is configured at all.
     pub fn has_destinations(&self) -> bool {
-        !self.shared.targets.is_empty()
+        !self.shared.dests.is_empty()
     }
 
-    /// Never waits on a destination: queues the payload for background fan-out and returns
+    /// Never waits on a collector: queues the payload for background fan-out and returns
     /// at once. `content_type` and `content_encoding` are forwarded as received (a gzip
     /// body passes through untouched). Must be called inside a Tokio runtime (outside one
     /// the payload is dropped).
@@ -204,45 +162,35 @@ impl Relay {
         body: Bytes,
     ) -> Submitted {
         let shared = &self.shared;
-        if !shared
-            .targets
-            .iter()
-            .any(|t| t.endpoints[signal.index()].is_some())
-        {
+        let takers: Vec<&Arc<Dest>> = shared.dests.iter().filter(|d| d.takes(signal)).collect();
+        if takers.is_empty() {
             return Submitted::NoDestination;
         }
-        let max = self.limits.max_in_flight;
-        let reserved = shared
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            });
-        if reserved.is_err() {
-            shared.record_drop();
-            return Submitted::Dropped;
-        }
-        let slot = InFlight(self.shared.clone());
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            drop(slot);
             shared.record_drop();
             return Submitted::Dropped;
         };
         let now = Instant::now();
-        let chosen: Vec<usize> = shared
-            .targets
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.endpoints[signal.index()].is_some())
-            .filter_map(|(i, t)| match lock(&t.breaker).admit(now) {
-                Admit::Send | Admit::Probe => Some(i),
-                Admit::Skip => {
+        let (mut going, mut dropped) = (Vec::new(), false);
+        for dest in takers {
+            match dest.reserve(signal, self.limits.max_in_flight, now) {
+                Reserve::Go(slot) => going.push((dest.clone(), slot)),
+                Reserve::Skip => {
                     shared.skipped.fetch_add(1, Ordering::Relaxed);
-                    None
                 }
-            })
-            .collect();
-        if chosen.is_empty() {
-            return Submitted::Skipped;
+                Reserve::Full(in_flight) => {
+                    dest.note_drop(in_flight);
+                    shared.record_drop();
+                    dropped = true;
+                }
+            }
+        }
+        if going.is_empty() {
+            return if dropped {
+                Submitted::Dropped
+            } else {
+                Submitted::Skipped
+            };
         }
         let mut headers = HeaderMap::new();
         if let Some(v) = content_type {
@@ -251,34 +199,26 @@ impl Relay {
         if let Some(v) = content_encoding {
             headers.insert(CONTENT_ENCODING, v);
         }
-        let task_shared = self.shared.clone();
-        shared.tracker.spawn_on(
-            async move {
-                let _slot = slot;
-                let sends = chosen
-                    .into_iter()
-                    .map(|i| task_shared.forward(i, signal, &headers, body.clone()));
-                futures_util::future::join_all(sends).await;
-            },
-            &runtime,
-        );
+        for (dest, slot) in going {
+            let (shared, headers, body) = (self.shared.clone(), headers.clone(), body.clone());
+            self.shared.tracker.spawn_on(
+                async move { shared.forward(&dest, slot, signal, &headers, body).await },
+                &runtime,
+            );
+        }
         Submitted::Queued
     }
 
     pub fn stats(&self) -> RelayStats {
         let s = &self.shared;
         RelayStats {
-            in_flight: s.in_flight.load(Ordering::Acquire),
+            in_flight: s.dests.iter().map(|d| d.in_flight()).sum(),
             dropped: s.dropped.load(Ordering::Relaxed),
             skipped: s.skipped.load(Ordering::Relaxed),
             forwarded_ok: s.ok.load(Ordering::Relaxed),
             forwarded_failed: s.failed.load(Ordering::Relaxed),
-            open_breakers: s
-                .targets
-                .iter()
-                .filter(|t| lock(&t.breaker).is_open())
-                .map(|t| t.redacted.clone())
-                .collect(),
+            refused: s.refused.load(Ordering::Relaxed),
+            open_breakers: s.dests.iter().flat_map(|d| d.open_endpoints()).collect(),
         }
     }
 
@@ -293,114 +233,34 @@ impl Relay {
     }
 }
 
-/// One reserved in-flight slot, released when the fan-out ends (or is abandoned).
-struct InFlight(Arc<Shared>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// `Authorization: Bearer <Google access token>` for a destination with `auth.google`.
-async fn google_header(target: &Target) -> Result<Option<HeaderValue>, String> {
-    let Some((auth, cell)) = &target.google else {
-        return Ok(None);
-    };
-    let tokens = {
-        let mut made = cell.lock().await;
-        match made.as_ref() {
-            Some(t) => t.clone(),
-            None => {
-                let t = Arc::new(
-                    tokio::time::timeout(GOOGLE_TOKEN_TIMEOUT, Tokens::for_auth(auth))
-                        .await
-                        .map_err(|_| "no Google credentials within 10 s".to_owned())??,
-                );
-                *made = Some(t.clone());
-                t
-            }
-        }
-    };
-    let token = match tokio::time::timeout(GOOGLE_TOKEN_TIMEOUT, tokens.current()).await {
-        Ok(Ok(t)) => t,
-        failed => {
-            *cell.lock().await = None;
-            return Err(match failed {
-                Ok(Err(e)) => format!("no Google access token: {e}"),
-                _ => "no Google access token within 10 s".to_owned(),
-            });
-        }
-    };
-    let mut v = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-        .map_err(|_| "the Google access token is not a valid header value".to_owned())?;
-    v.set_sensitive(true);
-    Ok(Some(v))
-}
-
 impl Shared {
-    async fn forward(&self, index: usize, signal: Signal, base: &HeaderMap, body: Bytes) {
-        let Some(target) = self.targets.get(index) else {
-            return;
+    /// One export to one collector; `slot` is released when it ends.
+    async fn forward(
+        &self,
+        dest: &Dest,
+        slot: Slot,
+        signal: Signal,
+        base: &HeaderMap,
+        body: Bytes,
+    ) {
+        let outcome = dest.send(&self.fetch, signal, base, body).await;
+        drop(slot);
+        let counter = match outcome {
+            Outcome::Delivered => &self.ok,
+            Outcome::Refused(_) => &self.refused,
+            Outcome::Failed(_) => &self.failed,
         };
-        let Some(url) = &target.endpoints[signal.index()] else {
-            return;
-        };
-        let mut headers = base.clone();
-        headers.extend(target.headers.clone());
-        let outcome = match google_header(target).await {
-            Ok(Some(v)) => {
-                headers.insert(http::header::AUTHORIZATION, v);
-                self.fetch.post(url, headers, body).await
-            }
-            Ok(None) => self.fetch.post(url, headers, body).await,
-            Err(e) => Err(crate::outbound::FetchError::Http(e)),
-        };
-        let outcome = match outcome {
-            Ok(mut resp) if resp.status().is_success() => {
-                let mut read = 0;
-                while let Ok(Some(chunk)) = resp.chunk().await {
-                    read += chunk.len();
-                    if read > MAX_RESPONSE_READ {
-                        break;
-                    }
-                }
-                Ok(())
-            }
-            Ok(resp) => Err(format!("collector answered {}", resp.status())),
-            Err(e) => Err(e.to_string()),
-        };
-        match outcome {
-            Ok(()) => {
-                self.ok.fetch_add(1, Ordering::Relaxed);
-                lock(&target.breaker).on_success();
-            }
-            Err(error) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    destination = %target.redacted, signal = signal.as_str(), %error,
-                    "OTLP forward failed"
-                );
-                let (opened, failures) = {
-                    let mut b = lock(&target.breaker);
-                    (b.on_failure(Instant::now()), b.failures())
-                };
-                if opened {
-                    self.breaker_opened(target, failures);
-                }
-            }
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(Failure::Tripped { failures, open_for }) = dest.settle(signal, &outcome) {
+            self.breaker_opened(dest, signal, failures, open_for);
         }
     }
 
-    fn breaker_opened(&self, target: &Target, failures: u32) {
-        let open_for = lock(&target.breaker).open_for();
-        tracing::warn!(
-            destination = %target.redacted, failures, open_secs = open_for.as_secs_f64(),
-            "OTLP destination breaker open; skipping it"
-        );
+    fn breaker_opened(&self, dest: &Dest, signal: Signal, failures: u32, open_for: Duration) {
         self.events.emit(
             &Event::new("otlp.breaker_open")
-                .with("destination", target.redacted.as_str())
+                .with("destination", dest.redacted.as_str())
+                .with("signal", signal.as_str())
                 .with("failures", failures)
                 .with(
                     "open_ms",
@@ -427,7 +287,6 @@ impl Shared {
             r.last = Some(Instant::now());
             std::mem::take(&mut r.unreported)
         };
-        tracing::warn!(count, "OTLP relay saturated; payloads dropped");
         self.events
             .emit(&Event::new("otlp.dropped").with("count", count));
     }

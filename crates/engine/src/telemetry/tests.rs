@@ -87,7 +87,7 @@ impl tracing::Subscriber for Capture {
 
 fn config(json: serde_json::Value) -> TelemetryConfig {
     let raw: RawTelemetry = serde_json::from_value(json).unwrap();
-    validate(&raw).unwrap()
+    validate(&raw, true).unwrap()
 }
 
 /// A port nothing listens on (bound, then released).
@@ -127,15 +127,19 @@ async fn credentials_never_reach_logs_or_events() {
     );
     let stats = relay.stats();
     assert_eq!(stats.forwarded_failed, 2);
-    assert_eq!(
-        stats.open_breakers,
-        vec![format!("http://127.0.0.1:{port}/otlp")]
-    );
+    let at = format!("http://127.0.0.1:{port}/otlp/v1/metrics");
+    assert_eq!(stats.open_breakers, vec![at.clone()]);
 
+    // The reference's lines: the first failure counted, the second trips the breaker.
     let logs = out.lock().unwrap().clone();
-    assert!(logs.contains("OTLP forward failed"), "{logs}");
     assert!(
-        logs.contains(&format!("http://127.0.0.1:{port}/otlp")),
+        logs.contains(&format!("otel forward to {at} failed: ")),
+        "{logs}"
+    );
+    assert!(
+        logs.contains(&format!(
+            "otel dest {at} tripped; skipping 60s (last failure: "
+        )),
         "{logs}"
     );
     let opened = events.named("otlp.breaker_open");
@@ -153,6 +157,41 @@ async fn credentials_never_reach_logs_or_events() {
         );
         assert!(!format!("{stats:?}").contains(secret));
     }
+}
+
+/// A saturated collector is named in the reference's line, for the first drop and every
+/// hundredth after it (not once per drop).
+#[tokio::test(flavor = "current_thread")]
+async fn saturation_is_logged_per_collector_every_hundredth_drop() {
+    let out = Arc::new(Mutex::new(String::new()));
+    let _guard = tracing::subscriber::set_default(Capture {
+        out: out.clone(),
+        next_id: AtomicU64::new(0),
+    });
+    let cfg =
+        config(serde_json::json!({"forward_to": [{"url": "http://u:pw@127.0.0.1:9/otlp?k=v"}]}));
+    let fetch = SafeFetch::new(FetchPolicy {
+        allow_loopback: true,
+        timeout: Duration::from_secs(5),
+    });
+    let relay = Relay::new(cfg, fetch, Arc::new(MemoryEventSink::default())).with_limits(
+        0,
+        5,
+        Duration::from_secs(30),
+    );
+    for _ in 0..100 {
+        assert_eq!(
+            relay.submit(Signal::Metrics, None, None, Bytes::new()),
+            Submitted::Dropped
+        );
+    }
+    let logs = out.lock().unwrap().clone();
+    let line = "otel fanout saturated (0 in flight to http://127.0.0.1:9/otlp); dropping";
+    assert_eq!(logs.matches(line).count(), 1, "{logs}");
+    relay.submit(Signal::Metrics, None, None, Bytes::new());
+    let logs = out.lock().unwrap().clone();
+    assert_eq!(logs.matches(line).count(), 2, "{logs}");
+    assert!(!logs.contains("pw") && !logs.contains("k=v"), "{logs}");
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -8,11 +8,18 @@
 //! `credential` (an API key as `x-api-key`). Credentials from the chain or a role are built
 //! anew once after a 401/403 before the router fails over; errors are cleaned
 //! ([`super::errors`]) so account ids and ARNs stay in the operator log.
+//!
+//! As the reference's clients do since 2.1.334, Mantle requests (whatever their
+//! authentication) and Claude Platform on AWS requests signed with AWS credentials (not an
+//! API key) carry `x-amz-content-sha256: <hex SHA-256 of the body sent>` unless a header of
+//! that name is already set; a SigV4 signature covers it.
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
+
+use sha2::{Digest, Sha256};
 
 use super::aws::sigv4::Signer;
 use super::http_client::HttpClient;
@@ -43,7 +50,26 @@ pub struct AwsHttp {
     pub fixed: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// The header naming the body's SHA-256.
+pub const CONTENT_SHA256: &str = "x-amz-content-sha256";
+
+/// Sets `x-amz-content-sha256` to the hex SHA-256 of `body` unless it is set already.
+pub fn content_sha256(headers: &mut HeaderMap, body: &[u8]) {
+    if headers.contains_key(CONTENT_SHA256) {
+        return;
+    }
+    if let Ok(v) = HeaderValue::from_str(&hex::encode(Sha256::digest(body))) {
+        headers.insert(HeaderName::from_static(CONTENT_SHA256), v);
+    }
+}
+
 impl AwsHttp {
+    /// Whether requests name the body's hash: every Mantle request, and Claude Platform
+    /// on AWS signed with AWS credentials.
+    pub fn hashes_body(&self) -> bool {
+        self.provider == "mantle" || matches!(self.auth, Auth::SigV4(_))
+    }
+
     /// The request's headers before authentication: the caller's allowed ones (with
     /// `anthropic-beta` as the plan keeps it), the configured extras, the fixed ones.
     pub fn headers(&self, call: &Call<'_>, plan: &capabilities::Plan) -> HeaderMap {
@@ -92,6 +118,9 @@ impl AwsHttp {
         mut headers: HeaderMap,
         payload: &Bytes,
     ) -> Result<Answer, SendError> {
+        if self.hashes_body() {
+            content_sha256(&mut headers, payload);
+        }
         if let Auth::SigV4(signer) = &self.auth {
             signer.sign(call.caller, url, &mut headers, payload).await?;
         }

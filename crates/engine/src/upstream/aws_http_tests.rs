@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::aws::sigv4::{Scope, sign_with};
-use super::aws_http::{Auth, AwsHttp};
+use super::aws_http::{Auth, AwsHttp, CONTENT_SHA256, content_sha256};
 use super::{Call, Operation, anthropic, capabilities};
 use crate::config::CredentialScheme;
 use crate::secret::Secret;
@@ -166,4 +166,41 @@ fn sigv4_signs_every_header_for_the_service_and_region() {
     let mut other = fresh();
     sign_with(&identity, &at, &url, &mut other, b"{}").unwrap();
     assert_ne!(other["authorization"], headers["authorization"]);
+}
+
+/// 2.1.334: Mantle (any authentication) and SigV4-signed Claude Platform on AWS name the
+/// body's SHA-256; a Platform request with an API key does not. The hash is signed with the
+/// rest, and a header already set is kept.
+#[test]
+fn the_body_hash_is_sent_where_the_reference_sends_it() {
+    let mantle = link("mantle", Auth::Bearer(Secret::new("k")), Vec::new());
+    let keyed = link("anthropicAws", Auth::Credential, Vec::new());
+    assert!(mantle.hashes_body());
+    assert!(!keyed.hashes_body());
+    let mut headers = HeaderMap::new();
+    content_sha256(&mut headers, b"{}");
+    assert_eq!(
+        headers[CONTENT_SHA256],
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    );
+    let mut preset = HeaderMap::new();
+    preset.insert(CONTENT_SHA256, HeaderValue::from_static("UNSIGNED-PAYLOAD"));
+    content_sha256(&mut preset, b"{}");
+    assert_eq!(preset[CONTENT_SHA256], "UNSIGNED-PAYLOAD");
+
+    let identity = Identity::from(Credentials::new("AKIDEXAMPLE", "secret", None, None, "t"));
+    let at = Scope {
+        service: "bedrock-mantle",
+        region: "us-east-1",
+        time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+    };
+    let url = Url::parse("https://bedrock-mantle.us-east-1.api.aws/anthropic/v1/messages").unwrap();
+    let mut signed = HeaderMap::new();
+    content_sha256(&mut signed, BODY.as_bytes());
+    sign_with(&identity, &at, &url, &mut signed, BODY.as_bytes()).unwrap();
+    let auth = signed["authorization"].to_str().unwrap();
+    assert!(
+        auth.contains("SignedHeaders=host;x-amz-content-sha256;x-amz-date,"),
+        "{auth}"
+    );
 }

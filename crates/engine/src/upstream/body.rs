@@ -54,11 +54,16 @@ pub fn present<'k>(bytes: &[u8], keys: &[&'k str]) -> Vec<&'k str> {
         .collect()
 }
 
-/// A top-level array of strings (`anthropic_beta` a caller already put in the body).
-pub fn strings(bytes: &[u8], key: &str) -> Vec<String> {
+/// A top-level value as its raw JSON text, when the key is there.
+pub fn raw(bytes: &[u8], key: &str) -> Option<String> {
     serde_json::from_slice::<TopLevel<'_>>(bytes)
         .ok()
         .and_then(|top| top.get(key).map(|v| v.get().to_owned()))
+}
+
+/// A top-level array of strings (`anthropic_beta` a caller already put in the body).
+pub fn strings(bytes: &[u8], key: &str) -> Vec<String> {
+    raw(bytes, key)
         .and_then(|raw| serde_json::from_str::<Vec<String>>(&raw).ok())
         .unwrap_or_default()
 }

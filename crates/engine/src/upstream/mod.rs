@@ -8,7 +8,8 @@
 //! [`vertex`]: rawPredict; [`anthropic_google_cloud`]: the Messages API under a Google Cloud
 //! workspace, Google tokens; [`mantle`] and [`anthropic_aws`]: the Messages API on AWS with
 //! SigV4 ([`aws_http`], [`aws`]); [`openai`]: Chat Completions, translated both ways; [`canned`]:
-//! `load_test_mode`'s canned replies in place of every upstream). Routing, failover, metering and spend never learn provider
+//! `load_test_mode`'s canned replies in place of every upstream; [`user_profile`]: the
+//! body's `user_profile_id` as a header for every provider but the raw one). Routing, failover, metering and spend never learn provider
 //! names. What a provider keeps, moves or drops of a request is in [`capabilities`]. Every
 //! attempt is reported to [`health`] (which the dashboard only reads), whose breaker and
 //! cooldown the router obeys; same-upstream retries come out of [`retry`]'s budget.
@@ -43,6 +44,7 @@ pub mod sse;
 pub mod strategy;
 pub mod thinking;
 pub mod tool_ids;
+pub mod user_profile;
 pub mod vertex;
 pub mod workload_sse;
 
@@ -335,6 +337,12 @@ impl Upstreams {
                     .await
                     .map_err(fail)?,
                 ),
+            };
+            // Every provider but the raw pass-through moves `user_profile_id` to its header.
+            let link: Arc<dyn Upstream> = match &up.provider {
+                Provider::Anthropic => link,
+                Provider::OpenAi(_) => Arc::new(user_profile::UserProfile::new(link, false)),
+                _ => Arc::new(user_profile::UserProfile::new(link, true)),
             };
             let pool = up.credential.as_ref().and_then(|c| match &c.source {
                 CredentialSource::Pool(list) => Some(Arc::new(keys::Pool::new(

@@ -6,9 +6,13 @@
 //! at most 3 h, default 10 min), then served stale while one background refresh runs, and
 //! refused (503, `Retry-After: 30`) once older than 6 h or never fetched. An unknown `kid`
 //! triggers one refresh per minute at most. A response without usable keys never replaces
-//! the keys held.
+//! the keys held. An upstream's error reaches them as a `capability_rejected` class
+//! ([`capability`]).
 
+mod capability;
 pub mod keys;
+
+pub use capability::capability_reason;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -340,29 +344,6 @@ pub(crate) fn check_claims(
     })
 }
 
-/// A stable `capability_rejected: <reason>` for an upstream error message, so a workload
-/// caller learns what it can fix without seeing account ids, ARNs or hosts.
-pub fn capability_reason(message: &str) -> Option<&'static str> {
-    let m = message.to_ascii_lowercase();
-    if m.contains("prompt is too long")
-        || m.contains("input is too long")
-        || m.contains("exceeds")
-            && (m.contains("context") || m.contains("limit") || m.contains("maximum"))
-    {
-        Some("prompt_too_long")
-    } else if m.contains("signature") && m.contains("thinking") {
-        Some("thinking_signature")
-    } else if m.contains("effort") {
-        Some("effort_unsupported")
-    } else if m.contains("image") {
-        Some("image_block")
-    } else if m.contains("thinking") {
-        Some("thinking_unsupported")
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -391,33 +372,5 @@ mod tests {
         assert_eq!(expired.unwrap_err(), Invalid("expired"));
         let future = check_claims(claims(i64::MAX, i64::MAX), &cfg, now);
         assert_eq!(future.unwrap_err(), Invalid("not_yet_valid"));
-    }
-
-    #[test]
-    fn capability_reasons() {
-        assert_eq!(
-            capability_reason("prompt is too long: 210000 tokens > 200000 maximum"),
-            Some("prompt_too_long")
-        );
-        assert_eq!(
-            capability_reason("Input is too long."),
-            Some("prompt_too_long")
-        );
-        assert_eq!(
-            capability_reason("Invalid `signature` in `thinking` block"),
-            Some("thinking_signature")
-        );
-        assert_eq!(
-            capability_reason("output_config.effort: Extra inputs are not permitted"),
-            Some("effort_unsupported")
-        );
-        assert_eq!(
-            capability_reason("messages.0.content.1.image.source: invalid"),
-            Some("image_block")
-        );
-        assert_eq!(
-            capability_reason("arn:aws:bedrock:us-east-1:123456789012 throttled"),
-            None
-        );
     }
 }
