@@ -118,7 +118,17 @@ pub fn check(overlay: &Map<String, Value>, path: &str) -> Findings {
     for (key, value) in overlay {
         let at = format!("{path}.{key}");
         if let Some(spec) = data.servable.get(key) {
-            if let Some(why) = unreadable(spec, value, data) {
+            let entries = match spec.value {
+                Kind::MarketplaceList => Some(Entries::Marketplaces),
+                Kind::RepositoryList => Some(Entries::Repositories),
+                _ => None,
+            };
+            if let Some(kind) = entries {
+                for (i, why) in entries::unreadable(kind, value) {
+                    out.errors
+                        .push((i.map_or_else(|| at.clone(), |i| format!("{at}[{i}]")), why));
+                }
+            } else if let Some(why) = unreadable(spec, value, data) {
                 out.errors.push((at, why));
             }
         } else if let Some(r) = data.refused.get(key) {
@@ -219,8 +229,8 @@ fn unreadable(spec: &Spec, v: &Value, data: &Data) -> Option<String> {
         },
         Kind::List => v.as_array().map_or_else(|| bad("a list"), |_| None),
         Kind::HostList => hosts(v),
-        Kind::MarketplaceList => entries::unreadable(Entries::Marketplaces, v),
-        Kind::RepositoryList => entries::unreadable(Entries::Repositories, v),
+        // Read entry by entry in `check`.
+        Kind::MarketplaceList | Kind::RepositoryList => None,
         Kind::Object => match v.as_object() {
             Some(m) => spec
                 .required

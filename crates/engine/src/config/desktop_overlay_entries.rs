@@ -15,22 +15,27 @@ pub(super) enum Entries {
     Repositories,
 }
 
-/// Why the list cannot be read as a whole, or which entries would be dropped.
-pub(super) fn unreadable(kind: Entries, v: &Value) -> Option<String> {
+/// Why the list cannot be read: `(None, why)` for the value as a whole, `(Some(i), why)`
+/// for each entry Claude Desktop would drop (the reference names the entry, `key[i]`).
+pub(super) fn unreadable(kind: Entries, v: &Value) -> Vec<(Option<usize>, String)> {
     let Some(items) = v.as_array() else {
-        return Some("cannot be read: expected a list of source mappings".into());
+        return vec![(
+            None,
+            "cannot be read: expected a list of source mappings".into(),
+        )];
     };
-    let dropped: Vec<String> = items
+    items
         .iter()
         .enumerate()
-        .filter_map(|(i, item)| entry(kind, item).map(|why| format!("entry [{i}] {why}")))
-        .collect();
-    (!dropped.is_empty()).then(|| {
-        format!(
-            "cannot be read: Claude Desktop would drop {}",
-            dropped.join("; ")
-        )
-    })
+        .filter_map(|(i, item)| {
+            entry(kind, item).map(|why| {
+                (
+                    Some(i),
+                    format!("Claude Desktop would drop this entry: it {why}"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Why one entry cannot be read.

@@ -184,10 +184,16 @@ fn every_marketplace_and_repository_entry_must_be_readable() {
         "allowedPluginMarketplaces": [{"source": "github", "repo": "a/b"}, "github:a/b"],
         "codeAllowedRepositories": [{"source": "git", "url": "https://git.example.com"}]
     }));
-    assert!(error_for(&bad, "d.allowedPluginMarketplaces").contains("entry [1]"));
-    assert!(error_for(&bad, "d.codeAllowedRepositories").contains("after the host"));
+    // Each entry Claude Desktop would drop is named, as the reference names it.
+    assert!(error_for(&bad, "d.allowedPluginMarketplaces[1]").contains("not a mapping"));
+    assert!(
+        bad.errors
+            .iter()
+            .all(|(p, _)| p != "d.allowedPluginMarketplaces[0]")
+    );
+    assert!(error_for(&bad, "d.codeAllowedRepositories[0]").contains("after the host"));
     let http = run(
         json!({"allowedPluginMarketplaces": [{"source": "url", "url": "http://m.example.com/x"}]}),
     );
-    assert!(error_for(&http, "d.allowedPluginMarketplaces").contains("https"));
+    assert!(error_for(&http, "d.allowedPluginMarketplaces[0]").contains("https"));
 }

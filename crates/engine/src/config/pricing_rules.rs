@@ -517,7 +517,7 @@ mod tests {
 
     fn load(pricing: &str) -> Result<super::super::Config, ConfigError> {
         let yaml = format!(
-            "listen: {{host: 127.0.0.1}}\nupstreams: [{{name: a, provider: anthropic}}]\npricing:\n{pricing}\n"
+            "listen: {{host: 127.0.0.1}}\nupstreams: [{{name: a, provider: anthropic, auth: {{api_key: k}}}}]\npricing:\n{pricing}\n"
         );
         super::super::Config::from_yaml(
             &yaml,
