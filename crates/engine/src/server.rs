@@ -83,6 +83,7 @@ pub fn check_config(
         &crate::policy::extras::for_config(config, None),
     )
     .map_err(|e| config.hide(e))?;
+    crate::metering::price_warnings::duplicate_overrides(config)?;
     let mut warnings = config.warnings.clone();
     warnings.extend(crate::models::warnings::check(config));
     warnings.extend(crate::metering::price_warnings::check(config));

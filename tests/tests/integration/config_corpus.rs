@@ -185,7 +185,7 @@ pub(crate) async fn reference(file: &Path, env: &HashMap<String, String>, home: 
                 .as_ref()
                 .and_then(|j| j.as_array())
                 .map(|issues| issues.iter().map(|i| joined(&i["path"])).collect())
-                .unwrap_or_default();
+                .unwrap_or_else(|| managed_paths(&text));
             Verdict::Refused(paths, text)
         }
         other => panic!(
@@ -193,6 +193,52 @@ pub(crate) async fn reference(file: &Path, env: &HashMap<String, String>, home: 
             file.display()
         ),
     }
+}
+
+/// The paths of a managed block's refusal, which the reference prints as text:
+/// `claude gateway: managed.policies[0].cli invalid:` (or `managed settings invalid:`, the
+/// legacy file) and then one indented line per issue — `a.0.b: message`, or for a Desktop
+/// overlay `Managed config "X" …`, `Failed to parse managed config "X" …`, `X[i] dropped: …`
+/// and `X entry [i] dropped — …`.
+fn managed_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block = None;
+    for line in text.lines() {
+        // `claude gateway: <block> invalid:` opens the list; a later block, unindented.
+        let opener = line
+            .strip_prefix("claude gateway: ")
+            .or_else(|| (!line.starts_with(' ') && line.ends_with(" invalid:")).then_some(line));
+        if let Some(rest) = opener {
+            block = rest.strip_suffix(" invalid:").map(|b| match b {
+                "managed settings" => "managed.settings".to_owned(),
+                b => bracketed(b),
+            });
+            continue;
+        }
+        let (Some(b), Some(item)) = (&block, line.strip_prefix("  ")) else {
+            continue;
+        };
+        let quoted = ["Managed config \"", "Failed to parse managed config \""]
+            .iter()
+            .find_map(|p| item.strip_prefix(p))
+            .and_then(|r| r.split('"').next());
+        let key = match quoted {
+            Some(k) => k.to_owned(),
+            None => match item.split_once(" entry [") {
+                Some((k, i)) => format!("{k}[{}]", i.split(']').next().unwrap_or_default()),
+                None => match item.split_once(" dropped") {
+                    Some((k, _)) => k.to_owned(),
+                    None => item.split_once(": ").map_or("", |(k, _)| k).to_owned(),
+                },
+            },
+        };
+        if key == "." {
+            out.push(b.clone());
+        } else if !key.is_empty() && !key.contains(' ') {
+            out.push(format!("{b}.{}", bracketed(&key)));
+        }
+    }
+    out
 }
 
 /// What is wrong when `theirs` (the reference) and `ours` disagree on a file: `want_ok`
@@ -211,8 +257,13 @@ pub(crate) fn differ(
         (Verdict::Refused(their_paths, their_text), Verdict::Refused(our_paths, our_text))
             if want_ok != Some(true) =>
         {
-            // The file's root (`[]`, e.g. an unknown top-level key) is under every path.
+            // The file's root (`[]`, e.g. an unknown top-level key) is under every path. The
+            // reference names a policy's `settings:` block by its alias, `cli`.
             let under = |p: &String, of: &str| {
+                let (p, of) = (
+                    p.replace(".settings.", ".cli."),
+                    of.replace(".settings.", ".cli."),
+                );
                 of.is_empty()
                     || p == of
                     || p.starts_with(&format!("{of}."))

@@ -1,6 +1,6 @@
 //! The drop-in corpus covers the reference's whole config (issues 15 and 34): every key
-//! path in `tests/config-corpus/KEYS.txt` (the reference gateway's schema; unchanged from
-//! Claude Code 2.1.333 to 2.1.337) has a valid case — it appears in an `ok_` corpus file,
+//! path in `tests/config-corpus/KEYS.txt` (the reference gateway's schema: Claude Code 2.1.333's
+//! keys and the pricing keys 2.1.334 added) has a valid case — it appears in an `ok_` corpus file,
 //! which `config_corpus` gives both loaders — and an invalid one: this test takes the
 //! first `ok_` file holding the key, replaces the key's value with one of the wrong type,
 //! and runs the result through the reference's `--check config` and Gatehouse, which
@@ -237,7 +237,11 @@ async fn every_reference_key_path_has_an_invalid_case_refused_alike() {
 #[test]
 fn every_reference_key_path_is_in_the_corpus() {
     let keys = keys();
-    assert_eq!(keys.len(), 211, "the reference's 211 key paths");
+    assert_eq!(
+        keys.len(),
+        220,
+        "the reference's 220 key paths (2.1.333's 211 and the nine pricing keys of 2.1.334)"
+    );
     let files = corpus();
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in &files {

@@ -83,7 +83,9 @@ async fn searxng() -> (SocketAddr, Asked) {
 }
 
 /// An OpenAI-compatible upstream `compat` at the fake serving `claude-sonnet-4-6` as the
-/// fake's `fake-searcher`, its tokens priced at zero (so a row costs only its searches),
+/// fake's `fake-searcher`, its tokens priced at a millionth of a dollar per million (the
+/// lowest price is above 0, and this one rounds to nothing per token, so a row costs only
+/// its searches),
 /// and `server_tools` when `tools` is given.
 fn yaml(fake_url: &str, db: &Path, tools: Option<&str>) -> String {
     let server_tools = tools
@@ -102,7 +104,7 @@ models:
   - {{id: claude-sonnet-4-6, upstream_model: {{compat: fake-searcher}}}}
 pricing:
   overrides:
-    - {{model: fake-searcher, input: 0, output: 0, cache_read: 0, cache_write: 0}}
+    - {{model: fake-searcher, input: 1e-6, output: 1e-6, cache_read: 1e-6, cache_write: 1e-6}}
 client_keys:
   - {{id: tester, key: "{CLIENT_KEY}"}}
 {server_tools}
@@ -262,7 +264,7 @@ async fn web_search_runs_in_the_gateway_as_json_and_as_a_stream() {
     assert_eq!(delta["delta"]["stop_reason"], "end_turn");
 
     // One usage row per request, each with its search, priced as configured: $20 per
-    // 1000 searches is 20000 micro-USD (tokens are priced at zero here).
+    // 1000 searches is 20000 micro-USD (tokens cost nothing here).
     let rows = gw.usage_rows(2).await;
     assert_eq!(rows.len(), 2);
     for r in &rows {

@@ -13,6 +13,11 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+#[path = "desktop_overlay_entries.rs"]
+mod entries;
+
+use entries::Entries;
+
 const DATA: &str = include_str!("desktop_keys.json");
 
 #[derive(Deserialize)]
@@ -52,6 +57,8 @@ enum Kind {
     StringList,
     List,
     HostList,
+    MarketplaceList,
+    RepositoryList,
     Object,
     ListOrObject,
     ToolPolicy,
@@ -111,7 +118,17 @@ pub fn check(overlay: &Map<String, Value>, path: &str) -> Findings {
     for (key, value) in overlay {
         let at = format!("{path}.{key}");
         if let Some(spec) = data.servable.get(key) {
-            if let Some(why) = unreadable(spec, value, data) {
+            let entries = match spec.value {
+                Kind::MarketplaceList => Some(Entries::Marketplaces),
+                Kind::RepositoryList => Some(Entries::Repositories),
+                _ => None,
+            };
+            if let Some(kind) = entries {
+                for (i, why) in entries::unreadable(kind, value) {
+                    out.errors
+                        .push((i.map_or_else(|| at.clone(), |i| format!("{at}[{i}]")), why));
+                }
+            } else if let Some(why) = unreadable(spec, value, data) {
                 out.errors.push((at, why));
             }
         } else if let Some(r) = data.refused.get(key) {
@@ -191,11 +208,7 @@ fn distance(a: &str, b: &str) -> usize {
 fn unreadable(spec: &Spec, v: &Value, data: &Data) -> Option<String> {
     let bad = |what: &str| Some(format!("cannot be read: expected {what}"));
     match spec.value {
-        Kind::Boolean => match v {
-            Value::Bool(_) => None,
-            Value::String(s) if s == "true" || s == "false" => None,
-            _ => bad("true or false"),
-        },
+        Kind::Boolean => (!is_boolean(v)).then(|| "cannot be read: expected true or false".into()),
         Kind::String => match v.as_str() {
             Some(s) => length(spec, s.trim()),
             None => bad("a string"),
@@ -216,6 +229,8 @@ fn unreadable(spec: &Spec, v: &Value, data: &Data) -> Option<String> {
         },
         Kind::List => v.as_array().map_or_else(|| bad("a list"), |_| None),
         Kind::HostList => hosts(v),
+        // Read entry by entry in `check`.
+        Kind::MarketplaceList | Kind::RepositoryList => None,
         Kind::Object => match v.as_object() {
             Some(m) => spec
                 .required
@@ -237,6 +252,19 @@ fn unreadable(spec: &Spec, v: &Value, data: &Data) -> Option<String> {
             Some(s) if is_version(s) => None,
             _ => bad("a version such as 1.2.3"),
         },
+    }
+}
+
+/// A Desktop boolean: true/false, 1/0, or a string holding one of them (any case, trimmed).
+fn is_boolean(v: &Value) -> bool {
+    match v {
+        Value::Bool(_) => true,
+        Value::Number(n) => n.as_f64().is_some_and(|n| n == 0.0 || n == 1.0),
+        Value::String(s) => {
+            let s = s.trim().to_ascii_lowercase();
+            matches!(s.as_str(), "true" | "false" | "1" | "0")
+        }
+        _ => false,
     }
 }
 

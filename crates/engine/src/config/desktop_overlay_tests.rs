@@ -127,3 +127,73 @@ fn levenshtein() {
     assert_eq!(distance("", "ab"), 2);
     assert_eq!(distance("same", "same"), 0);
 }
+
+#[test]
+fn booleans_read_as_claude_desktop_reads_them() {
+    for ok in [
+        json!(true),
+        json!(1),
+        json!(0),
+        json!(1.0),
+        json!("TRUE"),
+        json!(" false"),
+        json!("1"),
+        json!("0"),
+    ] {
+        let f = run(json!({ "chatTabEnabled": ok }));
+        assert!(f.errors.is_empty(), "{ok}: {f:?}");
+    }
+    for bad in [json!(2), json!(-1), json!("yes"), json!("on"), json!("01")] {
+        let f = run(json!({ "chatTabEnabled": bad }));
+        assert!(
+            error_for(&f, "d.chatTabEnabled").contains("true or false"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn the_recheck_interval_is_two_to_thirty_whole_minutes() {
+    for ok in [json!(2), json!(30), json!("7")] {
+        let f = run(json!({ "configRecheckIntervalMinutes": ok }));
+        assert!(f.errors.is_empty(), "{ok}: {f:?}");
+    }
+    for bad in [json!(1), json!(31), json!(2.5), json!(true)] {
+        let f = run(json!({ "configRecheckIntervalMinutes": bad }));
+        error_for(&f, "d.configRecheckIntervalMinutes");
+    }
+}
+
+#[test]
+fn every_marketplace_and_repository_entry_must_be_readable() {
+    let ok = run(json!({
+        "allowedPluginMarketplaces": [
+            {"source": "github", "repo": "acme/plugins"},
+            {"source": "git", "url": "https://git.example.com/p.git"},
+            {"source": "url", "url": "http://127.0.0.1:8000/m.json"}
+        ],
+        "codeAllowedRepositories": [
+            {"source": "github", "repo": "acme/app"},
+            {"source": "git", "url": "git@git.example.com:acme/app.git"}
+        ]
+    }));
+    assert!(ok.errors.is_empty(), "{ok:?}");
+    let empty = run(json!({"allowedPluginMarketplaces": [], "codeAllowedRepositories": []}));
+    assert!(empty.errors.is_empty(), "{empty:?}");
+    let bad = run(json!({
+        "allowedPluginMarketplaces": [{"source": "github", "repo": "a/b"}, "github:a/b"],
+        "codeAllowedRepositories": [{"source": "git", "url": "https://git.example.com"}]
+    }));
+    // Each entry Claude Desktop would drop is named, as the reference names it.
+    assert!(error_for(&bad, "d.allowedPluginMarketplaces[1]").contains("not a mapping"));
+    assert!(
+        bad.errors
+            .iter()
+            .all(|(p, _)| p != "d.allowedPluginMarketplaces[0]")
+    );
+    assert!(error_for(&bad, "d.codeAllowedRepositories[0]").contains("after the host"));
+    let http = run(
+        json!({"allowedPluginMarketplaces": [{"source": "url", "url": "http://m.example.com/x"}]}),
+    );
+    assert!(error_for(&http, "d.allowedPluginMarketplaces[0]").contains("https"));
+}

@@ -75,6 +75,9 @@ pub struct PolicyConfig {
     pub serve_to_desktop: Option<bool>,
     /// `managed.policy_mode: layered` (the same on every policy of a file).
     pub layered: bool,
+    /// Read from the legacy `managed.settings` JSON file (the reference labels it
+    /// `managed settings` in its messages).
+    pub from_settings_file: bool,
 }
 
 impl PolicyConfig {
@@ -88,6 +91,7 @@ pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyCon
         return match &raw.settings {
             Some(path) => Ok(vec![PolicyConfig {
                 cli: settings_file(path, env)?,
+                from_settings_file: true,
                 ..PolicyConfig::default()
             }]),
             None => Ok(Vec::new()),
@@ -98,11 +102,21 @@ pub fn validate(raw: &RawManaged, env: &dyn Environment) -> Result<Vec<PolicyCon
     }
     let layered = raw.policy_mode == Some(PolicyMode::Layered);
     let any_code = policies.iter().any(|p| p.code.is_some());
+    // Every policy is checked, so one refusal lists the problems of all of them.
     let mut out = Vec::new();
+    let mut refused: Option<ConfigError> = None;
     for (i, p) in policies.iter().enumerate() {
-        out.push(policy(i, p, any_code, layered)?);
+        match policy(i, p, any_code, layered) {
+            Ok(c) => out.push(c),
+            Err(e) => {
+                refused = Some(match refused {
+                    Some(r) => r.and(e),
+                    None => e,
+                });
+            }
+        }
     }
-    Ok(out)
+    refused.map_or(Ok(out), Err)
 }
 
 /// `managed.settings`: a JSON file; a missing file is empty settings (as the reference).
@@ -117,7 +131,9 @@ fn settings_file(path: &str, env: &dyn Environment) -> Result<Map<String, Value>
             ));
         }
     };
-    let value: Value = serde_json::from_str(&text).map_err(|e| {
+    // A file saved with a UTF-8 byte-order mark is read as the reference reads it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: Value = serde_json::from_str(text).map_err(|e| {
         ConfigError::at("managed.settings", format!("{path} is not valid JSON: {e}"))
     })?;
     settings_object(&value, "managed.settings")
@@ -200,6 +216,7 @@ fn policy(
         under_code: any_code,
         serve_to_desktop: p.serve_to_desktop,
         layered,
+        from_settings_file: false,
     })
 }
 
@@ -236,18 +253,21 @@ fn settings_object(v: &Value, path: &str) -> Result<Map<String, Value>, ConfigEr
     Ok(m.clone())
 }
 
-/// Every problem of one block in one error: the first names the path, the rest follow.
+/// Every problem of one block in one error, each at its full path.
 fn refusal(base: &str, issues: &[(String, String)]) -> ConfigError {
     let full = |p: &str| match (base.is_empty(), p.is_empty()) {
         (_, true) => base.to_owned(),
         (true, false) => p.to_owned(),
         (false, false) => format!("{base}.{p}"),
     };
-    let mut message = issues.first().map(|i| i.1.clone()).unwrap_or_default();
-    for (p, m) in issues.iter().skip(1) {
-        message.push_str(&format!("\n  {}: {m}", full(p)));
-    }
-    ConfigError::at(&full(issues.first().map_or("", |i| i.0.as_str())), message)
+    let all = issues
+        .iter()
+        .map(|(p, m)| super::ConfigIssue {
+            path: full(p),
+            message: m.clone(),
+        })
+        .collect();
+    ConfigError::from_issues(all).unwrap_or_else(|| ConfigError::at(base, "refused"))
 }
 
 /// Shape checks for the keys the gateway itself reads or merges, applied to every merged
@@ -319,3 +339,7 @@ pub fn check_settings(m: &Map<String, Value>, path: &str) -> Result<(), ConfigEr
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "managed_tests.rs"]
+mod tests;

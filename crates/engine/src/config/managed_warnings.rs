@@ -23,6 +23,16 @@ const EFFORT_LEVELS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
 /// in `availableModels` they never match (family words such as `opus` do).
 const CLI_ONLY_ALIASES: &[&str] = &["best", "sonnet[1m]", "opus[1m]", "fable[1m]", "opusplan"];
 
+/// The model Claude Code starts on when nobody has picked one (the reference's default
+/// `opus`, as of the pinned Claude Code).
+const CLAUDE_CODE_DEFAULT_MODEL: &str = "claude-opus-4-7";
+/// Settings that pick the model a session starts on, so the default never applies.
+const MODEL_PICKERS: &[&str] = &[
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_DEFAULT_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+];
+
 type Warning = (String, String);
 
 pub fn warnings(policies: &[PolicyConfig], ctx: &Context<'_>) -> Vec<Warning> {
@@ -47,7 +57,14 @@ pub fn warnings(policies: &[PolicyConfig], ctx: &Context<'_>) -> Vec<Warning> {
             }
         }
         settings_values(p, base, &block, &mut out);
+        let (at, label) = if p.from_settings_file {
+            ("managed.settings", "managed settings")
+        } else {
+            (block.as_str(), block.as_str())
+        };
+        out.extend(super::managed_mcp::placeholder_warnings(&p.cli, at, label));
     }
+    default_model_left_out(policies, base, &mut out);
     let text = policies
         .iter()
         .map(|p| Value::Object(p.cli.clone()).to_string())
@@ -74,7 +91,7 @@ fn desktop_reach(policies: &[PolicyConfig], ctx: &Context<'_>, out: &mut Vec<War
         out.push(("managed.policies".into(), "listen.public_url is not set, so Desktop overlay values pinned to the gateway's origin cannot be checked at start and Claude Desktop would drop them; set listen.public_url".into()));
     }
     if !any_desktop {
-        out.push(("managed".into(), "no managed policy has a desktop: block, so Claude Desktop is refused by /user/bootstrap until a policy opts in".into()));
+        out.push(("managed".into(), "no managed policy carries a desktop: block, so Claude Desktop clients will be rejected by /user/bootstrap until a policy opts in".into()));
     }
 }
 
@@ -204,6 +221,48 @@ fn settings_values(
         };
         out.push((at, format!("contains {}: Claude Code resolves these aliases when picking a model, but the gateway matches the model string of the request, {effect}. List model ids or family words (fable, opus, sonnet, haiku) instead", aliases.join(", "))));
     }
+}
+
+/// Policies whose `availableModels` leaves out the model Claude Code starts on, with
+/// nothing that picks another: their developers' first request is refused.
+fn default_model_left_out(
+    policies: &[PolicyConfig],
+    base: Option<&PolicyConfig>,
+    out: &mut Vec<Warning>,
+) {
+    let mut left_out = Vec::new();
+    for (i, p) in policies.iter().enumerate() {
+        let Some(Value::Array(list)) = effective(p, base, "availableModels") else {
+            continue;
+        };
+        let list: Vec<String> = list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        let env = effective(p, base, "env");
+        let picked = effective(p, base, "model").is_some_and(Value::is_string)
+            || effective(p, base, "enforceAvailableModels") == Some(&Value::Bool(true))
+            || effective(p, base, "availableModelsMatch").and_then(Value::as_str) == Some("exact")
+            || MODEL_PICKERS
+                .iter()
+                .any(|k| env.and_then(|e| e.get(*k)).is_some_and(Value::is_string));
+        if !list.is_empty()
+            && !picked
+            && !crate::policy::model_rules::allows(&list, CLAUDE_CODE_DEFAULT_MODEL, false)
+        {
+            left_out.push(i.to_string());
+        }
+    }
+    if left_out.is_empty() {
+        return;
+    }
+    let who = if left_out.len() == 1 {
+        format!("policy {}", left_out[0])
+    } else {
+        format!("policies {}", left_out.join(", "))
+    };
+    out.push(("managed.policies".into(), format!("managed {who}: availableModels leaves out {CLAUDE_CODE_DEFAULT_MODEL}, the model Claude Code (as of this release) starts on when nobody has picked one, and neither model nor enforceAvailableModels is set, so those developers get a 400 on every request until they pick a listed model with /model. Add enforceAvailableModels: true so the Default option resolves to a listed model, or set model.")));
 }
 
 #[cfg(test)]

@@ -47,12 +47,12 @@ fn no_policy_opts_into_desktop() {
     assert!(found(
         &[policy(json!({}), None)],
         &WITH_URL,
-        "no managed policy has a desktop"
+        "no managed policy carries a desktop"
     ));
     assert!(!found(
         &[policy(json!({}), Some(json!({})))],
         &WITH_URL,
-        "no managed policy has a desktop"
+        "no managed policy carries a desktop"
     ));
 }
 
@@ -188,4 +188,43 @@ fn guardrail_header_without_a_guardrail() {
     };
     assert!(found(&p, &unguarded, "GuardrailIdentifier header"));
     assert!(!found(&p, &WITH_URL, "GuardrailIdentifier header"));
+}
+
+#[test]
+fn an_allowlist_without_the_default_model_is_named_once_for_every_policy() {
+    let haiku = policy(json!({"availableModels": ["haiku"]}), Some(json!({})));
+    let opus = policy(json!({"availableModels": ["opus"]}), Some(json!({})));
+    let pinned = policy(
+        json!({"availableModels": ["haiku"], "model": "claude-haiku-4-5"}),
+        Some(json!({})),
+    );
+    let enforced = policy(
+        json!({"availableModels": ["haiku"], "enforceAvailableModels": true}),
+        Some(json!({})),
+    );
+    let all = warnings(&[haiku.clone(), opus, pinned, enforced, haiku], &WITH_URL);
+    let named: Vec<&String> = all
+        .iter()
+        .map(|(_, m)| m)
+        .filter(|m| m.contains("leaves out claude-opus-4-7"))
+        .collect();
+    assert_eq!(named.len(), 1, "{all:?}");
+    assert!(
+        named[0].starts_with("managed policies 0, 4: availableModels"),
+        "{}",
+        named[0]
+    );
+}
+
+#[test]
+fn a_managed_mcp_placeholder_is_warned_with_its_policy() {
+    let p = policy(
+        json!({"managedMcpServers": {"docs": {"type": "http", "url": "https://h.example.com", "headers": {"A": "${x"}}}}),
+        Some(json!({})),
+    );
+    assert!(found(
+        &[p],
+        &WITH_URL,
+        "managed.policies[0].cli: managedMcpServers.docs.headers.A contains a \"${\" placeholder"
+    ));
 }

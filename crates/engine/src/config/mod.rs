@@ -17,6 +17,8 @@ pub mod limits;
 pub mod load_test;
 pub mod managed;
 mod managed_layered;
+mod managed_mcp;
+mod managed_policy_helpers;
 pub mod managed_warnings;
 pub mod oidc;
 mod parse;
@@ -518,6 +520,20 @@ pub struct Prices {
     pub cache_write_1h: u64,
     /// Nano-USD per web search request.
     pub web_search: u64,
+    /// `long_prompt`: other prices for a request whose prompt is long.
+    pub long_prompt: Option<LongPromptPrices>,
+}
+
+/// An override's `long_prompt`: when input + cache-read + cache-write tokens exceed
+/// `above_prompt_tokens`, these prices (nano-USD per token) apply to the whole request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongPromptPrices {
+    pub above_prompt_tokens: u64,
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write_5m: u64,
+    pub cache_write_1h: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -45,7 +45,7 @@ pub struct RawConfig {
     /// Static bearer keys for callers such as CI or the desktop app (Gatehouse addition).
     #[serde(default)]
     pub client_keys: Vec<RawClientKey>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::pricing_rules::block")]
     pub pricing: RawPricing,
     /// Rotating file logs (Gatehouse addition).
     #[serde(default)]
@@ -412,64 +412,120 @@ pub struct RawClientKey {
     pub key: String,
 }
 
+/// `pricing`. Every number is read as the reference reads it (JavaScript's `Number()`:
+/// `"3.5"`, `true` and `null` are numbers there, `"abc"` is not a number) and checked in
+/// `pricing_rules`, which also reports a required number that is missing (so every such
+/// key is named at once). A mapping or list written `null` is refused.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPricing {
     /// Scales every price; in (0, 10] (default 1; above 1 is a markup).
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub multiplier: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::pricing_rules::list")]
     pub overrides: Vec<RawPriceOverride>,
     /// Prices for a model nothing else prices (a non-Claude upstream model without an
     /// override); each such model is flagged once (`pricing.unknown_model`). Default: $5
-    /// input and $25 output per million tokens.
+    /// input and $25 output per million tokens. (Gatehouse's key.)
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_object")]
     pub default: Option<RawPrice>,
+    /// The file has a `pricing` key (even `pricing: {}`), which needs a consumer.
+    #[serde(skip)]
+    pub written: bool,
 }
 
-/// Prices in USD per million tokens; omitted cache prices derive from `input`.
+/// `pricing.default`, in USD per million tokens; omitted cache prices derive from `input`
+/// (read 0.1x, 5-minute write 1.25x, 1-hour write 2x).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
-    pub input: f64,
-    pub output: f64,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub input: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub output: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_read: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_write_5m: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_write_1h: Option<f64>,
-    /// USD per web search request.
+    /// USD per web search request (0 or more).
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub web_search: Option<f64>,
 }
 
-/// Prices in USD per million tokens; omitted cache prices derive from `input`.
+/// `pricing.overrides[]`, in USD per million tokens, each in (0, 10000]. The 5-minute
+/// cache-write price is `cache_write_5m` else `cache_write`, the 1-hour one
+/// `cache_write_1h` else `cache_write`; both must resolve.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPriceOverride {
-    /// Only for requests this upstream (by name) served; default: whichever served it.
+    /// Only for requests this upstream (by name) served; default: whichever served it
+    /// (Gatehouse: the reference requires it).
     pub upstream: Option<String>,
     /// The requested model id or an upstream's model id (`deepseek-chat`).
     pub model: String,
-    pub input: f64,
-    pub output: f64,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub input: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub output: Option<f64>,
+    /// Default: a tenth of `input` (Gatehouse: the reference requires it).
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_read: Option<f64>,
-    /// One rate for every cache write (the reference's key); `cache_write_5m` and
-    /// `cache_write_1h` override it per duration.
+    /// The cache-write price for whichever of `cache_write_5m` / `cache_write_1h` is not
+    /// set.
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_write: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_write_5m: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub cache_write_1h: Option<f64>,
-    /// USD per web search request.
+    /// Other prices above a prompt size.
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_object")]
+    pub long_prompt: Option<RawLongPrompt>,
+    /// USD per web search request, 0 or more (Gatehouse's key).
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(with = "Option<super::lenient::NumberOrString>")]
     pub web_search: Option<f64>,
 }
 
-impl RawPriceOverride {
-    /// The prices alone.
-    pub fn price(&self) -> RawPrice {
-        RawPrice {
-            input: self.input,
-            output: self.output,
-            cache_read: self.cache_read,
-            cache_write_5m: self.cache_write_5m.or(self.cache_write),
-            cache_write_1h: self.cache_write_1h.or(self.cache_write),
-            web_search: self.web_search,
-        }
-    }
+/// `pricing.overrides[].long_prompt`: every key required.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLongPrompt {
+    /// An integer above 0: input + cache-read + cache-write tokens above it are a long
+    /// prompt.
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::IntOrString")]
+    pub above_prompt_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub input: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub output: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub cache_read: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub cache_write_5m: Option<f64>,
+    #[serde(default, deserialize_with = "super::pricing_rules::opt_number")]
+    #[schemars(required, with = "super::lenient::NumberOrString")]
+    pub cache_write_1h: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -264,14 +264,14 @@ fn errors_name_the_field_path() {
         ),
         (
             "listen: {host: 127.0.0.1}\npricing: {multiplier: 10.5}\n",
-            "pricing.multiplier: must be greater than 0 and at most 10",
+            "pricing.multiplier: Number must be less than or equal to 10",
         ),
         (
-            "listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1}]}\n",
+            "listen: {host: 127.0.0.1}\npricing: {overrides: [{model: m, input: -1, output: 1, cache_write: 1}]}\n",
             "pricing.overrides[0].input",
         ),
         (
-            "listen: {host: 127.0.0.1}\npricing: {overrides: [{upstream: nope, model: m, input: 1, output: 1}]}\n",
+            "listen: {host: 127.0.0.1}\npricing: {overrides: [{upstream: nope, model: m, input: 1, output: 1, cache_write: 1}]}\n",
             "pricing.overrides[0].upstream: no upstream is named `nope`",
         ),
         (

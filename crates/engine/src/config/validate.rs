@@ -9,11 +9,11 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::check::http_url;
-use super::raw::{RawConfig, RawPrice, RawTimeouts};
+use super::raw::{RawConfig, RawTimeouts};
 use super::{
     AccessControl, ClientKeyConfig, Config, ConfigError, ConfigIssue, Limits, Listen, LoadContext,
-    LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, PriceOverride,
-    Prices, PricingConfig, Rotation, StoreConfig, Timeouts, UpstreamConfig,
+    LoggingConfig, MIN_CLIENT_KEY_LEN, ModelRow, ModelsConfig, PostgresConfig, Rotation,
+    StoreConfig, Timeouts, UpstreamConfig,
 };
 use crate::secret::Secret;
 
@@ -81,7 +81,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let client_keys = issues.take(client_keys(&raw));
     let pricing = upstreams
         .as_ref()
-        .and_then(|u| issues.take(pricing(&raw, u)));
+        .and_then(|u| issues.take(super::pricing_rules::pricing(&raw, u)));
     let logging = issues.take(logging(&raw));
     let identity = listen
         .as_ref()
@@ -601,88 +601,6 @@ fn connect_timeout(s: &super::raw::RawStore) -> Result<Duration, ConfigError> {
             "store.connect_timeout_ms",
         )?)),
     }
-}
-
-fn pricing(raw: &RawConfig, upstreams: &[UpstreamConfig]) -> Result<PricingConfig, ConfigError> {
-    let multiplier = super::pricing_rules::multiplier(raw)?;
-    super::pricing_rules::needs_a_consumer(raw)?;
-    let mut seen = HashSet::new();
-    let mut overrides = Vec::with_capacity(raw.pricing.overrides.len());
-    for (i, o) in raw.pricing.overrides.iter().enumerate() {
-        let at = format!("pricing.overrides[{i}]");
-        if o.model.trim().is_empty() {
-            return Err(ConfigError::at(&format!("{at}.model"), "must not be empty"));
-        }
-        if let Some(name) = &o.upstream
-            && !upstreams.iter().any(|u| &u.name == name)
-        {
-            return Err(ConfigError::at(
-                &format!("{at}.upstream"),
-                format!("no upstream is named `{name}`"),
-            ));
-        }
-        if !seen.insert((o.upstream.as_deref(), o.model.as_str())) {
-            return Err(ConfigError::at(
-                &format!("{at}.model"),
-                format!("duplicate override for `{}`", o.model),
-            ));
-        }
-        overrides.push(PriceOverride {
-            upstream: o.upstream.clone(),
-            model: o.model.clone(),
-            price: prices(&o.price(), &at)?,
-        });
-    }
-    let default = raw
-        .pricing
-        .default
-        .as_ref()
-        .map(|p| prices(p, "pricing.default"))
-        .transpose()?;
-    Ok(PricingConfig {
-        multiplier,
-        overrides,
-        default,
-    })
-}
-
-fn prices(p: &RawPrice, at: &str) -> Result<Prices, ConfigError> {
-    let per_mtok = |v: f64, field: &str| -> Result<u64, ConfigError> {
-        if !v.is_finite() || !(0.0..=1_000_000.0).contains(&v) {
-            return Err(ConfigError::at(
-                &format!("{at}.{field}"),
-                "must be a price in USD per million tokens (0 or more)",
-            ));
-        }
-        // USD per million tokens equals micro-USD per token; keep three more digits.
-        Ok((v * 1000.0).round() as u64)
-    };
-    let input = per_mtok(p.input, "input")?;
-    Ok(Prices {
-        input,
-        output: per_mtok(p.output, "output")?,
-        cache_read: p
-            .cache_read
-            .map_or(Ok(input / 10), |v| per_mtok(v, "cache_read"))?,
-        cache_write_5m: p
-            .cache_write_5m
-            .map_or(Ok(input * 5 / 4), |v| per_mtok(v, "cache_write_5m"))?,
-        cache_write_1h: p
-            .cache_write_1h
-            .map_or(Ok(input * 2), |v| per_mtok(v, "cache_write_1h"))?,
-        web_search: match p.web_search {
-            None => 10_000_000,
-            Some(v) if v.is_finite() && (0.0..=1000.0).contains(&v) => {
-                (v * 1_000_000_000.0).round() as u64
-            }
-            Some(_) => {
-                return Err(ConfigError::at(
-                    &format!("{at}.web_search"),
-                    "must be a price in USD per search (0 or more)",
-                ));
-            }
-        },
-    })
 }
 
 fn logging(raw: &RawConfig) -> Result<LoggingConfig, ConfigError> {

@@ -3,11 +3,15 @@
 //! for, and a `pricing.overrides` entry no request can ever be priced by. Both use the
 //! pricing rule the recorder uses ([`Pricing::priced_as`], [`Pricing::tier_of`]) over
 //! every place the catalog can send each requestable model.
+//!
+//! Also the one `pricing` refusal that needs the model table ([`duplicate_overrides`]):
+//! two overrides for one upstream naming the same built-in model under two spellings
+//! (`claude-sonnet-4-5` and its dated, Bedrock or Vertex id), as the reference refuses them.
 
 use super::pricing::{PriceSource, PricedAs, Pricing, looks_like_claude};
-use crate::config::Config;
 use crate::config::warnings::ConfigWarning;
-use crate::models::{Catalog, family};
+use crate::config::{Config, ConfigError, ConfigIssue};
+use crate::models::{Catalog, builtin, family};
 
 /// `(requested id, upstream name, id sent there)` for every route a request can take.
 fn routes(config: &Config, requested: &[String]) -> Vec<(String, String, String)> {
@@ -38,6 +42,69 @@ pub fn check(config: &Config) -> Vec<ConfigWarning> {
     unpriced(config, &pricing, &mut out);
     unused_overrides(config, &pricing, &mut out);
     out
+}
+
+/// The reference's key for an override's model: the built-in model it spells (under any
+/// provider's id), else the id ignoring case.
+fn model_key(id: &str) -> String {
+    // `claude-sonnet-4-5[1m]` is its own key there, not the model it names.
+    let known = (!id.contains('['))
+        .then(|| builtin(&anthropic_spelling(id)))
+        .flatten();
+    match known {
+        Some(b) => format!("builtin:{}", b.id),
+        None => format!("string:{}", id.to_lowercase()),
+    }
+}
+
+/// A Bedrock (`us.anthropic.claude-…-20250929-v1:0`) or Vertex (`claude-…@20250929`) id
+/// as Anthropic spells it; any other id unchanged.
+fn anthropic_spelling(id: &str) -> String {
+    let lower = id.trim().to_ascii_lowercase();
+    let after_profile = match lower.split_once('.') {
+        Some((geo, rest)) if rest.starts_with("anthropic.") && !geo.contains('-') => rest,
+        _ => lower.as_str(),
+    };
+    let bare = after_profile
+        .strip_prefix("anthropic.")
+        .unwrap_or(after_profile);
+    let bare = match bare.rsplit_once("-v") {
+        Some((head, version))
+            if version
+                .split_once(':')
+                .is_some_and(|(a, b)| is_digits(a) && is_digits(b)) =>
+        {
+            head
+        }
+        _ => bare,
+    };
+    bare.replacen('@', "-", 1)
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Overrides for one upstream that price the same model (ids equal ignoring case, or one
+/// built-in model however spelt): refused at the later one, naming the earlier one's model.
+pub fn duplicate_overrides(config: &Config) -> Result<(), ConfigError> {
+    let overrides = &config.pricing.overrides;
+    let keys: Vec<String> = overrides.iter().map(|o| model_key(&o.model)).collect();
+    let mut issues = Vec::new();
+    for (i, o) in overrides.iter().enumerate() {
+        let earlier = (0..i).find(|&j| overrides[j].upstream == o.upstream && keys[j] == keys[i]);
+        if let Some(j) = earlier {
+            issues.push(ConfigIssue {
+                path: format!("pricing.overrides[{i}]"),
+                message: format!(
+                    "duplicates the pricing override for '{}' on upstream '{}'",
+                    overrides[j].model,
+                    o.upstream.as_deref().unwrap_or("(any)")
+                ),
+            });
+        }
+    }
+    ConfigError::from_issues(issues).map_or(Ok(()), Err)
 }
 
 fn fallback(config: &Config) -> &'static str {
@@ -160,7 +227,7 @@ mod tests {
         );
         assert!(
             warnings(&format!(
-                "{HEAD}models: [{{id: my-model, upstream_model: {{a: my-upstream-model}}}}]\npricing: {{overrides: [{{upstream: a, model: my-upstream-model, input: 1, output: 2}}]}}\n"
+                "{HEAD}models: [{{id: my-model, upstream_model: {{a: my-upstream-model}}}}]\npricing: {{overrides: [{{upstream: a, model: my-upstream-model, input: 1, output: 2, cache_write: 1}}]}}\n"
             ))
             .is_empty()
         );
@@ -174,10 +241,56 @@ mod tests {
         assert_eq!(w, ["upstreams[0].model_map.sonnet"]);
     }
 
+    /// Each pair was run through the reference's `--check config` as two overrides.
+    #[test]
+    fn duplicates_are_the_same_builtin_model_or_the_same_id_ignoring_case() {
+        let refused = |a: &str, b: &str| {
+            let yaml = format!(
+                "{HEAD}pricing: {{overrides: [{{upstream: a, model: '{a}', input: 1, output: 2, cache_write: 1}}, {{upstream: a, model: '{b}', input: 1, output: 2, cache_write: 1}}]}}\n"
+            );
+            let env = MapEnvironment::default();
+            let ctx = LoadContext {
+                env: &env,
+                credentials: &NoCredentialStore,
+                default_data_dir: std::env::temp_dir(),
+            };
+            let c = Config::from_yaml(&yaml, &ctx).unwrap();
+            super::duplicate_overrides(&c)
+                .err()
+                .map(|e| (e.path, e.message))
+        };
+        for (a, b) in [
+            ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"),
+            (
+                "claude-sonnet-4-5",
+                "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            ),
+            ("claude-sonnet-4-5", "claude-sonnet-4-5@20250929"),
+            ("Claude-Sonnet-4-5", "claude-sonnet-4-5-20250929"),
+        ] {
+            assert_eq!(
+                refused(a, b),
+                Some((
+                    "pricing.overrides[1]".to_owned(),
+                    format!("duplicates the pricing override for '{a}' on upstream 'a'")
+                )),
+                "{a} / {b}"
+            );
+        }
+        for (a, b) in [
+            ("deepseek-chat", "deepseek-chat-20250101"),
+            ("claude-opus-9", "claude-opus-9-20270101"),
+            ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
+            ("claude-sonnet-4-5[1m]", "claude-sonnet-4-5"),
+        ] {
+            assert_eq!(refused(a, b), None, "{a} / {b}");
+        }
+    }
+
     #[test]
     fn an_override_that_can_never_apply() {
         let w = warnings(&format!(
-            "{HEAD}pricing: {{overrides: [{{upstream: a, model: never-model, input: 1, output: 2}}, {{upstream: a, model: claude-sonnet-4-6, input: 1, output: 2}}, {{model: claude-opus-9, input: 1, output: 2}}]}}\n"
+            "{HEAD}pricing: {{overrides: [{{upstream: a, model: never-model, input: 1, output: 2, cache_write: 1}}, {{upstream: a, model: claude-sonnet-4-6, input: 1, output: 2, cache_write: 1}}, {{model: claude-opus-9, input: 1, output: 2, cache_write: 1}}]}}\n"
         ));
         assert_eq!(w, ["pricing.overrides[0]"]);
     }

@@ -8,12 +8,17 @@
 //! date suffix) -> the built-in table -> the newest built-in price of the model's Claude
 //! family -> `pricing.default` (else [`crate::models::DEFAULT_TIER`]), flagged once per
 //! model so the operator can price it. `pricing.multiplier` (in (0, 10]; above 1 a markup) scales the result.
+//!
+//! Each kind of token at its own price: 5-minute cache writes at the 5-minute rate,
+//! 1-hour writes at the 1-hour rate. Above a tier's long-prompt threshold (input +
+//! cache-read + cache-write tokens; the built-in table's, or an override's
+//! `long_prompt.above_prompt_tokens`) the long-prompt prices apply to the whole request.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::config::{PriceOverride, Prices, PricingConfig};
-use crate::models::{self, BUILTIN, DEFAULT_TIER, Tier};
+use crate::models::{self, BUILTIN, DEFAULT_TIER, LongPrompt, Tier};
 
 use super::usage::Usage;
 
@@ -186,6 +191,7 @@ pub(crate) fn looks_like_claude(id: &str) -> bool {
     models::family(id).is_some() || id.to_ascii_lowercase().contains("claude")
 }
 
+/// An operator's prices as a tier, with the override's `long_prompt` prices if it has them.
 fn tier(p: &Prices) -> Tier {
     Tier {
         input: p.input,
@@ -194,7 +200,16 @@ fn tier(p: &Prices) -> Tier {
         cache_write_1h: p.cache_write_1h,
         cache_read: p.cache_read,
         web_search: p.web_search,
-        long_prompt: None,
+        long_prompt: p.long_prompt.map(|l| {
+            let long = LongPrompt {
+                input: l.input,
+                output: l.output,
+                cache_write_5m: l.cache_write_5m,
+                cache_write_1h: l.cache_write_1h,
+                cache_read: l.cache_read,
+            };
+            (l.above_prompt_tokens, long)
+        }),
     }
 }
 
@@ -264,6 +279,7 @@ mod tests {
             cache_write_5m: input * 1250,
             cache_write_1h: input * 2000,
             web_search: 0,
+            long_prompt: None,
         }
     }
 
@@ -345,6 +361,7 @@ mod tests {
                 cache_write_5m: 1_250,
                 cache_write_1h: 2_000,
                 web_search: 0,
+                long_prompt: None,
             },
         };
         let p = pricing(0.5, vec![o]);
@@ -363,6 +380,66 @@ mod tests {
         assert_eq!(p.cost_micro_usd("mystery", &u).0, 15_000);
         // A markup scales up.
         assert_eq!(pricing(2.5, vec![]).cost_micro_usd("mystery", &u).0, 75_000);
+    }
+
+    /// An override as 2.1.334 writes one: 1-hour writes at their own rate, and the
+    /// `long_prompt` prices once input + cache-read + cache-write tokens pass the threshold.
+    #[test]
+    fn an_override_prices_one_hour_writes_and_long_prompts_at_their_own_rates() {
+        let price = Prices {
+            input: 3_000,
+            output: 15_000,
+            cache_read: 300,
+            cache_write_5m: 3_750,
+            cache_write_1h: 6_000,
+            web_search: 0,
+            long_prompt: Some(crate::config::LongPromptPrices {
+                above_prompt_tokens: 200_000,
+                input: 6_000,
+                output: 22_500,
+                cache_read: 600,
+                cache_write_5m: 7_500,
+                cache_write_1h: 12_000,
+            }),
+        };
+        let o = PriceOverride {
+            upstream: None,
+            model: "house-model".into(),
+            price,
+        };
+        let p = pricing(1.0, vec![o]);
+        let cost = |u: &Usage| p.cost_micro_usd("house-model", u);
+        let hour = Usage {
+            cache_write_1h_tokens: 1_000,
+            ..Usage::default()
+        };
+        let five = Usage {
+            cache_write_5m_tokens: 1_000,
+            ..Usage::default()
+        };
+        // $6 and $3.75 per million.
+        assert_eq!(cost(&hour), (6_000, PriceSource::Override));
+        assert_eq!(cost(&five).0, 3_750);
+        // 200,000 prompt tokens exactly: not above the threshold, the short prices.
+        let mut u = Usage {
+            input_tokens: 100_000,
+            output_tokens: 1_000,
+            cache_read_tokens: 50_000,
+            cache_write_5m_tokens: 30_000,
+            cache_write_1h_tokens: 20_000,
+            web_search_requests: 0,
+        };
+        assert_eq!(cost(&u).0, 300_000 + 15_000 + 15_000 + 112_500 + 120_000);
+        // One more token: every token of the request at the long-prompt prices.
+        u.input_tokens += 1;
+        assert_eq!(cost(&u).0, 600_006 + 22_500 + 30_000 + 225_000 + 240_000);
+        // Cache tokens count towards the threshold as input does.
+        u.input_tokens -= 1;
+        u.cache_read_tokens += 1;
+        assert_eq!(
+            cost(&u).0,
+            600_000 + 22_500 + 30_000 + 1 + 225_000 + 240_000
+        );
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! What the gateway adds to every served policy, as the reference does: the OTLP exporter
 //! environment when telemetry is forwarded (with `telemetry.resource_attributes`), and
-//! `pricing` as `modelPricing` (USD per million tokens) for clients' cost display.
+//! `pricing` as `modelPricing` (USD per million tokens) for clients' cost display, with
+//! the 1-hour cache-write rate and the long-prompt prices when an override has them.
 
 use serde_json::{Map, Value, json};
 
 use super::{Extras, otlp_env};
 use crate::config::managed::PolicyConfig;
-use crate::config::{Config, PriceOverride};
+use crate::config::{Config, PriceOverride, Prices};
 use crate::models::{Catalog, builtin, normalize};
 
 /// The extras for this config; `otlp_endpoint` is the public origin when forwarding is on.
@@ -46,8 +47,38 @@ fn same_model(a: &str, b: &str) -> bool {
             .is_some_and(|(x, y)| x.id == y.id)
 }
 
-/// `pricing` as clients read it: `{multiplier?, overrides?: {model: {input, output,
-/// cacheRead, cacheWrite}}}`, only when it changes something.
+/// One `modelPricing.overrides` row, USD per million tokens, as the reference writes it:
+/// `cacheWrite` is the 5-minute rate; `cacheWrite5m` and `cacheWrite1h` only when the two
+/// differ; `longPrompt` when the override has one.
+fn row(p: &Prices) -> Value {
+    let usd = |nano: u64| json!(nano as f64 / 1000.0);
+    let mut row = Map::new();
+    row.insert("input".into(), usd(p.input));
+    row.insert("output".into(), usd(p.output));
+    row.insert("cacheRead".into(), usd(p.cache_read));
+    row.insert("cacheWrite".into(), usd(p.cache_write_5m));
+    if p.cache_write_1h != p.cache_write_5m {
+        row.insert("cacheWrite5m".into(), usd(p.cache_write_5m));
+        row.insert("cacheWrite1h".into(), usd(p.cache_write_1h));
+    }
+    if let Some(l) = &p.long_prompt {
+        row.insert(
+            "longPrompt".into(),
+            json!({
+                "abovePromptTokens": l.above_prompt_tokens,
+                "input": usd(l.input),
+                "output": usd(l.output),
+                "cacheRead": usd(l.cache_read),
+                "cacheWrite5m": usd(l.cache_write_5m),
+                "cacheWrite1h": usd(l.cache_write_1h),
+            }),
+        );
+    }
+    Value::Object(row)
+}
+
+/// `pricing` as clients read it: `{multiplier?, overrides?: {model: row}}` (see [`row`]),
+/// only when it changes something.
 fn model_pricing(config: &Config) -> Option<Map<String, Value>> {
     let pricing = &config.pricing;
     let catalog = Catalog::new(&config.models, &config.upstreams);
@@ -82,16 +113,7 @@ fn model_pricing(config: &Config) -> Option<Map<String, Value>> {
             .filter(applies)
             .find(|o| same_model(&o.model, &id) || same_model(&o.model, &up_model));
         if let Some(o) = hit {
-            let usd = |nano: u64| nano as f64 / 1000.0;
-            overrides.insert(
-                id,
-                json!({
-                    "input": usd(o.price.input),
-                    "output": usd(o.price.output),
-                    "cacheRead": usd(o.price.cache_read),
-                    "cacheWrite": usd(o.price.cache_write_5m),
-                }),
-            );
+            overrides.insert(id, row(&o.price));
         }
     }
     let mut out = Map::new();

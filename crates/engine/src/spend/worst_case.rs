@@ -181,6 +181,7 @@ mod tests {
                     cache_write_5m: u64::MAX,
                     cache_write_1h: u64::MAX,
                     web_search: u64::MAX,
+                    long_prompt: None,
                 },
             }],
             default: None,
