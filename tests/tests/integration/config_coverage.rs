@@ -195,7 +195,7 @@ async fn every_reference_key_path_has_an_invalid_case_refused_alike() {
         let found = files.iter().find_map(|(f, text, v)| {
             let mut v = v.clone();
             let mut at = String::new();
-            mutate(&mut v, "", "", key, &keys, &mut at).then(|| (f, text, v, at))
+            mutate(&mut v, "", "", key, &keys, &mut at).then_some((f, text, v, at))
         });
         let Some((f, text, v, at)) = found else {
             panic!("{key}: in no ok_ file (every_reference_key_path_has_a_valid_case)");

@@ -200,8 +200,8 @@ async fn unmapped_upstream_is_skipped_with_a_reason() {
 listen: {{host: 127.0.0.1, port: 0}}
 store: {{sqlite_path: "{db}"}}
 upstreams:
-  - {{name: a, provider: anthropic, base_url: "{a}"}}
-  - {{name: b, provider: anthropic, base_url: "{b}"}}
+  - {{name: a, provider: anthropic, base_url: "{a}", auth: {{api_key: k}}}}
+  - {{name: b, provider: anthropic, base_url: "{b}", auth: {{api_key: k}}}}
 models:
   - {{id: corp-model, upstream_model: {{b: corp-model-v2}}}}
 client_keys: [{{id: tester, key: "{CLIENT_KEY}"}}]
