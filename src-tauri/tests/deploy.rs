@@ -273,7 +273,8 @@ fn kubernetes_manifests_validate_and_fit_together() {
     // The placeholders cannot be deployed by mistake: the server refuses them...
     let (ok, text) = check_config_with(config, &secret);
     assert!(
-        !ok && text.contains("client_keys[0].key: must be at least 32"),
+        !ok && text.contains("\"message\": \"must be at least 32")
+            && text.contains("\"client_keys\",\n      0,\n      \"key\""),
         "{text}"
     );
     // ... and real values of the Secret's shape pass.

@@ -33,6 +33,8 @@ async fn serve(fake: &FakeUpstream) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(["serve", "--config", config.to_str().unwrap()])
         .env_clear()
+        // The fake upstream is on loopback: the reference's switch allows it.
+        .env("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
         .env("PATH", "/usr/bin:/bin")
         .env("OPERATOR_KEY", OPERATOR_KEY)
         .env("CLIENT_KEY", CLIENT_KEY)

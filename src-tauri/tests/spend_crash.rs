@@ -92,6 +92,8 @@ impl Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
             .args(["serve", "--config", config.to_str().unwrap()])
             .env_clear()
+            // The fake upstream is on loopback: the reference's switch allows it.
+            .env("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
             .env("PATH", "/usr/bin:/bin")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -15,6 +15,8 @@ fn gatehouse(args: &[&str]) -> Output {
     let data = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .env_clear()
+        // The fake upstream is on loopback: the reference's switch allows it.
+        .env("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
         .env("PATH", "/usr/bin:/bin")
         .arg("--data-dir")
         .arg(data.path())

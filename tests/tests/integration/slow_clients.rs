@@ -340,6 +340,7 @@ async fn a_stalled_tls_handshake_is_closed_and_https_still_works() {
         "listen: {host: 127.0.0.1, port: 0, tls: {cert: '${file:/c.pem}', key: '${file:/k.pem}'}}",
     ) + &format!("timeouts: {{{FAST}, tls_handshake_ms: 1000}}\n");
     let env = MapEnvironment::default()
+        .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
         .with_file("/c.pem", &cert_pem)
         .with_file("/k.pem", &key_pem);
     let ctx = LoadContext {

@@ -37,7 +37,8 @@ pub struct RawServerTools {
     /// `web_fetch` answered by fetching the page from the gateway.
     pub web_fetch: Option<RawWebFetch>,
     /// Allow a loopback search backend and loopback pages (tests and local development;
-    /// default false). `CLAUDE_GATEWAY_ALLOW_LOOPBACK` does the same.
+    /// default false). Only this key does: `CLAUDE_GATEWAY_ALLOW_LOOPBACK` opens the
+    /// targets an operator configures, and a fetched page's URL comes from the model.
     pub allow_loopback: Option<bool>,
 }
 
@@ -114,15 +115,15 @@ pub const DEFAULT_PRICE_PER_1000_USD: f64 = 10.0;
 pub const DEFAULT_MAX_BYTES: u64 = 100_000;
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 
-/// `env_loopback`: `CLAUDE_GATEWAY_ALLOW_LOOPBACK` is set.
-pub fn validate(
-    raw: Option<&RawServerTools>,
-    env_loopback: bool,
-) -> Result<ServerToolsConfig, ConfigError> {
+/// The `server_tools` block. Loopback search backends and pages need the block's own
+/// `allow_loopback`: the reference's `CLAUDE_GATEWAY_ALLOW_LOOPBACK` opens loopback for
+/// the targets an operator writes down (upstreams, IdP, collectors, webhook), while a
+/// fetched page's URL comes from the model, so a sidecar setting must not open it.
+pub fn validate(raw: Option<&RawServerTools>) -> Result<ServerToolsConfig, ConfigError> {
     let Some(raw) = raw else {
         return Ok(ServerToolsConfig::default());
     };
-    let allow_loopback = raw.allow_loopback.unwrap_or(false) || env_loopback;
+    let allow_loopback = raw.allow_loopback.unwrap_or(false);
     let web_search = raw
         .web_search
         .as_ref()
@@ -153,7 +154,7 @@ fn web_search(raw: &RawWebSearch, allow_loopback: bool) -> Result<WebSearchConfi
     if loopback && !allow_loopback {
         return Err(ConfigError::at(
             &url_at,
-            "is a loopback address: set server_tools.allow_loopback (tests) or CLAUDE_GATEWAY_ALLOW_LOOPBACK",
+            "is a loopback address: set server_tools.allow_loopback (tests and local development)",
         ));
     }
     if url.query().is_some() || url.fragment().is_some() {
@@ -228,13 +229,13 @@ mod tests {
 
     #[test]
     fn absent_runs_nothing() {
-        let c = validate(None, false).unwrap();
+        let c = validate(None).unwrap();
         assert!(!c.runs(ServerTool::WebSearch) && !c.runs(ServerTool::WebFetch));
     }
 
     #[test]
     fn defaults_are_anthropics_price_and_five_results() {
-        let c = validate(Some(&search("https://search.example/")), false).unwrap();
+        let c = validate(Some(&search("https://search.example/"))).unwrap();
         let s = c.web_search.unwrap();
         assert_eq!(s.max_results, 5);
         // $10 per 1000 searches: one cent, 10^7 nano-USD, each.
@@ -245,17 +246,17 @@ mod tests {
 
     #[test]
     fn urls_are_https_off_loopback_and_loopback_only_when_allowed() {
-        let e = validate(Some(&search("http://search.example/")), false).unwrap_err();
+        let e = validate(Some(&search("http://search.example/"))).unwrap_err();
         assert_eq!(e.path, "server_tools.web_search.searxng_url");
-        let e = validate(Some(&search("http://127.0.0.1:8888/")), false).unwrap_err();
+        let e = validate(Some(&search("http://127.0.0.1:8888/"))).unwrap_err();
         assert!(e.message.contains("allow_loopback"), "{e}");
-        assert!(validate(Some(&search("http://127.0.0.1:8888/")), true).is_ok());
+        // The reference's loopback switch is not this block's: only its own key opens loopback.
         let mut raw = search("http://[::1]:8888/");
         raw.allow_loopback = Some(true);
-        assert!(validate(Some(&raw), false).unwrap().allow_loopback);
-        let e = validate(Some(&search("https://s.example/?q=x")), false).unwrap_err();
+        assert!(validate(Some(&raw)).unwrap().allow_loopback);
+        let e = validate(Some(&search("https://s.example/?q=x"))).unwrap_err();
         assert_eq!(e.path, "server_tools.web_search.searxng_url");
-        let e = validate(Some(&search("https://user:pw@s.example/")), false).unwrap_err();
+        let e = validate(Some(&search("https://user:pw@s.example/"))).unwrap_err();
         assert!(!e.message.contains("pw"));
     }
 
@@ -265,13 +266,13 @@ mod tests {
         if let Some(s) = raw.web_search.as_mut() {
             s.max_results = Some(21);
         }
-        let e = validate(Some(&raw), false).unwrap_err();
+        let e = validate(Some(&raw)).unwrap_err();
         assert_eq!(e.path, "server_tools.web_search.max_results");
         let mut raw = search("https://s.example/");
         if let Some(s) = raw.web_search.as_mut() {
             s.price_per_1000_usd = Some(-1.0);
         }
-        let e = validate(Some(&raw), false).unwrap_err();
+        let e = validate(Some(&raw)).unwrap_err();
         assert_eq!(e.path, "server_tools.web_search.price_per_1000_usd");
         let raw = RawServerTools {
             web_fetch: Some(RawWebFetch {
@@ -280,7 +281,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let e = validate(Some(&raw), false).unwrap_err();
+        let e = validate(Some(&raw)).unwrap_err();
         assert_eq!(e.path, "server_tools.web_fetch.max_bytes");
         let raw = RawServerTools {
             web_fetch: Some(RawWebFetch {
@@ -289,7 +290,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let e = validate(Some(&raw), false).unwrap_err();
+        let e = validate(Some(&raw)).unwrap_err();
         assert_eq!(e.path, "server_tools.web_fetch.timeout_ms");
     }
 
@@ -299,7 +300,7 @@ mod tests {
             web_fetch: Some(RawWebFetch::default()),
             ..Default::default()
         };
-        let c = validate(Some(&raw), false).unwrap();
+        let c = validate(Some(&raw)).unwrap();
         assert!(c.runs(ServerTool::WebFetch));
         let f = c.web_fetch.unwrap();
         assert_eq!(f.max_bytes, 100_000);
@@ -311,10 +312,6 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(
-            !validate(Some(&raw), false)
-                .unwrap()
-                .runs(ServerTool::WebFetch)
-        );
+        assert!(!validate(Some(&raw)).unwrap().runs(ServerTool::WebFetch));
     }
 }

@@ -133,10 +133,7 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     ));
     let metrics_listen = issues.take(super::limits::validate_metrics(raw.metrics.as_ref()));
     let load_test = issues.take(super::load_test::validate(raw.load_test_mode.as_ref()));
-    let server_tools = issues.take(super::server_tools::validate(
-        raw.server_tools.as_ref(),
-        env_loopback,
-    ));
+    let server_tools = issues.take(super::server_tools::validate(raw.server_tools.as_ref()));
     let readiness_grace = issues.take(readiness_grace(raw.store.readiness_grace_seconds));
     issues.finish()?;
     let (
