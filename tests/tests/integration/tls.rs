@@ -22,6 +22,7 @@ async fn https_with_hsts() {
         fake.url()
     );
     let env = MapEnvironment::default()
+        .with_var("CLAUDE_GATEWAY_ALLOW_LOOPBACK", "1")
         .with_file("/tls/cert.pem", &cert_pem)
         .with_file("/tls/key.pem", &key_pem);
     let config = Config::from_yaml(

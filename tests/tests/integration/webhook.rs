@@ -73,9 +73,15 @@ async fn setup_cri(fail_closed: bool, cri_enabled: bool) -> (TestGateway, Shared
         .route("/check", post(hook))
         .with_state(state.clone());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // A workload deployment (CRI on) has its `session`, as the reference requires.
+    let session = if cri_enabled {
+        "session: {jwt_secret: 0123456789abcdef0123456789abcdef0123}\n"
+    } else {
+        ""
+    };
     let gw = TestGateway::start_with(FakeConfig::default(), move |f, db| {
         format!(
-            "{}cri:\n  enabled: {cri_enabled}\n  audience: [gw]\n  org_allowlist: [00000000-0000-0000-0000-000000000001]\n  jwks_url: \"http://127.0.0.1:9/jwks.json\"\n  allow_loopback_jwks: true\n  policy:\n    webhook: {{url: \"{url}\", timeout_ms: 300, fail_closed: {fail_closed}, allow_loopback: true}}\n",
+            "{}{session}cri:\n  enabled: {cri_enabled}\n  audience: [gw]\n  org_allowlist: [00000000-0000-0000-0000-000000000001]\n  jwks_url: \"http://127.0.0.1:9/jwks.json\"\n  allow_loopback_jwks: true\n  policy:\n    webhook: {{url: \"{url}\", timeout_ms: 300, fail_closed: {fail_closed}, allow_loopback: true}}\n",
             base_yaml(f, db)
         )
     })

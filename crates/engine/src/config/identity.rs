@@ -32,8 +32,9 @@ pub fn validate(
 ) -> Result<Option<IdentityConfig>, ConfigError> {
     let cri_enabled = raw.cri.as_ref().is_some_and(|c| c.enabled == Some(true));
     let (oidc, session) = match (&raw.oidc, &raw.session) {
-        // A `cri` block marks a reference file, whose `session` is always required.
-        (None, None) if raw.cri.is_some() => {
+        // A workload-only deployment (CRI on, no sign-in) still needs `session`, as in the
+        // reference. A file with neither and CRI off is a Gatehouse one (client keys).
+        (None, None) if cri_enabled => {
             return Err(ConfigError::at(
                 "session",
                 "required: a workload-only deployment (cri without oidc) still needs session.jwt_secret",

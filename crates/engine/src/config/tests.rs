@@ -461,8 +461,8 @@ fn workload_block_is_validated() {
         "https://api.anthropic.com/api/oauth/cri/jwks.json"
     );
     assert_eq!(w.org_allowlist, vec!["org-1"]);
-    // A `cri` block marks a reference file: its `session` is required (and with CRI off,
-    // `oidc` too), as in the reference.
+    // A workload-only deployment needs `session`, as in the reference; with CRI off and
+    // a session, `oidc` is required.
     let no_session = base.replace(
         "session: {jwt_secret: 0123456789abcdef0123456789abcdef0123}\n",
         "",
