@@ -181,7 +181,7 @@ pub fn validate(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             login_notice,
-            allow_loopback: oidc.allow_loopback.unwrap_or(false),
+            allow_loopback: loopback_ok,
         },
         device_authorization_limit: rate(
             raw.rate_limits.device_authorization,

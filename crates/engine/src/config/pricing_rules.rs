@@ -32,6 +32,7 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_yaml_ng::Value;
 
+use super::lenient::js_string_number;
 use super::raw::{RawConfig, RawLongPrompt, RawPrice, RawPriceOverride, RawPricing};
 use super::{
     ConfigError, ConfigIssue, LongPromptPrices, PriceOverride, Prices, PricingConfig,
@@ -133,75 +134,6 @@ fn js_list_text(items: &[Value]) -> Option<String> {
         });
     }
     Some(parts.join(","))
-}
-
-/// JavaScript's `Number(text)`: surrounding white space ignored, empty is 0, `Infinity`,
-/// `0x`/`0o`/`0b` integers, decimal literals; anything else NaN.
-pub fn js_string_number(text: &str) -> f64 {
-    let t = text.trim_matches(|c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}');
-    if t.is_empty() {
-        return 0.0;
-    }
-    match t {
-        "Infinity" | "+Infinity" => return f64::INFINITY,
-        "-Infinity" => return f64::NEG_INFINITY,
-        _ => {}
-    }
-    let radix = match t.get(..2) {
-        Some("0x" | "0X") => Some(16),
-        Some("0o" | "0O") => Some(8),
-        Some("0b" | "0B") => Some(2),
-        _ => None,
-    };
-    if let Some(radix) = radix {
-        let digits = &t[2..];
-        if digits.is_empty() {
-            return f64::NAN;
-        }
-        return digits
-            .chars()
-            .try_fold(0.0_f64, |acc, c| {
-                c.to_digit(radix)
-                    .map(|d| acc * f64::from(radix) + f64::from(d))
-            })
-            .unwrap_or(f64::NAN);
-    }
-    if decimal_literal(t) {
-        t.parse().unwrap_or(f64::NAN)
-    } else {
-        f64::NAN
-    }
-}
-
-/// `[+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?`.
-fn decimal_literal(t: &str) -> bool {
-    let b = t.as_bytes();
-    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
-    let digits = |i: &mut usize| {
-        let start = *i;
-        while *i < b.len() && b[*i].is_ascii_digit() {
-            *i += 1;
-        }
-        *i - start
-    };
-    let mut mantissa = digits(&mut i);
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        mantissa += digits(&mut i);
-    }
-    if mantissa == 0 {
-        return false;
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    }
-    i == b.len()
 }
 
 /// `v` checked against (0, `max`], with the reference's messages.

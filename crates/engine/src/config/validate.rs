@@ -85,25 +85,14 @@ pub fn validate(raw: RawConfig, ctx: &LoadContext<'_>) -> Result<Config, ConfigE
     let logging = issues.take(logging(&raw));
     let identity = listen
         .as_ref()
-        .and_then(|l| issues.take(super::identity::validate(&raw, l, env_loopback)))
-        .map(|identity| {
-            identity.map(|mut i| {
-                i.oidc.allow_loopback |= env_loopback;
-                i
-            })
-        });
+        .and_then(|l| issues.take(super::identity::validate(&raw, l, env_loopback)));
     let workload = issues.take(super::identity::validate_workload(&raw, env_loopback));
     let webhook = issues.take(super::identity::validate_webhook(&raw, env_loopback));
     let spend = issues.take(super::spend::validate(&raw));
-    let telemetry = issues
-        .take(super::telemetry::validate(
-            raw.telemetry.as_ref().unwrap_or(&Default::default()),
-            env_loopback,
-        ))
-        .map(|mut t| {
-            t.allow_loopback |= env_loopback;
-            t
-        });
+    let telemetry = issues.take(super::telemetry::validate(
+        raw.telemetry.as_ref().unwrap_or(&Default::default()),
+        env_loopback,
+    ));
     let policies = issues.take(match &raw.managed {
         Some(m) => super::managed::validate(m, ctx.env),
         None => Ok(Vec::new()),
