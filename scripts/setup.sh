@@ -64,6 +64,15 @@ fi
 
 $build_only && exit 0
 
+# The book (docs/, an mdBook): tests/tests/docs builds it with warnings as errors and
+# scripts/docs.sh serves it. The mdbook CLI is pinned; a cold install compiles for about
+# five minutes on two cores.
+mdbook_version=0.5.4
+if [ "$("${CARGO_HOME:-$HOME/.cargo}/bin/mdbook" --version 2>/dev/null)" != "mdbook v$mdbook_version" ]; then
+  echo "setup: installing mdbook $mdbook_version (cargo install)"
+  cargo install mdbook --locked --version "$mdbook_version"
+fi
+
 # Deployment checks (src-tauri/tests/deploy.rs): the Kubernetes schema validator (it carries
 # the schemas of each Kubernetes release, so it validates offline) and hadolint, pinned.
 if [ ! -x .tools/venv/bin/kubernetes-validate ] || [ deploy/requirements.txt -nt .tools/venv/pyvenv.cfg ]; then
