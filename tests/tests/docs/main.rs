@@ -237,8 +237,9 @@ fn every_runnable_shell_block_runs() {
                 std::fs::write(dir.path().join(file), body).unwrap();
                 env_text += body;
             }
-            let out = Command::new("bash")
-                .args(["-euo", "pipefail", "-c", &block.body])
+            // `timeout`: a block that waits for a server that never comes fails, not hangs.
+            let out = Command::new("timeout")
+                .args(["60", "bash", "-euo", "pipefail", "-c", &block.body])
                 .current_dir(dir.path())
                 .env("PATH", &path)
                 .env("HOME", dir.path())
