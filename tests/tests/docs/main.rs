@@ -393,3 +393,64 @@ fn the_readme_links_resolve() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The sources of the UI tests that write `docs/screenshots/` under
+/// `GATEHOUSE_SCREENSHOTS=1` (Playwright scripts, the tray's desktop session).
+fn ui_test_sources() -> String {
+    let mut text = String::new();
+    for dir in ["tests/e2e", "tests/desktop", "src-tauri/tests"] {
+        for entry in std::fs::read_dir(workspace().join(dir)).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension()
+                .is_some_and(|e| ["mjs", "sh", "rs", "py"].iter().any(|x| e == *x))
+            {
+                text += &std::fs::read_to_string(&p).unwrap_or_default();
+            }
+        }
+    }
+    text
+}
+
+/// A screenshot name a UI test writes: literally (`'dashboard.png'`), or as the console
+/// script's `console-${name}.png` with `name` quoted in it.
+fn written_by_a_ui_test(sources: &str, file: &str) -> bool {
+    let quoted = |s: &str| {
+        ["'", "\"", "`"]
+            .iter()
+            .any(|q| sources.contains(&format!("{q}{s}{q}")))
+    };
+    let stem = file.trim_end_matches(".png");
+    quoted(file)
+        || stem
+            .strip_prefix("console-")
+            .is_some_and(|name| sources.contains("`console-${name}.png`") && quoted(name))
+}
+
+#[test]
+fn every_picture_is_a_screenshot_the_ui_tests_take() {
+    let sources = ui_test_sources();
+    let shots = docs().join("screenshots");
+    let mut problems = Vec::new();
+    let mut pictures = 0;
+    for page in markdown::pages(&docs()) {
+        for link in markdown::links(&page.text) {
+            if !link.target.ends_with(".png") {
+                continue;
+            }
+            pictures += 1;
+            let file = page.path.parent().unwrap().join(&link.target);
+            let at = format!("docs/{}:{}: {}", name(&page), link.line, link.target);
+            let in_shots = file
+                .canonicalize()
+                .is_ok_and(|f| f.parent() == shots.canonicalize().ok().as_deref());
+            let file_name = file.file_name().unwrap().to_string_lossy().into_owned();
+            if !in_shots {
+                problems.push(format!("{at}: pictures live in docs/screenshots/"));
+            } else if !written_by_a_ui_test(&sources, &file_name) {
+                problems.push(format!("{at}: no UI test writes {file_name}"));
+            }
+        }
+    }
+    assert!(pictures >= 10, "only {pictures} pictures found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
