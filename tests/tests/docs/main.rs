@@ -113,15 +113,19 @@ fn cli_reference_is_generated_from_help() {
     keep("reference/cli.md", &cli_ref::render(&gatehouse()));
 }
 
-/// A dummy value for every `${NAME}` in `text` (long enough for any key rule), and the
-/// switch for loopback URLs.
+/// A dummy value for every `${NAME}` in `text` (long enough for any key rule; a URL for
+/// `*_URL`), and the switch for loopback URLs.
 fn env_for(text: &str) -> HashMap<String, String> {
     let mut env = HashMap::from([("CLAUDE_GATEWAY_ALLOW_LOOPBACK".to_owned(), "1".to_owned())]);
     for part in text.split("${").skip(1) {
         let Some(end) = part.find('}') else { continue };
         let var = &part[..end];
         if !var.is_empty() && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            let value = format!("docs-test-{}-0123456789abcdef0123456789abcdef", var.len());
+            let value = if var.ends_with("_URL") {
+                "https://docs-test.example.com".to_owned()
+            } else {
+                format!("docs-test-{}-0123456789abcdef0123456789abcdef", var.len())
+            };
             env.insert(var.to_owned(), value);
         }
     }
