@@ -92,8 +92,8 @@ from what the generator makes of it. To regenerate after changing the config typ
   description instead, and the [configuration page](../server/configuration.md#the-blocks) \
   lists each block's.\n\n\
 The schema carries no examples; each block's page has them (every YAML block of this book \
-is loaded by `gatehouse check-config` in the tests), and `examples/gateway.yaml` is a \
-complete file.\n\n";
+is loaded by `gatehouse check-config` in the tests). A complete file, `examples/gateway.yaml`:\n\n\
+```yaml\n{{#include ../../examples/gateway.yaml}}\n```\n\n";
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::from("| key | type | default | constraints | description |\n");

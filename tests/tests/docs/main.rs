@@ -132,10 +132,31 @@ fn env_for(text: &str) -> HashMap<String, String> {
     env
 }
 
+/// `text` with each `${file:/path}` pointed at a file of `dir` holding a dummy secret, so
+/// an example's secret files need not exist here.
+fn with_secret_files(text: &str, dir: &Path) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    let mut n = 0;
+    while let Some(at) = rest.find("${file:") {
+        let Some(end) = rest[at..].find('}') else {
+            break;
+        };
+        n += 1;
+        let secret = dir.join(format!("secret-{n}"));
+        std::fs::write(&secret, "docs-test-secret-0123456789abcdef0123456789abcdef").unwrap();
+        out += &rest[..at];
+        out += &format!("${{file:{}}}", secret.display());
+        rest = &rest[at + end + 1..];
+    }
+    out + rest
+}
+
 /// `gatehouse check-config` on `text`; the error names the page and line.
 fn check_config(text: &str, at: &str) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gateway.yaml");
+    let text = &with_secret_files(text, dir.path());
     std::fs::write(&file, text).unwrap();
     let out = Command::new(gatehouse())
         .arg("--data-dir")
