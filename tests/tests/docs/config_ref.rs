@@ -42,7 +42,7 @@ pub fn render(schema: &Value) -> String {
         }
         out += &table(&rows);
     }
-    out
+    out + FOOTER
 }
 
 /// Where the book explains each block (a block missing here just has no pointer).
@@ -92,8 +92,12 @@ from what the generator makes of it. To regenerate after changing the config typ
   description instead, and the [configuration page](../server/configuration.md#the-blocks) \
   lists each block's.\n\n\
 The schema carries no examples; each block's page has them (every YAML block of this book \
-is loaded by `gatehouse check-config` in the tests). A complete file, `examples/gateway.yaml`:\n\n\
-```yaml\n{{#include ../../examples/gateway.yaml}}\n```\n\n";
+is loaded by `gatehouse check-config` in the tests), and a [complete \
+file](#a-complete-file) closes this page.\n\n";
+
+const FOOTER: &str = "\n## A complete file\n\n\
+`examples/gateway.yaml`, included from the repository:\n\n\
+```yaml\n{{#include ../../examples/gateway.yaml}}\n```\n";
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::from("| key | type | default | constraints | description |\n");
