@@ -68,6 +68,10 @@ enum Command {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// The tray's dashboard window, a child process of `tray` (its URL on stdin).
+    #[cfg(feature = "desktop")]
+    #[command(hide = true)]
+    TrayWindow,
     /// Print one line for Claude Code's status line (reads its JSON on stdin): this
     /// session's cost, today's against the daily budget, the cache-read ratio.
     Statusline,
@@ -309,6 +313,8 @@ fn run(cli: Cli) -> Result<(), String> {
         }) => serve(config.as_deref(), port, connection_threads, data?),
         #[cfg(feature = "desktop")]
         Some(Command::Tray { port }) => desktop::run(data?, port),
+        #[cfg(feature = "desktop")]
+        Some(Command::TrayWindow) => desktop::window::run(data?),
         #[cfg(feature = "desktop")]
         None if desktop::display_present() => desktop::run(data?, None),
         // No display (or a headless build): the server with the embedded default.

@@ -2,10 +2,13 @@
 //! (virtual display, session bus, unlocked gnome-keyring Secret Service, dunst), opens its
 //! dashboard window, and the window is screenshotted. The page must have drawn (a blank
 //! webview has a handful of colours; the dashboard has hundreds), and the local token must
-//! be in the Secret Service. Closing the window ends its web view (the tray keeps running,
-//! with less memory) and a second launch opens a new one. With an IT bootstrap file naming an unreachable central
-//! server, the notification daemon receives "Central Gatehouse unreachable". See
-//! `tests/desktop/tray_session.sh`.
+//! be in the Secret Service. The window is a child process of the tray (`gatehouse
+//! tray-window`, its URL and token on stdin, not on its command line): closing it ends that
+//! process and WebKit's, leaving the tray alone (no child, no WebKit thread, no GL driver),
+//! with less memory; a second launch opens a new one, also after the window process
+//! crashed, and the window process ends with the tray. With an IT bootstrap file naming an
+//! unreachable central server, the notification daemon receives "Central Gatehouse
+//! unreachable". See `tests/desktop/tray_session.sh`.
 
 #![cfg(feature = "desktop")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -100,7 +103,8 @@ fn session_env(
 fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
     let s = session(None, "");
     assert_eq!(s.field("keychain").as_deref(), Some("local-token"));
-    // A second launch hands over to the first and exits; still one window.
+    // A second launch hands over to the first and exits; still one window, and the first
+    // one's process shows it rather than a second process starting.
     assert_eq!(
         s.field("second_launch").as_deref(),
         Some("exited"),
@@ -108,8 +112,14 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
         s.stdout
     );
     assert_eq!(s.field("windows").as_deref(), Some("1"));
+    assert_eq!(
+        s.field("window_processes_after_second_launch").as_deref(),
+        Some("1"),
+        "{}",
+        s.stdout
+    );
     assert_eq!(s.field("first_alive").as_deref(), Some("yes"));
-    // The close button ends the window and its web view; the tray and the gateway stay,
+    // The close button ends the window and its process; the tray and the gateway stay,
     // with less memory; a later launch opens a new window.
     assert_eq!(s.field("windows_after_close").as_deref(), Some("0"));
     assert_eq!(s.field("alive_after_close").as_deref(), Some("yes"));
@@ -121,7 +131,11 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
         closed + 32 * 1024 < open,
         "closing the window should give back the web view's memory: {open} KiB open, {closed} KiB closed"
     );
-    eprintln!("tray RSS: {open} KiB with the window open, {closed} KiB with it closed");
+    eprintln!(
+        "tray RSS: {open} KiB with the window open ({}), {closed} KiB with it closed ({})",
+        s.field("rss_window_open_procs").unwrap_or_default(),
+        s.field("rss_window_closed_procs").unwrap_or_default()
+    );
     // Keep the screenshot for people (and the docs).
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -152,6 +166,43 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
             "a local token reached the data dir or the logs"
         );
     }
+}
+
+/// The window runs in a child process of the tray, which takes WebKit with it: after the
+/// close button no process the tray started is left, and the tray itself never ran WebKit
+/// (none of WebKit's threads) nor loaded a GL driver. Before, the tray created the web view
+/// itself: WebKit's network process stayed, and so did WebKit's threads and the GL driver
+/// (about 245 MB for a closed window).
+#[test]
+fn the_window_process_takes_webkit_with_it() {
+    let s = session(None, "");
+    let field = |k: &str| s.field(k).unwrap_or_else(|| panic!("no {k}: {}", s.stdout));
+    assert_eq!(field("window_processes"), "1", "{}", s.stdout);
+    assert_eq!(
+        field("token_on_cmdline"),
+        "no",
+        "the app token must reach the window on its stdin, never on a command line"
+    );
+    assert_eq!(field("windows_after_close"), "0");
+    assert_eq!(
+        field("children_after_close"),
+        "0",
+        "a process of the window outlived it: {}",
+        field("rss_window_closed_procs")
+    );
+    assert_eq!(field("tray_webkit_threads"), "0", "WebKit ran in the tray");
+    assert_eq!(
+        field("tray_gl_driver"),
+        "0",
+        "GDK loaded a GL driver in the tray"
+    );
+    assert_eq!(field("rss_window_closed_procs").split(' ').count(), 1);
+    // A crashed window process leaves the tray up, and the next Open starts a new one.
+    assert_eq!(field("alive_after_window_crash"), "yes");
+    assert_eq!(field("windows_after_crash_reopen"), "1");
+    assert_eq!(field("window_processes_after_crash_reopen"), "1");
+    // The tray ending (killed: no Quit ran) ends the window process: its stdin closed.
+    assert_eq!(field("window_after_tray_ended"), "gone", "{}", s.stdout);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The desktop tray's memory (`--tray BIN`): the tray app is started in a throwaway
 //! desktop session (Xvfb, a session bus, gnome-keyring; `tests/desktop/tray_session.sh`,
 //! the tray test's own script), its dashboard window opened, then closed with its close
-//! button. Resident memory of the app and every process it started (WebKit's web and
-//! network processes) is read with the window open and a few seconds after it closed.
+//! button. Resident memory of the app and every process it started (the window's own
+//! process, `gatehouse tray-window`, and WebKit's web and network processes under it) is
+//! read with the window open and a few seconds after it closed, in all and per process.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,21 +14,29 @@ use std::process::Command;
 pub struct TrayMemory {
     pub binary: PathBuf,
     pub result: Result<(u64, u64), String>,
+    /// Per process (`name:KiB …`) with the window open and closed, as the script names them.
+    pub processes: Option<(String, String)>,
 }
 
 /// Runs the tray session script on `binary` (bounded by `timeout`) and reads its figures.
 pub fn measure(binary: &Path) -> TrayMemory {
-    let result = run(binary);
-    if let Err(e) = &result {
-        eprintln!("  tray: not measured: {e}");
-    }
+    let (result, processes) = match run(binary) {
+        Ok((figures, processes)) => (Ok(figures), processes),
+        Err(e) => {
+            eprintln!("  tray: not measured: {e}");
+            (Err(e), None)
+        }
+    };
     TrayMemory {
         binary: binary.to_owned(),
         result,
+        processes,
     }
 }
 
-fn run(binary: &Path) -> Result<(u64, u64), String> {
+type Figures = ((u64, u64), Option<(String, String)>);
+
+fn run(binary: &Path) -> Result<Figures, String> {
     if !binary.is_file() {
         return Err(format!("{} not found", binary.display()));
     }
@@ -53,8 +62,15 @@ fn run(binary: &Path) -> Result<(u64, u64), String> {
             .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
             .and_then(|v| v.trim().parse().ok())
     };
+    let text = |k: &str| -> Option<String> {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+            .map(|v| v.trim().to_owned())
+    };
+    let processes = text("rss_window_open_procs").zip(text("rss_window_closed_procs"));
     match (field("rss_window_open_kib"), field("rss_window_closed_kib")) {
-        (Some(open), Some(closed)) if open > 0 && closed > 0 => Ok((open, closed)),
+        (Some(open), Some(closed)) if open > 0 && closed > 0 => Ok(((open, closed), processes)),
         _ => Err(format!(
             "the tray session did not report its memory (exit {}): {}",
             out.status,
@@ -68,7 +84,9 @@ impl TrayMemory {
         let mut out = String::from("\n## Desktop tray memory\n\n");
         match &self.result {
             Ok((open, closed)) => {
-                out.push_str("| tray app (and its WebKit processes) | RSS (MiB) |\n|---|---:|\n");
+                out.push_str(
+                    "| tray app (and its window and WebKit processes) | RSS (MiB) |\n|---|---:|\n",
+                );
                 let _ = writeln!(
                     out,
                     "| dashboard window open | {} |\n| window closed (tray and gateway running) | {} |",
@@ -80,10 +98,29 @@ impl TrayMemory {
                     "\n- How measured: `{}` (`gatehouse tray`, {}) in a throwaway desktop session \
                      (`tests/desktop/tray_session.sh`: Xvfb, a session bus, gnome-keyring); VmRSS summed \
                      over the app and every process it started, 2 s after the dashboard drew, then 3 s \
-                     after its close button (the window's web view ends; WebKit's network process stays).",
+                     after its close button (the window runs in its own process, `gatehouse tray-window`, \
+                     which ends with it, and WebKit's processes with it).",
                     self.binary.display(),
                     crate::profile(&self.binary)
                 );
+                if let Some((open, closed)) = &self.processes {
+                    let mib = |list: &str| -> String {
+                        list.split_whitespace()
+                            .filter_map(|p| p.rsplit_once(':'))
+                            .map(|(name, kib)| {
+                                let kib = kib.parse().unwrap_or(0);
+                                format!("{name} {}", crate::report::mib(kib))
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let _ = writeln!(
+                        out,
+                        "- Per process (MiB): window open: {}; window closed: {}.",
+                        mib(open),
+                        mib(closed)
+                    );
+                }
             }
             Err(e) => {
                 let _ = writeln!(out, "Not measured: {e}.");

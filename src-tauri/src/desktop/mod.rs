@@ -1,12 +1,18 @@
 //! The Tauri tray app: a thin shell over [`gatehouse_desktop::app::App`].
 //!
-//! It starts the app service (which runs the engine on 127.0.0.1), then Tauri with a tray
-//! icon and menu ([`tray`]) and one window showing the dashboard the engine serves, opened
-//! with this launch's app token. Closing the window ends its web view and keeps the tray
-//! (Open makes a new window); a second launch
-//! focuses the first (single-instance plugin); Quit drains the engine and exits.
+//! Two processes of this binary. `gatehouse tray` ([`run`]) starts the app service (which
+//! runs the engine on 127.0.0.1), then Tauri with the tray icon and menu ([`tray`]) and the
+//! single-instance check; it never creates a web view. The dashboard window runs in a child
+//! process, `gatehouse tray-window` ([`window`]), which the tray starts at launch and on
+//! Open and tells the URL with this launch's app token over its stdin ([`dashboard`]).
+//! Closing the window ends that process and WebKit's processes with it, so the tray with
+//! its window closed holds no WebKit state; Open (or a second launch, which hands over to
+//! the first) shows the running window or starts a new one; Quit ends the window process,
+//! drains the engine and exits.
 
+mod dashboard;
 mod tray;
+pub mod window;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +22,9 @@ use gatehouse_desktop::keychain::KeyringStore;
 use gatehouse_desktop::notifier::SystemNotifier;
 use gatehouse_engine::deps::{CredentialStore, ProcessEnvironment};
 use gatehouse_engine::events::StderrEventSink;
-use tauri::{Manager, RunEvent, WebviewUrl, WebviewWindowBuilder};
+use tauri::{Manager, RunEvent};
+
+use dashboard::Dashboard;
 
 /// Is there a display to put a tray on?
 pub fn display_present() -> bool {
@@ -34,7 +42,33 @@ fn keychain() -> Result<Arc<dyn CredentialStore>, String> {
     Ok(Arc::new(store))
 }
 
+/// The app's Tauri context (config, icons), one copy for both processes.
+fn context() -> tauri::Context<tauri::Wry> {
+    tauri::generate_context!()
+}
+
+/// Starts GTK with its OpenGL support off (`GDK_GL=disable` while it reads its settings;
+/// not left in the environment, so the window process and whatever the tray opens keep
+/// theirs). GDK on X11 otherwise loads the GL driver when it opens the display to pick
+/// visuals — Mesa with LLVM, about 50 MB resident — and the tray draws nothing with GL.
+/// Runs first, while this is the process's only thread, since it writes the environment.
+#[cfg(target_os = "linux")]
+fn init_gtk_without_gl() -> Result<(), String> {
+    let ours = std::env::var_os("GDK_GL").is_none();
+    if ours {
+        gtk::glib::setenv("GDK_GL", "disable", false)
+            .map_err(|e| format!("cannot configure GTK: {e}"))?;
+    }
+    let started = gtk::init().map_err(|e| format!("cannot start GTK: {e}"));
+    if ours {
+        gtk::glib::unsetenv("GDK_GL");
+    }
+    started
+}
+
 pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    init_gtk_without_gl()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -44,6 +78,7 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
         .map(|d| d.home_dir().to_owned())
         .ok_or("cannot find the home directory")?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate gatehouse: {e}"))?;
+    let dashboard = Dashboard::new(exe.clone(), data_dir.clone(), rt.handle().clone());
     // Logs and events also go to rotating files in the data dir: a tray has no terminal.
     let logging = gatehouse_engine::config::LoggingConfig {
         dir: Some((
@@ -88,103 +123,40 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
             println!("gatehouse: tray running; gateway on {}", app.base_url());
             let handle = tauri_app.handle().clone();
             tray::install(&handle, app.clone())?;
-            open_dashboard(&handle, &app)?;
+            dashboard.show(&app.dashboard_url())?;
+            tauri_app.manage(dashboard);
             tauri_app.manage(app);
             Ok(())
         })
-        .build(tauri::generate_context!())
+        .build(context())
         .map_err(|e| format!("cannot start the tray: {e}"))?;
     tauri_app.run(move |handle, event| {
         if let RunEvent::ExitRequested { api, code, .. } = &event
             && code.is_none()
         {
-            // Last window closed: stay in the tray.
+            // This process has no window (the dashboard is another process): stay in the
+            // tray until Quit.
             api.prevent_exit();
         }
-        if let RunEvent::Exit = event
-            && let Some(app) = handle.try_state::<App>()
-        {
-            rt.block_on(app.shutdown());
+        if let RunEvent::Exit = event {
+            // The window process first (its stdin closes, then a kill), then the engine.
+            if let Some(dashboard) = handle.try_state::<Dashboard>() {
+                rt.block_on(dashboard.close());
+            }
+            if let Some(app) = handle.try_state::<App>() {
+                rt.block_on(app.shutdown());
+            }
         }
     });
     Ok(())
 }
 
-/// Shows and focuses the dashboard window, opening a new one when it was closed.
+/// Shows and focuses the dashboard window, starting its process when none runs.
 pub fn show_dashboard<R: tauri::Runtime>(handle: &tauri::AppHandle<R>) {
-    if let Some(w) = handle.get_webview_window("main") {
-        let _ = w.unminimize();
-        let _ = w.show();
-        let _ = w.set_focus();
-    } else if let Some(app) = handle.try_state::<App>()
-        && let Err(e) = open_dashboard(handle, &app)
+    if let (Some(dashboard), Some(app)) =
+        (handle.try_state::<Dashboard>(), handle.try_state::<App>())
+        && let Err(e) = dashboard.show(&app.dashboard_url())
     {
         eprintln!("gatehouse: cannot open the dashboard window: {e}");
     }
-}
-
-/// Where a download from the window is saved: the Downloads folder (else the home
-/// directory), the suggested file name without any directory, ` (n)` added when taken.
-fn download_path(suggested: &std::path::Path) -> PathBuf {
-    let name = suggested
-        .file_name()
-        .map(std::ffi::OsStr::to_os_string)
-        .unwrap_or_else(|| "gatehouse-export".into());
-    let dirs = directories::UserDirs::new();
-    let dir = dirs
-        .as_ref()
-        .and_then(|d| d.download_dir().map(PathBuf::from))
-        .or_else(|| dirs.as_ref().map(|d| d.home_dir().to_owned()))
-        .unwrap_or_else(std::env::temp_dir);
-    let first = dir.join(&name);
-    if !first.exists() {
-        return first;
-    }
-    let path = std::path::Path::new(&name);
-    let stem = path
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    let ext = path
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    (1..1000)
-        .map(|n| dir.join(format!("{stem} ({n}){ext}")))
-        .find(|p| !p.exists())
-        .unwrap_or(first)
-}
-
-/// Opens the dashboard window. Closing it ends its web view, so WebKit's web process
-/// (most of the tray's memory) exits while the tray and the gateway keep running; the
-/// tray's Open (or a second launch) makes a new one with the same launch token.
-fn open_dashboard<R: tauri::Runtime>(
-    handle: &tauri::AppHandle<R>,
-    app: &App,
-) -> Result<(), String> {
-    let url = app
-        .dashboard_url()
-        .parse()
-        .map_err(|e| format!("bad dashboard URL: {e}"))?;
-    WebviewWindowBuilder::new(handle, "main", WebviewUrl::External(url))
-        .title("Gatehouse")
-        .inner_size(1120.0, 780.0)
-        .on_download(|_, event| {
-            match event {
-                // The page's exports (a Blob with the server's file name) go to the user's
-                // Downloads folder, never over an existing file.
-                tauri::webview::DownloadEvent::Requested { destination, .. } => {
-                    *destination = download_path(destination);
-                }
-                tauri::webview::DownloadEvent::Finished { path, success, .. } => {
-                    tracing::info!(?path, success, "export downloaded");
-                }
-                _ => {}
-            }
-            true
-        })
-        .build()
-        .map_err(|e| e.to_string())?;
-    Ok(())
 }
