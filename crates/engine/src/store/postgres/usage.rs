@@ -25,54 +25,7 @@ const USAGE_COLS: &str = "request_id, created_at, principal, endpoint, model, up
 /// lost) is skipped, and so is its charge.
 pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgError> {
     let tx = c.transaction().await?;
-    let st = tx
-        .prepare_cached(&format!(
-            "INSERT INTO usage_events ({USAGE_COLS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
-             ON CONFLICT (created_at, row_key) DO NOTHING"
-        ))
-        .await?;
-    let mut written = Vec::with_capacity(records.len());
-    for r in records {
-        let inserted = tx
-            .execute(
-                &st,
-                &[
-                    &r.request_id,
-                    &ms(r.created_at),
-                    &r.principal,
-                    &r.endpoint,
-                    &r.model,
-                    &r.upstream,
-                    &r.upstream_model,
-                    &i32::from(r.status),
-                    &r.route_reason,
-                    &r.stream,
-                    &i(r.input_tokens),
-                    &i(r.output_tokens),
-                    &i(r.cache_read_tokens),
-                    &i(r.cache_write_5m_tokens),
-                    &i(r.cache_write_1h_tokens),
-                    &i(r.web_search_requests),
-                    &i(r.cost_micro_usd),
-                    &r.usage_source,
-                    &i(r.latency_ms),
-                    &r.ttfb_ms.map(i),
-                    &r.client_disconnected,
-                    &r.row_key,
-                    &r.tags.session_id,
-                    &r.tags.agent_id,
-                    &r.tags.parent_agent_id,
-                    &r.tags.request_class,
-                    &r.tags.client,
-                ],
-            )
-            .await?;
-        if inserted > 0 {
-            written.push(r);
-        }
-    }
+    let written = insert_rows(&tx, records).await?;
     add_to_rollup(&tx, &written).await?;
     // The charges land with their usage rows, atomically, one per lease (summed), person by
     // person in a fixed order, so two batches never wait on each other's rows in a cycle.
@@ -87,6 +40,92 @@ pub async fn insert(c: &mut Client, records: &[UsageRecord]) -> Result<(), PgErr
         super::spend::pool_charges(&tx, pools, at).await?;
     }
     tx.commit().await
+}
+
+/// Writes a batch's rows in one statement (one round trip, one plan: each column goes as
+/// an array and `unnest` turns them back into rows) and returns the rows it wrote, in the
+/// batch's order; a row whose `(created_at, row_key)` is already stored is left out.
+async fn insert_rows<'r>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    records: &'r [UsageRecord],
+) -> Result<Vec<&'r UsageRecord>, PgError> {
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let st = tx
+        .prepare_cached(&format!(
+            "INSERT INTO usage_events ({USAGE_COLS})
+             SELECT * FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[],
+                $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::INTEGER[], $9::TEXT[], $10::BOOLEAN[],
+                $11::BIGINT[], $12::BIGINT[], $13::BIGINT[], $14::BIGINT[], $15::BIGINT[],
+                $16::BIGINT[], $17::BIGINT[], $18::TEXT[], $19::BIGINT[], $20::BIGINT[],
+                $21::BOOLEAN[], $22::BIGINT[], $23::TEXT[], $24::TEXT[], $25::TEXT[],
+                $26::TEXT[], $27::TEXT[])
+             ON CONFLICT (created_at, row_key) DO NOTHING
+             RETURNING created_at, row_key"
+        ))
+        .await?;
+    let col = |f: fn(&UsageRecord) -> i64| records.iter().map(f).collect::<Vec<i64>>();
+    let text = |f: fn(&UsageRecord) -> &str| records.iter().map(f).collect::<Vec<&str>>();
+    let opt =
+        |f: fn(&UsageRecord) -> Option<&str>| records.iter().map(f).collect::<Vec<Option<&str>>>();
+    let flag = |f: fn(&UsageRecord) -> bool| records.iter().map(f).collect::<Vec<bool>>();
+    let inserted = tx
+        .query(
+            &st,
+            &[
+                &text(|r| &r.request_id),
+                &col(|r| ms(r.created_at)),
+                &text(|r| &r.principal),
+                &text(|r| &r.endpoint),
+                &text(|r| &r.model),
+                &opt(|r| r.upstream.as_deref()),
+                &opt(|r| r.upstream_model.as_deref()),
+                &records
+                    .iter()
+                    .map(|r| i32::from(r.status))
+                    .collect::<Vec<i32>>(),
+                &text(|r| &r.route_reason),
+                &flag(|r| r.stream),
+                &col(|r| i(r.input_tokens)),
+                &col(|r| i(r.output_tokens)),
+                &col(|r| i(r.cache_read_tokens)),
+                &col(|r| i(r.cache_write_5m_tokens)),
+                &col(|r| i(r.cache_write_1h_tokens)),
+                &col(|r| i(r.web_search_requests)),
+                &col(|r| i(r.cost_micro_usd)),
+                &text(|r| &r.usage_source),
+                &col(|r| i(r.latency_ms)),
+                &records
+                    .iter()
+                    .map(|r| r.ttfb_ms.map(i))
+                    .collect::<Vec<Option<i64>>>(),
+                &flag(|r| r.client_disconnected),
+                &col(|r| r.row_key),
+                &opt(|r| r.tags.session_id.as_deref()),
+                &opt(|r| r.tags.agent_id.as_deref()),
+                &opt(|r| r.tags.parent_agent_id.as_deref()),
+                &opt(|r| r.tags.request_class),
+                &opt(|r| r.tags.client.as_deref()),
+            ],
+        )
+        .await?;
+    // Match each returned key to one row of the batch (a key repeated within the batch is
+    // written once, for its first row).
+    let mut keys = std::collections::HashMap::<(i64, i64), usize>::new();
+    for row in &inserted {
+        *keys.entry((row.try_get(0)?, row.try_get(1)?)).or_default() += 1;
+    }
+    let mut written = Vec::with_capacity(inserted.len());
+    for r in records {
+        if let Some(n) = keys.get_mut(&(ms(r.created_at), r.row_key))
+            && *n > 0
+        {
+            *n -= 1;
+            written.push(r);
+        }
+    }
+    Ok(written)
 }
 
 /// A usage row from [`USAGE_COLS`].
