@@ -22,8 +22,15 @@ use serde_json::Value;
 use crate::deps::Deps;
 use crate::events::{Event, EventSink};
 
+mod series;
+
 /// Distinct model labels kept before the rest are counted as `other`.
 pub const MODEL_LABELS: usize = 200;
+
+/// The `kind` label of [`series::Series::tokens`], in order.
+const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+/// The `kind` label of [`series::Series::prompt`], in order.
+const PROMPT_KINDS: [&str; 3] = ["cache_read", "cache_write", "uncached"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
@@ -116,6 +123,8 @@ pub struct Metrics {
     open_reservations: Gauge,
     store_ops: Family<OpLabels, Histogram, fn() -> Histogram>,
     models: Mutex<HashSet<String>>,
+    /// Handles to the series of each `inference` label combination seen.
+    series: series::Cache,
 }
 
 impl Default for Metrics {
@@ -228,6 +237,7 @@ impl Metrics {
             disconnects,
             upstream_state,
             models: Mutex::new(HashSet::new()),
+            series: series::Cache::default(),
         }
     }
 
@@ -269,71 +279,100 @@ impl Metrics {
     fn inference(&self, f: &crate::events::Fields) {
         let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
         let number = |k: &str| f.get(k).and_then(Value::as_u64).unwrap_or_default();
-        let model = self.model_label(text("model"));
-        let endpoint = EndpointLabels {
-            endpoint: text("endpoint").to_owned(),
+        let key = series::KeyRef {
+            endpoint: text("endpoint"),
+            status: number("status"),
+            upstream: text("upstream"),
+            model: text("model"),
         };
-        let request = RequestLabels {
-            endpoint: endpoint.endpoint.clone(),
-            status: number("status").to_string(),
-            upstream: text("upstream").to_owned(),
-            model: model.clone(),
+        let s = match self.series.get(key, || self.resolve(key)) {
+            Some(s) => s,
+            None => Arc::new(self.resolve(key)),
         };
-        self.requests.get_or_create(&request).inc();
         let ms = |v: u64| v as f64 / 1000.0;
-        self.duration
-            .get_or_create(&endpoint)
-            .observe(ms(number("latency_ms")));
+        s.requests.inc();
+        s.duration.observe(ms(number("latency_ms")));
         if let (Some(ttfb), false) = (
             f.get("ttfb_ms").and_then(Value::as_u64),
-            request.upstream.is_empty(),
+            key.upstream.is_empty(),
         ) {
-            let up = UpstreamLabels {
-                upstream: request.upstream.clone(),
+            let up = || UpstreamLabels {
+                upstream: key.upstream.to_owned(),
             };
-            self.ttft.get_or_create(&up).observe(ms(ttfb));
+            let h = s.ttft.get_or_init(|| self.ttft.get_or_create(&up()).clone());
+            h.observe(ms(ttfb));
         }
-        for (kind, key) in [
-            ("input", "input_tokens"),
-            ("output", "output_tokens"),
-            ("cache_read", "cache_read_tokens"),
-            ("cache_write", "cache_write_5m_tokens"),
-            ("cache_write", "cache_write_1h_tokens"),
+        for (i, field) in [
+            (0, "input_tokens"),
+            (1, "output_tokens"),
+            (2, "cache_read_tokens"),
+            (3, "cache_write_5m_tokens"),
+            (3, "cache_write_1h_tokens"),
         ] {
-            let n = number(key);
+            let n = number(field);
             if n > 0 {
-                let l = TokenLabels {
-                    model: model.clone(),
-                    kind: kind.to_owned(),
+                let labels = || TokenLabels {
+                    model: s.model.clone(),
+                    kind: TOKEN_KINDS[i].to_owned(),
                 };
-                self.tokens.get_or_create(&l).inc_by(n);
+                s.tokens[i]
+                    .get_or_init(|| self.tokens.get_or_create(&labels()).clone())
+                    .inc_by(n);
             }
         }
-        if !request.upstream.is_empty() && text("endpoint") != "count_tokens" {
+        if !key.upstream.is_empty() && key.endpoint != "count_tokens" {
             let write =
                 number("cache_write_5m_tokens").saturating_add(number("cache_write_1h_tokens"));
-            for (kind, n) in [
-                ("cache_read", number("cache_read_tokens")),
-                ("cache_write", write),
-                ("uncached", number("input_tokens")),
-            ] {
-                let l = PromptLabels {
-                    upstream: request.upstream.clone(),
-                    model: model.clone(),
-                    kind,
-                };
+            let sums = [number("cache_read_tokens"), write, number("input_tokens")];
+            for (i, n) in sums.into_iter().enumerate() {
                 if n > 0 {
-                    self.prompt.get_or_create(&l).inc_by(n);
+                    let labels = || PromptLabels {
+                        upstream: key.upstream.to_owned(),
+                        model: s.model.clone(),
+                        kind: PROMPT_KINDS[i],
+                    };
+                    s.prompt[i]
+                        .get_or_init(|| self.prompt.get_or_create(&labels()).clone())
+                        .inc_by(n);
                 }
             }
         }
         let cost = number("cost_micro_usd");
         if cost > 0 {
-            self.cost.get_or_create(&ModelLabels { model }).inc_by(cost);
+            let labels = || ModelLabels {
+                model: s.model.clone(),
+            };
+            s.cost
+                .get_or_init(|| self.cost.get_or_create(&labels()).clone())
+                .inc_by(cost);
         }
         if f.get("client_disconnected").and_then(Value::as_bool) == Some(true) {
-            self.disconnects.get_or_create(&endpoint).inc();
+            let labels = || EndpointLabels {
+                endpoint: key.endpoint.to_owned(),
+            };
+            s.disconnects
+                .get_or_init(|| self.disconnects.get_or_create(&labels()).clone())
+                .inc();
         }
+    }
+
+    /// The series an `inference` event with these labels feeds (see [`series`]).
+    fn resolve(&self, key: series::KeyRef<'_>) -> series::Series {
+        let model = self.model_label(key.model);
+        let requests = RequestLabels {
+            endpoint: key.endpoint.to_owned(),
+            status: key.status.to_string(),
+            upstream: key.upstream.to_owned(),
+            model: model.clone(),
+        };
+        let endpoint = EndpointLabels {
+            endpoint: key.endpoint.to_owned(),
+        };
+        series::Series::new(
+            model,
+            self.requests.get_or_create(&requests).clone(),
+            self.duration.get_or_create(&endpoint).clone(),
+        )
     }
 
     fn cache_break(&self, f: &crate::events::Fields) {

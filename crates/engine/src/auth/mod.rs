@@ -9,7 +9,11 @@ pub mod local_key;
 use http::HeaderMap;
 
 use crate::error::ApiError;
+
 pub use client_keys::ClientKeys;
+
+/// Parsed once: a lookup by `&str` parses the name every time.
+const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +59,7 @@ pub fn presented(headers: &HeaderMap) -> Vec<&str> {
             }
         }
     }
-    if let Some(v) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+    if let Some(v) = headers.get(&X_API_KEY).and_then(|v| v.to_str().ok()) {
         let v = v.trim();
         if !v.is_empty() && !out.contains(&v) {
             out.push(v);

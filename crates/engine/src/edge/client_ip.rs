@@ -19,11 +19,14 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Parsed once: a lookup by `&str` parses the name every time.
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+
 pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     let peer = canonical(peer);
     if trusted.is_empty() || !in_any(peer, trusted) {
         static UNTRUSTED_FORWARD: crate::once::Once = crate::once::Once::new();
-        if headers.contains_key("x-forwarded-for") && UNTRUSTED_FORWARD.first() {
+        if headers.contains_key(&X_FORWARDED_FOR) && UNTRUSTED_FORWARD.first() {
             tracing::warn!(
                 peer = %peer,
                 "X-Forwarded-For came from {peer}, which is not in listen.trusted_proxies: the header is ignored and the peer's address is used for access_control and rate limits. If the gateway is behind a proxy or load balancer, add its address to listen.trusted_proxies (logged once)"
@@ -32,7 +35,7 @@ pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
         return peer;
     }
     let mut hops: Vec<IpAddr> = Vec::new();
-    for value in headers.get_all("x-forwarded-for") {
+    for value in headers.get_all(&X_FORWARDED_FOR) {
         let Ok(text) = value.to_str() else {
             return peer;
         };

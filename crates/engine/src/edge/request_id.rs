@@ -11,9 +11,12 @@
 use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
+/// Parsed once: a lookup by `&str` parses the name every time.
+const CLIENT_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-client-request-id");
+
 pub fn from_headers(headers: &HeaderMap, now: DateTime<Utc>) -> String {
     headers
-        .get("x-client-request-id")
+        .get(&CLIENT_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|s| is_valid(s))
         .map_or_else(|| fresh(now), str::to_owned)

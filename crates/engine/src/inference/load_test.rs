@@ -11,6 +11,8 @@ use crate::error::ApiError;
 use crate::gateway::Gateway;
 
 pub const HEADER: &str = "x-load-test-user";
+/// [`HEADER`] parsed once (a lookup by `&str` parses the name every time).
+const HEADER_NAME: http::HeaderName = http::HeaderName::from_static(HEADER);
 
 /// The principal this request counts as.
 pub fn principal<'a>(
@@ -20,7 +22,7 @@ pub fn principal<'a>(
 ) -> Result<Cow<'a, Principal>, ApiError> {
     let renamable = !matches!(principal, Principal::Workload(_));
     let Some(value) = headers
-        .get(HEADER)
+        .get(&HEADER_NAME)
         .filter(|_| renamable && gw.config.load_test.is_some())
     else {
         return Ok(Cow::Borrowed(principal));

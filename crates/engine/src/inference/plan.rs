@@ -21,6 +21,9 @@ use crate::upstream::strategy::Plan;
 pub const STRATEGY_HEADER: &str = "x-gatehouse-strategy";
 /// The caller's region.
 pub const REGION_HEADER: &str = "x-gatehouse-region";
+// Parsed once: a lookup by `&str` parses the name every time.
+const STRATEGY_NAME: http::HeaderName = http::HeaderName::from_static(STRATEGY_HEADER);
+const REGION_NAME: http::HeaderName = http::HeaderName::from_static(REGION_HEADER);
 
 impl<'a> Call<'a> {
     fn groups(&self) -> &'a [String] {
@@ -88,7 +91,7 @@ impl<'a> Call<'a> {
     ) -> Result<Plan<'a>, ApiError> {
         let gw: &'a crate::gateway::Gateway = self.gw;
         let groups = self.groups();
-        let chosen = match headers.get(STRATEGY_HEADER) {
+        let chosen = match headers.get(&STRATEGY_NAME) {
             Some(v) => Some(self.override_strategy(v, model, groups)?),
             None => None,
         };
@@ -168,7 +171,7 @@ pub(super) fn plan_for<'a>(
         },
     };
     let region = headers
-        .get(REGION_HEADER)
+        .get(&REGION_NAME)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|r| !r.is_empty())

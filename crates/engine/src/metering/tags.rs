@@ -8,7 +8,7 @@
 //! A request that sends none of them costs nothing here: no allocation, one header lookup
 //! per name.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 /// Claude Code's session id (a UUID in practice).
 pub const SESSION_ID: &str = "x-claude-code-session-id";
@@ -18,6 +18,12 @@ pub const AGENT_ID: &str = "x-claude-code-agent-id";
 pub const PARENT_AGENT_ID: &str = "x-claude-code-parent-agent-id";
 /// A hint header (with `CLAUDE_CODE_GATEWAY_HINT_HEADERS=1`).
 pub const REQUEST_CLASS: &str = "x-claude-code-request-class";
+
+// The names above as parsed header names: a lookup by `&str` parses the name every time.
+const SESSION_ID_NAME: HeaderName = HeaderName::from_static(SESSION_ID);
+const AGENT_ID_NAME: HeaderName = HeaderName::from_static(AGENT_ID);
+const PARENT_AGENT_ID_NAME: HeaderName = HeaderName::from_static(PARENT_AGENT_ID);
+const REQUEST_CLASS_NAME: HeaderName = HeaderName::from_static(REQUEST_CLASS);
 
 /// The longest id kept.
 pub const MAX_ID: usize = 128;
@@ -43,11 +49,11 @@ impl ClientTags {
     /// The tags a request's headers carry; `None` when it carries none worth keeping.
     pub fn from_headers(headers: &HeaderMap) -> Option<Box<ClientTags>> {
         let tags = ClientTags {
-            session_id: id(headers, SESSION_ID),
-            agent_id: id(headers, AGENT_ID),
-            parent_agent_id: id(headers, PARENT_AGENT_ID),
+            session_id: id(headers, &SESSION_ID_NAME),
+            agent_id: id(headers, &AGENT_ID_NAME),
+            parent_agent_id: id(headers, &PARENT_AGENT_ID_NAME),
             request_class: headers
-                .get(REQUEST_CLASS)
+                .get(&REQUEST_CLASS_NAME)
                 .and_then(|v| v.to_str().ok())
                 .and_then(request_class),
             client: headers
@@ -84,7 +90,7 @@ pub fn request_class(value: &str) -> Option<&'static str> {
 }
 
 /// An id header's value when it is 1..=[`MAX_ID`] characters of `[A-Za-z0-9._:-]`.
-fn id(headers: &HeaderMap, name: &str) -> Option<String> {
+fn id(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
     let v = headers.get(name)?.as_bytes();
     valid_id(v).then(|| String::from_utf8_lossy(v).into_owned())
 }

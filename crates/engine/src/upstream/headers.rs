@@ -63,6 +63,9 @@ pub fn bearer(out: &mut HeaderMap, token: &crate::secret::Secret) {
     }
 }
 
+/// Parsed once: a lookup by `&str` parses the name every time.
+const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+
 /// Bytes an identity header value keeps as they are: printable ASCII but `%` (and the
 /// space, which `trim` leaves only inside); the rest is percent-encoded.
 const IDENTITY_ESCAPED: &percent_encoding::AsciiSet =
@@ -127,9 +130,9 @@ pub fn to_upstream(
         }
         None => {}
     }
-    if !out.contains_key("anthropic-version") {
+    if !out.contains_key(&ANTHROPIC_VERSION) {
         out.insert(
-            HeaderName::from_static("anthropic-version"),
+            ANTHROPIC_VERSION,
             HeaderValue::from_static("2023-06-01"),
         );
     }
