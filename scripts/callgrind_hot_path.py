@@ -117,6 +117,8 @@ def main():
             f"{fake_addr}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n"
             f"client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n")
     env = dict(os.environ)
+    # The config points at the fake on loopback, which the gateway refuses unless told.
+    env["CLAUDE_GATEWAY_ALLOW_LOOPBACK"] = "1"
     for kv in a.env:
         k, v = kv.split("=", 1)
         env[k] = v

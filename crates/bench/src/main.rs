@@ -251,7 +251,7 @@ enum Command {
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1440))]
         minutes: u64,
         /// Mix steps per second, all workers together.
-        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=5000))]
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=5000))]
         rps: u64,
         /// The gatehouse binary.
         #[arg(long, default_value = "target/release/gatehouse")]

@@ -71,7 +71,7 @@ impl Options {
             gatehouse,
             fake,
             minutes,
-            rps: 300.0,
+            rps: 1000.0,
             workers: 16,
         }
     }
@@ -91,6 +91,11 @@ pub struct Sample {
     /// Inference requests sent by then.
     pub requests: u64,
     pub rss_kib: u64,
+    /// The private part of RSS (`RssAnon`: heaps, stacks).
+    pub anon_kib: u64,
+    /// The file-backed and shared part (`RssFile` + `RssShmem`: the binary's pages,
+    /// SQLite's shared-memory WAL index).
+    pub file_kib: u64,
     pub fds: u64,
     pub threads: u64,
     pub store_bytes: u64,
@@ -136,6 +141,8 @@ pub struct Soak {
     /// Median descriptors of the last quarter of the measured samples less the first's.
     pub fd_drift: f64,
     pub rss: Fit,
+    pub anon: Fit,
+    pub file: Fit,
     pub fds: Fit,
     pub threads: Fit,
     pub store: Fit,
@@ -335,6 +342,13 @@ fn sample(pid: u32, db: &Path, at: f64, requests: u64) -> anyhow::Result<Sample>
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
+    let kib = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count() as u64)
         .unwrap_or(0);
@@ -347,6 +361,8 @@ fn sample(pid: u32, db: &Path, at: f64, requests: u64) -> anyhow::Result<Sample>
         at,
         requests,
         rss_kib: rss_kib(pid)?,
+        anon_kib: kib("RssAnon:"),
+        file_kib: kib("RssFile:") + kib("RssShmem:"),
         fds,
         threads,
         store_bytes,
@@ -453,6 +469,8 @@ fn fit_samples(samples: &[Sample], warmup: Duration, out: &mut Soak) {
         out.fd_drift = median(&after[after.len() - quarter..]) - median(&after[..quarter]);
     }
     out.rss = line(|s| s.rss_kib as f64 / 1024.0);
+    out.anon = line(|s| s.anon_kib as f64 / 1024.0);
+    out.file = line(|s| s.file_kib as f64 / 1024.0);
     out.fds = line(|s| s.fds as f64);
     out.threads = line(|s| s.threads as f64);
     out.store = line(|s| s.store_bytes as f64 / (1024.0 * 1024.0));
@@ -562,6 +580,29 @@ impl Soak {
             self.rss.se,
             verdict(self.rss_ok())
         );
+        for (name, fit, kib) in [
+            (
+                "of which private (RssAnon)",
+                self.anon,
+                [i.anon_kib, w.anon_kib, l.anon_kib, e.anon_kib],
+            ),
+            (
+                "of which file-backed and shared (RssFile + RssShmem)",
+                self.file,
+                [i.file_kib, w.file_kib, l.file_kib, e.file_kib],
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {:+.2} ± {:.2} MiB | — | — |",
+                mib(kib[0]),
+                mib(kib[1]),
+                mib(kib[2]),
+                mib(kib[3]),
+                fit.per_million,
+                fit.se
+            );
+        }
         let _ = writeln!(
             out,
             "| open descriptors | {} | {} | {} | {} | {:+.1} ± {:.1} ({:+.2} over the measured window; last quarter's median {:+.0} on the first's) | flat: medians ≤ +{FD_TOLERANCE} | {} |",
