@@ -48,9 +48,21 @@ fn json_lines() -> bool {
 
 /// Installs the operator log subscriber. Keep the guard alive until exit.
 pub fn init(cfg: &LoggingConfig) -> Result<Option<WorkerGuard>, String> {
+    init_buffered(
+        cfg,
+        tracing_appender::non_blocking::DEFAULT_BUFFERED_LINES_LIMIT,
+    )
+}
+
+/// [`init`] with at most `lines` waiting for the log file's writer thread (past it, lines
+/// are dropped, not waited for). tracing-appender's default, 128,000, allocates and touches
+/// 4 MB up front; the desktop's processes, which log a few lines a minute, take less.
+pub fn init_buffered(cfg: &LoggingConfig, lines: usize) -> Result<Option<WorkerGuard>, String> {
     let (writer, guard) = match appender(cfg, "gatehouse")? {
         Some(file) => {
-            let (file, guard) = tracing_appender::non_blocking(file);
+            let (file, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+                .buffered_lines_limit(lines)
+                .finish(file);
             (
                 tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr.and(file)),
                 Some(guard),

@@ -39,6 +39,9 @@ eval "$(printf 'throwaway' | gnome-keyring-daemon --unlock --components=secrets)
 dunst >"$work/dunst.log" 2>&1 &
 dunst_pid=$!
 
+# The output files exist before the app opens them: the wait below reads them at once.
+: >"$work/app.out"
+: >"$work/app.err"
 "$bin" --data-dir "$work/data" tray --port 0 >"$work/app.out" 2>"$work/app.err" &
 app_pid=$!
 
@@ -133,10 +136,17 @@ sleep 2
 echo "rss_window_open_kib=$(tree_rss "$app_pid")"
 echo "rss_window_open_procs=$(tree_procs "$app_pid")"
 /usr/bin/python3 "$(dirname "$0")/close_window.py" "$win"
+closed_at=$(date +%s%N)
 for _ in $(seq 100); do
   xwininfo -root -tree 2>/dev/null | grep -q '"Gatehouse":' || break
   sleep 0.1
 done
+# The window process ends with its window (bounded wait; the tray kills it after 2 s).
+for _ in $(seq 100); do
+  [ -z "$(ps -o pid= --ppid "$app_pid" || true)" ] && break
+  sleep 0.1
+done
+echo "window_process_gone_ms=$((($(date +%s%N) - closed_at) / 1000000))"
 sleep 3
 echo "windows_after_close=$(xwininfo -root -tree 2>/dev/null | awk '$2 == "\"Gatehouse\":"' | wc -l)"
 kill -0 "$app_pid" 2>/dev/null && echo "alive_after_close=yes"

@@ -98,8 +98,8 @@ impl TrayMemory {
                     "\n- How measured: `{}` (`gatehouse tray`, {}) in a throwaway desktop session \
                      (`tests/desktop/tray_session.sh`: Xvfb, a session bus, gnome-keyring); VmRSS summed \
                      over the app and every process it started, 2 s after the dashboard drew, then 3 s \
-                     after its close button (the window runs in its own process, `gatehouse tray-window`, \
-                     which ends with it, and WebKit's processes with it).",
+                     after its close button ended the window's process (`gatehouse tray-window`, which \
+                     takes WebKit's processes with it).",
                     self.binary.display(),
                     crate::profile(&self.binary)
                 );

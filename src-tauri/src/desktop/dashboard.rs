@@ -10,8 +10,12 @@
 //! The protocol is the child's stdin, so the launch's app token never appears on a command
 //! line (`/proc/PID/cmdline` is readable by other users): the first line is the dashboard
 //! URL (with `#token=`), each later `show` line shows and focuses the window, and end of
-//! file (the tray quit or died) closes it. The child exits when its window closes; the tray
-//! reaps it and the next Open starts a new one, also after a crash.
+//! file (the tray quit or died) closes it. The child says `closed` on its stdout when its
+//! window closed and then exits: from that line on, Open starts a new window process (the
+//! old one may take a while to tear WebKit down; it is killed if it takes longer than
+//! [`CLOSE_GRACE`]). The tray reaps every child, and after a crash the next Open starts a
+//! new one. An Open that reaches a window process between its window closing and its
+//! `closed` line is lost; the next one works.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -19,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 /// The window process of this launch, if one is running.
@@ -99,6 +103,7 @@ impl Dashboard {
             .arg(&self.data_dir)
             .arg("tray-window")
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start the dashboard window: {e}"))?;
@@ -116,6 +121,22 @@ impl Dashboard {
                 }
             }
         });
+        // The reader: once the window closed, this process is no longer the one to show.
+        if let Some(stdout) = child.stdout.take() {
+            let slot = Arc::clone(&self.running);
+            self.rt.spawn(async move {
+                let mut said = tokio::io::BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = said.next_line().await {
+                    if line.trim() == "closed" {
+                        let mut running = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                        if running.as_ref().is_some_and(|r| r.id == id) {
+                            // Dropping it closes stdin and lets the supervisor end it.
+                            *running = None;
+                        }
+                    }
+                }
+            });
+        }
         let (stop, stop_rx) = oneshot::channel::<()>();
         let (exited_tx, exited) = oneshot::channel::<()>();
         let slot = Arc::clone(&self.running);
@@ -171,8 +192,12 @@ mod tests {
     fn fake_window(dir: &Path) -> PathBuf {
         let exe = dir.join("fake-window");
         let log = dir.join("log");
+        // It says `closed` (its window closed) on reading a URL with "closing", and keeps
+        // running until its stdin closes, as a window process slow to tear WebKit down.
         let script = format!(
-            "#!/bin/sh\necho \"args $*\" >>'{l}'\necho $$ >'{p}'\ncat >>'{l}'\necho end >>'{l}'\n",
+            "#!/bin/sh\necho \"args $*\" >>'{l}'\necho $$ >'{p}'\n\
+             while IFS= read -r line; do\n  echo \"$line\" >>'{l}'\n  \
+             case \"$line\" in *closing*) echo closed;; esac\ndone\necho end >>'{l}'\n",
             l = log.display(),
             p = dir.join("pid").display()
         );
@@ -231,6 +256,7 @@ mod tests {
                     _ => tokio::time::sleep(Duration::from_millis(25)).await,
                 }
             };
+            log_until(dir.path(), url, 2).await;
             let killed = std::process::Command::new("kill")
                 .args(["-9", &pid])
                 .status()
@@ -246,6 +272,22 @@ mod tests {
             d.show(url).unwrap();
             let log = log_until(dir.path(), url, 3).await;
             assert_eq!(log.matches("args").count(), 3, "{log}");
+            d.close().await;
+
+            // A window process whose window closed is not shown again, even while it is
+            // still ending: Open starts a new one.
+            d.show("http://127.0.0.1:1/#token=closing").unwrap();
+            log_until(dir.path(), "closing", 1).await;
+            for _ in 0..200 {
+                if !d.is_running() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            assert!(!d.is_running(), "`closed` did not free the slot");
+            d.show(url).unwrap();
+            let log = log_until(dir.path(), "args", 5).await;
+            assert!(!log.contains("show\nshow"), "{log}");
             d.close().await;
         });
     }

@@ -42,6 +42,10 @@ fn keychain() -> Result<Arc<dyn CredentialStore>, String> {
     Ok(Arc::new(store))
 }
 
+/// Log lines a desktop process buffers for its log file (see [`crate::logging::init_buffered`]):
+/// 8,192 take 256 KB where the default takes 4 MB.
+const LOG_LINES_BUFFERED: usize = 8192;
+
 /// The app's Tauri context (config, icons), one copy for both processes.
 fn context() -> tauri::Context<tauri::Wry> {
     tauri::generate_context!()
@@ -86,7 +90,7 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
             gatehouse_engine::config::Rotation::Daily,
         )),
     };
-    let _log_guard = crate::logging::init(&logging)?;
+    let _log_guard = crate::logging::init_buffered(&logging, LOG_LINES_BUFFERED)?;
     let mut events: Arc<dyn gatehouse_engine::events::EventSink> = Arc::new(StderrEventSink);
     if let Some(file) = crate::logging::event_file_sink(&logging)? {
         events = Arc::new(gatehouse_engine::events::FanoutEventSink(vec![

@@ -3,15 +3,16 @@
 //!
 //! It reads the dashboard URL (with this launch's app token) from the first line of its
 //! stdin, opens one window titled "Gatehouse" on it, and then follows its stdin: `show`
-//! shows and focuses the window, end of file (the tray quit or died) closes it. It exits
-//! when the window closes, and WebKit's web and network processes end with it. The page
+//! shows and focuses the window, end of file (the tray quit or died) closes it. When the
+//! window closes it says `closed` on its stdout (the tray's next Open then starts a new
+//! process) and exits, and WebKit's web and network processes end with it. The page
 //! talks only to the tray's gateway (the app API, with the token); external links go
 //! through that API to the tray's opener, so this process holds no state of its own.
 
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
+use tauri::{AppHandle, Manager, RunEvent, Runtime, WebviewUrl, WebviewWindowBuilder, WindowEvent};
 
 /// The window's label in this process.
 const LABEL: &str = "main";
@@ -38,7 +39,7 @@ pub fn run(data_dir: PathBuf) -> Result<(), String> {
             gatehouse_engine::config::Rotation::Daily,
         )),
     };
-    let _log_guard = crate::logging::init(&logging)?;
+    let _log_guard = crate::logging::init_buffered(&logging, super::LOG_LINES_BUFFERED)?;
     let app = tauri::Builder::default()
         .setup(move |app| {
             let handle = app.handle().clone();
@@ -52,7 +53,17 @@ pub fn run(data_dir: PathBuf) -> Result<(), String> {
         .build(super::context())
         .map_err(|e| format!("cannot start the dashboard window: {e}"))?;
     // The window closing is the last window closing: the process exits.
-    app.run(|_, _| {});
+    app.run(|_, event| {
+        if let RunEvent::WindowEvent {
+            event: WindowEvent::Destroyed,
+            ..
+        } = event
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "closed");
+            let _ = out.flush();
+        }
+    });
     Ok(())
 }
 
