@@ -171,7 +171,7 @@ impl Dashboard {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
