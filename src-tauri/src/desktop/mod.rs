@@ -127,7 +127,10 @@ pub fn run(data_dir: PathBuf, port: Option<u16>) -> Result<(), String> {
             println!("gatehouse: tray running; gateway on {}", app.base_url());
             let handle = tauri_app.handle().clone();
             tray::install(&handle, app.clone())?;
-            dashboard.show(&app.dashboard_url())?;
+            // Without a window the tray and the gateway still serve; Open tries again.
+            if let Err(e) = dashboard.show(&app.dashboard_url()) {
+                eprintln!("gatehouse: cannot open the dashboard window: {e}");
+            }
             tauri_app.manage(dashboard);
             tauri_app.manage(app);
             Ok(())
