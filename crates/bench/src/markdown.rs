@@ -20,8 +20,9 @@ impl Results {
             if let Some(v) = mem.per_stream_kib(mem.idle_kib) {
                 let _ = writeln!(
                     out,
-                    "- {name}: {} of {} streams opened in {:.0} ms; the fresh process idled at {} MiB \
-                     (the first one at {} MiB; measured against that, a stream costs {v:.1} KiB).",
+                    "- {name}: {} of {} streams opened in {:.0} ms; the fresh process held {} MiB \
+                     after its two warm-up streams (the first one idled at {} MiB; measured against \
+                     that, a stream costs {v:.1} KiB).",
                     s.opened,
                     self.params.open_streams,
                     s.open_time.as_secs_f64() * 1e3,
@@ -200,9 +201,9 @@ impl Results {
             "- Memory: idle RSS is read after start-up, before any request. Peak RSS is the largest \
              100 ms sample during the throughput phase. For open streams the proxy and Gatehouse are \
              restarted (so heap kept from earlier phases does not hide the cost), the fake paces deltas \
-             50 ms apart (100 deltas), {} streaming requests are opened (one connection each, in waves of 50 so no listen queue overflows; Gatehouse runs with `rate_limits.client_key_concurrency: 0`, lifting the default of 50 concurrent requests per client key), \
+             50 ms apart (100 deltas), two streams are opened and left after their first delta (the code a stream runs is paged in once, so it is part of the baseline, not of each stream), RSS is read, then {} streaming requests are opened (one connection each, in waves of 50 so no listen queue overflows; Gatehouse runs with `rate_limits.client_key_concurrency: 0`, lifting the default of 50 concurrent requests per client key), \
              each read up to its first delta, RSS sampled three times 100 ms apart (maximum kept), then \
-             all are dropped. Per stream = (that RSS − the fresh process's idle RSS) ÷ streams opened.",
+             all are dropped. Per stream = (that RSS − the RSS read before them) ÷ streams opened.",
             pr.open_streams
         );
         out
