@@ -10,7 +10,7 @@ use gatehouse_engine::deps::ProcessEnvironment;
 use gatehouse_engine::store::backup::{self, Summary};
 
 const POSTGRES: &str = "this configuration keeps its state in PostgreSQL: back it up with \
-    `pg_dump --format=custom` and restore with `pg_restore` (see README, Backups)";
+    `pg_dump --format=custom` and restore with `pg_restore` (see docs/server/operations.md, Backups)";
 
 /// The SQLite file of the instance `file` (or the embedded default) describes.
 fn live_database(file: Option<&Path>, data: PathBuf) -> Result<PathBuf, String> {
