@@ -20,6 +20,7 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use crate::client::{Auth, CLIENT_KEY, Conn, messages_body, parse_url};
+use crate::cpu::cpu_ticks;
 use crate::discovery::Issuer;
 use crate::load::{self, Percentiles, Sequential};
 use crate::procs::Children;
@@ -47,6 +48,9 @@ pub struct StoreRow {
     /// c=16 throughput (answers per second): caps off, and caps on with a binding cap.
     pub off_rps: f64,
     pub capped_rps: f64,
+    /// CPU per answer during those c=16 runs (µs): the gateway, and the PostgreSQL
+    /// server's processes (0 on SQLite), caps off then caps on.
+    pub cpu_us: [(f64, f64); 2],
     /// What the store did during the capped caller's c=1 run (its `/metrics`), or why
     /// that was not read.
     pub capped_ops: Option<Result<Vec<store_ops::OpStats>, String>>,
@@ -232,20 +236,30 @@ impl Gateways<'_> {
                     });
                 }
             }
-            for (case, addr, auth, slot) in [
-                ("caps off", off, &free, &mut row.off_rps),
-                ("caps on, capped caller", on, &capped, &mut row.capped_rps),
+            let pid = |addr| children.pid_of_url(&format!("http://{addr}")).unwrap_or(0);
+            let (off_pid, on_pid) = (pid(off), pid(on));
+            for (i, case, addr, gw_pid, auth) in [
+                (0, "caps off", off, off_pid, &free),
+                (1, "caps on, capped caller", on, on_pid, &capped),
             ] {
                 children.settle(SETTLE_MAX).await;
                 let (warmup, measure) = sizes.throughput;
+                let (gw0, pg0) = (cpu_ticks(gw_pid).unwrap_or(0), postgres_ticks());
                 let t = load::throughput_as(addr, auth.clone(), &body, 16, warmup, measure, &[])
                     .await?;
+                let (gw1, pg1) = (cpu_ticks(gw_pid).unwrap_or(0), postgres_ticks());
+                let per = |ticks: u64| ticks as f64 * tick_us() / t.completed.max(1) as f64;
+                row.cpu_us[i] = (per(gw1.saturating_sub(gw0)), per(pg1.saturating_sub(pg0)));
                 eprintln!(
-                    "  {store:<8} {case:<26} c=16 {:.0} req/s, {} errors",
-                    t.requests_per_sec, t.errors
+                    "  {store:<8} {case:<26} c=16 {:.0} req/s, {} errors, CPU per answer {:.1} µs (PostgreSQL {:.1} µs)",
+                    t.requests_per_sec, t.errors, row.cpu_us[i].0, row.cpu_us[i].1
                 );
                 children.check_alive()?;
-                *slot = t.requests_per_sec;
+                if i == 0 {
+                    row.off_rps = t.requests_per_sec;
+                } else {
+                    row.capped_rps = t.requests_per_sec;
+                }
             }
             anyhow::Ok(row)
         }
@@ -254,6 +268,27 @@ impl Gateways<'_> {
         children.stop(on_name).await;
         result
     }
+}
+
+/// CPU time, in clock ticks, of every process named `postgres` on the machine (the
+/// server given by `--postgres-url` runs here; 0 when there is none).
+fn postgres_ticks() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == "postgres")
+        })
+        .filter_map(|pid| cpu_ticks(pid).ok())
+        .sum()
+}
+
+/// Microseconds per clock tick (`/proc` counts CPU time in `USER_HZ` ticks, 100 a second).
+fn tick_us() -> f64 {
+    1e6 / 100.0
 }
 
 /// A daily user cap for `sub`, far above what the run spends.
@@ -390,16 +425,21 @@ impl Reservations {
         );
         out.push_str(&self.table());
         out.push_str(
-            "\n| store | c=16 caps off (req/s) | c=16 caps on, binding cap (req/s) | caps on ÷ caps off | target |\n\
-             |---|---:|---:|---:|---|\n",
+            "\n| store | c=16 caps off (req/s) | c=16 caps on, binding cap (req/s) | caps on ÷ caps off | target | CPU per answer, caps off: gateway + PostgreSQL (µs) | caps on: gateway + PostgreSQL (µs) |\n\
+             |---|---:|---:|---:|---|---:|---:|\n",
         );
         for r in &self.rows {
             let ratio = r.capped_rps / r.off_rps.max(1.0);
             let verdict = if ratio >= 0.8 { "pass" } else { "**miss**" };
+            let cpu = |(gw, pg): (f64, f64)| format!("{gw:.1} + {pg:.1}");
             let _ = writeln!(
                 out,
-                "| {} | {:.0} | {:.0} | {ratio:.2}× | ≥ 0.8× ({verdict}) |",
-                r.store, r.off_rps, r.capped_rps
+                "| {} | {:.0} | {:.0} | {ratio:.2}× | ≥ 0.8× ({verdict}) | {} | {} |",
+                r.store,
+                r.off_rps,
+                r.capped_rps,
+                cpu(r.cpu_us[0]),
+                cpu(r.cpu_us[1])
             );
         }
         out.push_str(
@@ -433,7 +473,9 @@ impl Reservations {
              loopback OIDC issuer only serves discovery. Each case: one keep-alive connection, \
              {} warm-up then {} sequential non-streaming requests (`max_tokens` 64), \
              nearest-rank percentiles of the whole exchange; c=16: 16 keep-alive connections \
-             back to back, {:?} warm-up then answers counted over {:?}. PostgreSQL is the server given by \
+             back to back, {:?} warm-up then answers counted over {:?}; CPU per answer is the \
+             gateway's CPU time (`/proc/PID/stat`) and that of every `postgres` process on the \
+             machine over the whole c=16 run, divided by every answer in it. PostgreSQL is the server given by \
              `--postgres-url` (a fresh database, dropped afterwards), on the same machine, \
              running with {}.",
             self.warmup,
