@@ -299,7 +299,9 @@ impl Metrics {
             let up = || UpstreamLabels {
                 upstream: key.upstream.to_owned(),
             };
-            let h = s.ttft.get_or_init(|| self.ttft.get_or_create(&up()).clone());
+            let h = s
+                .ttft
+                .get_or_init(|| self.ttft.get_or_create(&up()).clone());
             h.observe(ms(ttfb));
         }
         for (i, field) in [

@@ -158,6 +158,9 @@ mod tests {
             cache.get(key(n), series);
         }
         assert!(cache.get(key("one-more"), series).is_none(), "full");
-        assert!(cache.get(key("m"), series).is_some(), "kept ones still answer");
+        assert!(
+            cache.get(key("m"), series).is_some(),
+            "kept ones still answer"
+        );
     }
 }

@@ -131,10 +131,7 @@ pub fn to_upstream(
         None => {}
     }
     if !out.contains_key(&ANTHROPIC_VERSION) {
-        out.insert(
-            ANTHROPIC_VERSION,
-            HeaderValue::from_static("2023-06-01"),
-        );
+        out.insert(ANTHROPIC_VERSION, HeaderValue::from_static("2023-06-01"));
     }
     out
 }
