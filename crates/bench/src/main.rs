@@ -105,10 +105,10 @@ struct Cli {
     /// nginx for --peers (Debian package `nginx`).
     #[arg(long, default_value = "nginx", requires = "peers")]
     nginx: PathBuf,
-    /// Claude Code binary holding `claude gateway`, for --peers.
+    /// Claude Code binary holding `claude gateway`, for --peers (the pinned reference, 2.1.337).
     #[arg(
         long,
-        default_value = "tests/e2e/node_modules/.bin/claude",
+        default_value = "tests/e2e/node_modules/claude-gateway-reference/claude",
         requires = "peers"
     )]
     claude: PathBuf,

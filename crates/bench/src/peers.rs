@@ -306,7 +306,7 @@ async fn start_reference(
     };
     let r = reference::start(children, &tools, cx.dir, cx.fake, server).await?;
     let version = format!(
-        "claude gateway {} (npm @anthropic-ai/claude-code)",
+        "claude gateway {} (npm @anthropic-ai/claude-code-linux-x64, pinned in tests/e2e)",
         r.version
     );
     Ok((r, version))
