@@ -144,6 +144,15 @@ fn the_tray_app_shows_its_dashboard_and_keeps_the_token_in_the_keychain() {
         shots.join("tray-dashboard.png"),
     )
     .unwrap();
+    // The docs' picture of the window, rewritten only when asked (`GATEHOUSE_SCREENSHOTS=1`).
+    if std::env::var("GATEHOUSE_SCREENSHOTS").as_deref() == Ok("1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
+        std::fs::copy(
+            s.work.path().join("dashboard.png"),
+            docs.join("tray-window.png"),
+        )
+        .unwrap();
+    }
     // No secret reached the data dir or the log: the local token is only in the keychain.
     let mut texts = vec![s.app_err().into_bytes()];
     let mut dirs = vec![s.work.path().join("data")];
