@@ -230,6 +230,25 @@ pub fn reported_usage(record: &StreamRecord, config: &FakeConfig) -> Usage {
     }
 }
 
+/// The `gatehouse` binary next to the running test binary (`target/<profile>/deps/..`):
+/// the tests crate cannot name another package's binary, and a workspace test run builds
+/// it.
+pub fn gatehouse_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in target/<profile>/deps")
+        .join("gatehouse");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p gatehouse`; a workspace test run \
+         builds it)",
+        bin.display()
+    );
+    bin
+}
+
 /// Path of a tool installed by `scripts/test.sh` under `tests/e2e/node_modules/.bin`.
 pub fn e2e_bin(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -206,6 +206,16 @@ mod tests {
         exe
     }
 
+    /// Waits (at most 5 s) until `d` has no window process running.
+    async fn stopped(d: &Dashboard) {
+        for _ in 0..200 {
+            if !d.is_running() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// The fake's log once `want` occurs in it `times` times (bounded wait).
     async fn log_until(dir: &Path, want: &str, times: usize) -> String {
         let mut log = String::new();
@@ -262,12 +272,7 @@ mod tests {
                 .status()
                 .unwrap();
             assert!(killed.success());
-            for _ in 0..200 {
-                if !d.is_running() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
+            stopped(&d).await;
             assert!(!d.is_running(), "the crashed window process was not reaped");
             d.show(url).unwrap();
             let log = log_until(dir.path(), url, 3).await;
@@ -278,12 +283,7 @@ mod tests {
             // still ending: Open starts a new one.
             d.show("http://127.0.0.1:1/#token=closing").unwrap();
             log_until(dir.path(), "closing", 1).await;
-            for _ in 0..200 {
-                if !d.is_running() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
+            stopped(&d).await;
             assert!(!d.is_running(), "`closed` did not free the slot");
             d.show(url).unwrap();
             let log = log_until(dir.path(), "args", 5).await;

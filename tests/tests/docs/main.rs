@@ -55,23 +55,6 @@ fn name(page: &Page) -> String {
     rel.to_string_lossy().replace('\\', "/")
 }
 
-/// The `gatehouse` binary next to this test binary (`target/<profile>/deps/..`).
-fn gatehouse() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in target/<profile>/deps")
-        .join("gatehouse");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p gatehouse`; a workspace test run \
-         builds it)",
-        bin.display()
-    );
-    bin
-}
-
 fn bless() -> bool {
     std::env::var("GATEHOUSE_BLESS").is_ok_and(|v| v == "1")
 }
@@ -99,7 +82,7 @@ fn keep(page: &str, generated: &str) {
 
 #[test]
 fn config_reference_is_generated_from_the_schema() {
-    let out = Command::new(gatehouse())
+    let out = Command::new(gatehouse_tests::gatehouse_bin())
         .arg("config-schema")
         .output()
         .unwrap();
@@ -110,7 +93,10 @@ fn config_reference_is_generated_from_the_schema() {
 
 #[test]
 fn cli_reference_is_generated_from_help() {
-    keep("reference/cli.md", &cli_ref::render(&gatehouse()));
+    keep(
+        "reference/cli.md",
+        &cli_ref::render(&gatehouse_tests::gatehouse_bin()),
+    );
 }
 
 /// A dummy value for every `${NAME}` in `text` (long enough for any key rule; a URL for
@@ -158,7 +144,7 @@ fn check_config(text: &str, at: &str) -> Result<(), String> {
     let file = dir.path().join("gateway.yaml");
     let text = &with_secret_files(text, dir.path());
     std::fs::write(&file, text).unwrap();
-    let out = Command::new(gatehouse())
+    let out = Command::new(gatehouse_tests::gatehouse_bin())
         .arg("--data-dir")
         .arg(dir.path())
         .arg("check-config")
@@ -227,7 +213,7 @@ fn every_yaml_block_loads_in_check_config() {
 fn every_runnable_shell_block_runs() {
     let path = format!(
         "{}:{}",
-        gatehouse().parent().unwrap().display(),
+        gatehouse_tests::gatehouse_bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut problems = Vec::new();

@@ -40,32 +40,6 @@ const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// What the status line command prints when the gateway cannot be asked.
 const FALLBACK: &str = "Gatehouse: not running";
 
-/// The `gatehouse` binary next to this test binary (`target/<profile>/deps/..`): the tests
-/// crate cannot name another package's binary, and a workspace test run builds it.
-fn gatehouse_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in target/<profile>/deps")
-        .join("gatehouse");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build --bin gatehouse`; a workspace test run \
-         builds it)",
-        bin.display()
-    );
-    warn_if_stale(
-        &bin,
-        &[
-            "src-tauri/src/insight_cli.rs",
-            "src-tauri/src/desktop_cli.rs",
-            "crates/statusline/src/lib.rs",
-        ],
-    );
-    bin
-}
-
 /// `gatehouse-statusline` beside `gatehouse`, where the workspace build puts it and where
 /// "Configure Claude Code" looks for it.
 fn statusline_bin(gatehouse: &Path) -> PathBuf {
@@ -256,7 +230,7 @@ async fn claude_code_shows_gatehouse_status_line_with_the_session_cost() {
     require_tools();
     let claude = gatehouse_tests::e2e_bin("claude");
     assert!(claude.exists(), "run scripts/test.sh (npm ci in tests/e2e)");
-    let gatehouse = gatehouse_bin();
+    let gatehouse = gatehouse_tests::gatehouse_bin();
     let small = statusline_bin(&gatehouse);
     let started = Instant::now();
 
