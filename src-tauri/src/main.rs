@@ -21,7 +21,9 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc's malloc: the request path allocates a few hundred small
 /// blocks per request across threads, and mimalloc serves them in about half the
-/// instructions (measured with callgrind; see ARCHITECTURE.md, "The hot path").
+/// instructions (measured with callgrind; see ARCHITECTURE.md, "The hot path"). The
+/// `system-alloc` feature keeps glibc's, for heap profilers that interpose malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use gatehouse_engine::config::warnings::ConfigWarning;

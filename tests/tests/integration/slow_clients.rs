@@ -373,5 +373,43 @@ async fn a_stalled_tls_handshake_is_closed_and_https_still_works() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
+    // ALPN picks the protocol: HTTP/2 when offered, HTTP/1.1 for a client offering only it.
+    assert_eq!(
+        (r.status().as_u16(), r.version()),
+        (200, reqwest::Version::HTTP_2)
+    );
+    let h1 = reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let r = h1
+        .get(format!("https://localhost:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.version()),
+        (200, reqwest::Version::HTTP_11)
+    );
+}
+
+#[tokio::test]
+async fn an_http2_preface_arriving_in_pieces_is_still_http2() {
+    // The peek sees only part of the preface: the connection goes to hyper's automatic
+    // builder, which reads the rest and answers with HTTP/2's SETTINGS frame.
+    let gw = gateway(FakeConfig::default(), "", FAST).await;
+    let (mut read, mut write) = connect(&gw).await;
+    write.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    write.write_all(b"\r\nSM\r\n\r\n").await.unwrap();
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    write.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    let mut head = [0u8; 9];
+    tokio::time::timeout(BOUND, read.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
 }
