@@ -12,9 +12,11 @@ stream the client leaves, the health and metrics routes, then a clean stop. Ever
 the binary that ran is written to the ordering file, start-up's first, each group hottest
 first. `src-tauri/build.rs` hands the file to the linker (LLD's `--symbol-ordering-file`) for
 release builds; names the code no longer has are skipped, so a stale file costs memory, not
-correctness. Re-run it after large changes:
+correctness. Re-run it after large changes, on the headless build, then with `--append` on
+the desktop build (whose symbols differ where its dependencies' features do):
 
     scripts/link_order.py --gatehouse target/release/gatehouse --fake target/release/fake-upstream
+    scripts/link_order.py --append --gatehouse target/release/gatehouse-desktop --fake ...
 """
 
 import argparse
@@ -96,6 +98,9 @@ def main():
     p.add_argument("--gatehouse", required=True)
     p.add_argument("--fake", required=True)
     p.add_argument("--out", default=DEFAULT_OUT)
+    p.add_argument("--append", action="store_true",
+                   help="keep the file's names first and add this binary's others after them "
+                        "(the desktop build, whose symbols differ where its features do)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="gh-order-")
     fake, fake_addr = spawn([a.fake, "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"],
@@ -159,11 +164,17 @@ def main():
         if phase in dumps:
             later.update(functions(dumps[phase], binary))
     order = [n for n, _ in startup.most_common()]
-    seen = set(order)
-    order += [n for n, _ in later.most_common() if n not in seen]
+    order += [n for n, _ in later.most_common() if n not in startup]
+    kept = []
+    if a.append and os.path.exists(a.out):
+        with open(a.out) as f:
+            kept = [line.strip() for line in f if line.strip()]
+    known = set(kept)
+    added = [n for n in order if n not in known]
     with open(a.out, "w") as f:
-        f.write("\n".join(order) + "\n")
-    print(f"{len(startup)} start-up functions, {len(order)} in all, written to {a.out}")
+        f.write("\n".join(kept + added) + "\n")
+    print(f"{len(startup)} start-up functions, {len(order)} in all; {len(added)} written to "
+          f"{a.out} after {len(kept)} kept")
 
 
 if __name__ == "__main__":
