@@ -259,7 +259,7 @@ async fn connection<A: App>(
     };
     // A TLS connection's state (the handshake, the rustls session inline in its stream) is
     // its own allocation: inline, every plain connection's task would be sized for it too
-    // (about 3 KiB more per open connection, measured with heaptrack).
+    // (heaptrack: a plain HTTP/1 task is 2.5 KiB; 5.1 with TLS and hyper-util's builder).
     Box::pin(tls(&shared, acceptor, tcp, peer)).await;
 }
 
