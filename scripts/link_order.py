@@ -17,6 +17,10 @@ the desktop build (whose symbols differ where its dependencies' features do):
 
     scripts/link_order.py --gatehouse target/release/gatehouse --fake target/release/fake-upstream
     scripts/link_order.py --append --gatehouse target/release/gatehouse-desktop --fake ...
+
+Names of functions ThinLTO promoted out of their module (`....llvm.<hash>`) change when that
+module's code does, also through another build command's feature unification; such a
+function falls back to its default place. `--check BINARY` counts how many names match.
 """
 
 import argparse
@@ -93,15 +97,32 @@ def leave_a_stream(addr):
         s.recv(4096)
 
 
+def check(binary, path):
+    """How many of the file's names `binary` has (the rest have drifted: see the docstring)."""
+    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True,
+                         check=True).stdout
+    names = {line.split()[-1] for line in out.splitlines() if len(line.split()) == 3}
+    with open(path) as f:
+        listed = [line.strip() for line in f if line.strip()]
+    present = sum(1 for n in listed if n in names)
+    print(f"{binary}: {present} of the {len(listed)} names in {path} are its symbols")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--gatehouse", required=True)
-    p.add_argument("--fake", required=True)
+    p.add_argument("--check", metavar="BINARY",
+                   help="only count how many of the file's names BINARY has, and exit")
+    p.add_argument("--gatehouse")
+    p.add_argument("--fake")
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--append", action="store_true",
                    help="keep the file's names first and add this binary's others after them "
                         "(the desktop build, whose symbols differ where its features do)")
     a = p.parse_args()
+    if a.check:
+        return check(a.check, a.out)
+    if not (a.gatehouse and a.fake):
+        p.error("--gatehouse and --fake are required (or --check BINARY)")
     work = tempfile.mkdtemp(prefix="gh-order-")
     fake, fake_addr = spawn([a.fake, "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"],
                             os.path.join(work, "fake.stderr"), 30)
