@@ -89,6 +89,36 @@ def total_ir(path):
     return 0
 
 
+def start_fake(fake_bin, work):
+    """The fake upstream, natively, and the benchmark's gatehouse config in `work` pointing
+    at it (crates/bench/src/stack.rs: SQLite, one client key): (process, address, config)."""
+    fake, fake_addr = spawn([fake_bin, "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"],
+                            os.path.join(work, "fake.stderr"), 30)
+    set_fake(fake_addr, {})
+    cfg = os.path.join(work, "gatehouse.yaml")
+    with open(cfg, "w") as f:
+        f.write(
+            "listen: {host: 127.0.0.1, port: 0}\n"
+            f"store: {{sqlite_path: \"{work}/bench.db\"}}\n"
+            "rate_limits: {client_key_concurrency: 0}\n"
+            "timeouts: {shutdown_drain_ms: 2000}\n"
+            "upstreams:\n  - {name: fake, provider: anthropic, base_url: \"http://"
+            f"{fake_addr}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n"
+            f"client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n")
+    return fake, fake_addr, cfg
+
+
+def stop(gh, fake):
+    """Stops gatehouse (SIGTERM: callgrind writes its last dump) and the fake."""
+    gh.send_signal(signal.SIGTERM)
+    try:
+        gh.wait(120)
+    except subprocess.TimeoutExpired:
+        gh.kill()
+    fake.stdin.close()
+    fake.wait(10)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--gatehouse", required=True)
@@ -103,19 +133,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="gh-cg-work-")
 
-    fake, fake_addr = spawn([a.fake, "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"],
-                            os.path.join(work, "fake.stderr"), 30)
-    set_fake(fake_addr, {})
-    cfg = os.path.join(work, "gatehouse.yaml")
-    with open(cfg, "w") as f:
-        f.write(
-            "listen: {host: 127.0.0.1, port: 0}\n"
-            f"store: {{sqlite_path: \"{work}/bench.db\"}}\n"
-            "rate_limits: {client_key_concurrency: 0}\n"
-            "timeouts: {shutdown_drain_ms: 2000}\n"
-            "upstreams:\n  - {name: fake, provider: anthropic, base_url: \"http://"
-            f"{fake_addr}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n"
-            f"client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n")
+    fake, fake_addr, cfg = start_fake(a.fake, work)
     env = dict(os.environ)
     # The config points at the fake on loopback, which the gateway refuses unless told.
     env["CLAUDE_GATEWAY_ALLOW_LOOPBACK"] = "1"
@@ -145,13 +163,7 @@ def main():
         callgrind(gh.pid, "-d", "stream")
         conn.close()
     finally:
-        gh.send_signal(signal.SIGTERM)
-        try:
-            gh.wait(60)
-        except subprocess.TimeoutExpired:
-            gh.kill()
-        fake.stdin.close()
-        fake.wait(10)
+        stop(gh, fake)
     dumps = sorted(f for f in os.listdir(out) if f.startswith("callgrind.out."))
     results = {}
     for f in dumps:

@@ -28,7 +28,6 @@ import collections
 import http.client
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +35,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_hot_path import CLIENT_KEY, body, callgrind, run, set_fake, spawn  # noqa: E402
+from callgrind_hot_path import (  # noqa: E402
+    CLIENT_KEY, body, callgrind, run, set_fake, spawn, start_fake, stop)
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src-tauri",
                            "link-order.txt")
@@ -124,19 +124,7 @@ def main():
     if not (a.gatehouse and a.fake):
         p.error("--gatehouse and --fake are required (or --check BINARY)")
     work = tempfile.mkdtemp(prefix="gh-order-")
-    fake, fake_addr = spawn([a.fake, "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"],
-                            os.path.join(work, "fake.stderr"), 30)
-    set_fake(fake_addr, {})
-    cfg = os.path.join(work, "gatehouse.yaml")
-    with open(cfg, "w") as f:
-        f.write(
-            "listen: {host: 127.0.0.1, port: 0}\n"
-            f"store: {{sqlite_path: \"{work}/bench.db\"}}\n"
-            "rate_limits: {client_key_concurrency: 0}\n"
-            "timeouts: {shutdown_drain_ms: 2000}\n"
-            "upstreams:\n  - {name: fake, provider: anthropic, base_url: \"http://"
-            f"{fake_addr}\", auth: {{api_key: bench-operator-key-not-secret}}}}\n"
-            f"client_keys:\n  - {{id: bench, key: \"{CLIENT_KEY}\"}}\n")
+    fake, fake_addr, cfg = start_fake(a.fake, work)
     os.environ["CLAUDE_GATEWAY_ALLOW_LOOPBACK"] = "1"
     base = os.path.join(work, "callgrind.out")
     cmd = ["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={base}",
@@ -159,13 +147,7 @@ def main():
         time.sleep(2)
         callgrind(gh.pid, "-d", "traffic")
     finally:
-        gh.send_signal(signal.SIGTERM)
-        try:
-            gh.wait(120)
-        except subprocess.TimeoutExpired:
-            gh.kill()
-        fake.stdin.close()
-        fake.wait(10)
+        stop(gh, fake)
     binary = os.path.basename(a.gatehouse)
     dumps = {}
     for f in os.listdir(work):

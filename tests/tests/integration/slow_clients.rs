@@ -362,37 +362,28 @@ async fn a_stalled_tls_handshake_is_closed_and_https_still_works() {
         closed_within(&mut partial, BOUND).await,
         "partial handshake still open"
     );
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
-        .build()
-        .unwrap();
     let port = gw.handle.local_addr().port();
-    let r = client
-        .get(format!("https://localhost:{port}/healthz"))
-        .send()
-        .await
-        .unwrap();
     // ALPN picks the protocol: HTTP/2 when offered, HTTP/1.1 for a client offering only it.
-    assert_eq!(
-        (r.status().as_u16(), r.version()),
-        (200, reqwest::Version::HTTP_2)
-    );
-    let h1 = reqwest::Client::builder()
-        .no_proxy()
-        .http1_only()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
-        .build()
-        .unwrap();
-    let r = h1
-        .get(format!("https://localhost:{port}/healthz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        (r.status().as_u16(), r.version()),
-        (200, reqwest::Version::HTTP_11)
-    );
+    let ca = reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap();
+    for (http1_only, version) in [
+        (false, reqwest::Version::HTTP_2),
+        (true, reqwest::Version::HTTP_11),
+    ] {
+        let mut client = reqwest::Client::builder()
+            .no_proxy()
+            .add_root_certificate(ca.clone());
+        if http1_only {
+            client = client.http1_only();
+        }
+        let r = client
+            .build()
+            .unwrap()
+            .get(format!("https://localhost:{port}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!((r.status().as_u16(), r.version()), (200, version));
+    }
 }
 
 #[tokio::test]
